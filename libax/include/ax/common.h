@@ -1,0 +1,55 @@
+/*
+ * ax/common.h — small shared definitions: error codes, time helpers.
+ *
+ * Rule for the whole library (stated once): functions return 0 (AX_OK) on
+ * success and a negative ax_err_t on failure; output parameters are named
+ * ret_* and are left untouched on failure; an errbuf/errlen pair, when
+ * present, receives a one-line reason. Objects come in _new()/_destroy()
+ * pairs and _destroy(NULL) is a no-op.
+ */
+#ifndef AX_COMMON_H
+#define AX_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef enum ax_err {
+    AX_OK = 0,
+    AX_ERR_INVALID = -1,   /* bad input; not retriable */
+    AX_ERR_NOMEM = -2,
+    AX_ERR_IO = -3,        /* server or OS failure; retriable */
+    AX_ERR_NOTFOUND = -4,
+    AX_ERR_CONFLICT = -5,  /* CAS lost / unique violation */
+    AX_ERR_TOOBIG = -6,
+} ax_err_t;
+
+#define AX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Wall clock in ms since the epoch (for timestamps written into messages). */
+static inline int64_t ax_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Monotonic clock in ms (for durations, timeouts, backoff). */
+static inline int64_t ax_mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Capped exponential backoff: base * 2^attempt, at most cap (ms). */
+static inline int64_t ax_backoff_ms(unsigned attempt, int64_t base, int64_t cap) {
+    int64_t d = base;
+    while (attempt-- > 0 && d < cap)
+        d *= 2;
+    return d < cap ? d : cap;
+}
+
+/* snprintf into errbuf if it is non-NULL; returns `code`. */
+int ax_seterr(char *errbuf, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif
