@@ -2,7 +2,7 @@
  * ax/codec.h — the wire contracts of ax: Avro records framed in the Confluent
  * wire format (byte 0 = 0x00, bytes 1..4 = big-endian schema id, then Avro
  * binary). Schema ids and files are fixed in schemas/manifest.json; the
- * schemas are compiled into the library from schemas/*.avsc.
+ * schemas are compiled into the library from the schemas/ .avsc files.
  *
  * Untrusted input: every *_decode() first walks the bytes against the schema
  * and bounds every length, count and union/enum index by what remains in the

@@ -52,4 +52,12 @@ static inline int64_t ax_backoff_ms(unsigned attempt, int64_t base, int64_t cap)
 int ax_seterr(char *errbuf, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+
+/* Fill `out` (2*nbytes+1 chars) with random hex (getrandom); for trace ids. */
+void ax_random_hex(char *out, size_t nbytes);
+
+/* Make `s` valid UTF-8 without NULs, in place: every byte of an invalid
+ * sequence (or NUL) becomes '?'. Returns the number of bytes replaced. */
+size_t ax_utf8_sanitize(char *s, size_t len);
+
 #endif

@@ -1,0 +1,440 @@
+/*
+ * axctl — the operator's command line: submit instances, define jobs, look
+ * at instances, create topics, print the configuration reference.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ax/codec.h"
+#include "ax/common.h"
+#include "ax/conf.h"
+#include "ax/kafka.h"
+#include "ax/log.h"
+#include "ax/pg.h"
+
+static const char usage[] =
+    "Usage: axctl [--config FILE] [--set KEY=VALUE]... COMMAND ...\n\n"
+    "Commands:\n"
+    "  submit [--job NAME] [--delay MS] [--at TIME] [--priority 0-4] [--timeout MS]\n"
+    "         [--payload TEXT | --payload-file FILE] [--idempotency-key KEY]\n"
+    "         [--trace-id ID] [--wait] [--wait-timeout SECONDS] [-- COMMAND ARG...]\n"
+    "      Produce one submission to <prefix>submit: of a defined job (--job) or an\n"
+    "      inline command (after --). TIME is ISO-8601 with offset\n"
+    "      (2026-12-01T02:30:00Z) or epoch milliseconds. Prints the trace id; with\n"
+    "      --wait, waits for the final outcome, prints it as JSON and exits 0 only\n"
+    "      on SUCCESS.\n"
+    "  job create NAME [--timeout MS] [--priority 0-4] -- COMMAND ARG...\n"
+    "  job list | job show NAME | job delete NAME\n"
+    "  instance show ID | instance list [--limit N] [--trace ID]\n"
+    "  topics create [--partitions N] [--replication N]\n"
+    "  counters                 counters kept by the services (duplicates, stale results)\n"
+    "  config reference         the configuration reference (Markdown)\n"
+    "  config print             the effective configuration, secrets redacted\n\n"
+    "Exit status: 0 success, 1 failure, 2 usage or configuration error.\n\n";
+
+static ax_conf_t conf;
+
+static void die_usage(const char *msg) {
+    fprintf(stderr, "axctl: %s (see axctl --help)\n", msg);
+    exit(2);
+}
+
+static ax_pg_t *pg_open(void) {
+    char err[512];
+    ax_pg_t *pg = ax_pg_new(&conf, "axctl", err, sizeof err);
+    if (!pg) {
+        fprintf(stderr, "axctl: configuration error: %s\n", err);
+        exit(2);
+    }
+    if (ax_pg_ensure(pg, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        exit(1);
+    }
+    return pg;
+}
+
+static PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
+    char err[1024];
+    PGresult *r;
+    if (ax_pg_exec(pg, sql, n, p, NULL, NULL, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        exit(1);
+    }
+    return r;
+}
+
+static void print_rows(PGresult *r) {
+    for (int i = 0; i < PQntuples(r); i++)
+        puts(PQgetvalue(r, i, 0));
+}
+
+static int64_t parse_int(const char *s, const char *what) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s) {
+        fprintf(stderr, "axctl: %s: '%s' is not an integer\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* ISO-8601 with offset (Z or ±HH:MM), optional .mmm; or epoch ms. */
+static int64_t parse_time(const char *s) {
+    if (strspn(s, "0123456789") == strlen(s))
+        return parse_int(s, "--at");
+    struct tm tm = {0};
+    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    int ms = 0;
+    if (p && *p == '.') {
+        char *end;
+        double frac = strtod(p, &end);
+        ms = (int)(frac * 1000 + 0.5);
+        p = end;
+    }
+    long off = 0;
+    if (p && (*p == '+' || *p == '-')) {
+        int hh, mm;
+        if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+            p = NULL;
+        else {
+            off = (hh * 60 + mm) * 60 * (*p == '-' ? -1 : 1);
+            p += 6;
+        }
+    } else if (p && *p == 'Z') {
+        p++;
+    } else {
+        p = NULL;
+    }
+    if (!p || *p) {
+        fprintf(stderr, "axctl: --at: '%s' is not ISO-8601 with an offset, e.g. "
+                        "2026-12-01T02:30:00Z\n", s);
+        exit(2);
+    }
+    return ((int64_t)timegm(&tm) - off) * 1000 + ms;
+}
+
+static char *read_file(const char *path, size_t *ret_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "axctl: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += n;
+        if (len == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    *ret_len = len;
+    return buf;
+}
+
+static int wait_outcome(const char *trace, int timeout_s) {
+    ax_pg_t *pg = pg_open();
+    const char *p[] = {trace};
+    int64_t deadline = ax_mono_ms() + (int64_t)timeout_s * 1000;
+    while (ax_mono_ms() < deadline) {
+        PGresult *r = q(pg,
+                        "SELECT row_to_json(x)::text, x.outcome FROM ("
+                        " SELECT id, job_name AS job, state, outcome, attempt, exit_code, error_class,"
+                        "  error, output, trace_id, worker, scheduled_at, locked_at, running_at,"
+                        "  finished_at FROM job_instance WHERE trace_id = $1"
+                        "  AND state = 'FINISHED' AND result_published_at IS NOT NULL"
+                        "  ORDER BY id DESC LIMIT 1) x",
+                        1, p);
+        if (PQntuples(r) == 1) {
+            puts(PQgetvalue(r, 0, 0));
+            int ok = strcmp(PQgetvalue(r, 0, 1), "SUCCESS") == 0;
+            PQclear(r);
+            ax_pg_destroy(pg);
+            return ok ? 0 : 1;
+        }
+        PQclear(r);
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "axctl: no final outcome for trace %s within %d s\n", trace, timeout_s);
+    ax_pg_destroy(pg);
+    return 1;
+}
+
+static int cmd_submit(int argc, char **argv) {
+    ax_submit_t s;
+    ax_submit_init(&s);
+    int wait = 0, wait_timeout = 300;
+    char trace[40];
+    char *payload_buf = NULL;
+    int i = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "--wait") == 0) {
+            wait = 1;
+            continue;
+        }
+        if (!v)
+            die_usage("option needs a value");
+        if (strcmp(a, "--job") == 0)
+            s.job = (char *)v;
+        else if (strcmp(a, "--delay") == 0)
+            s.delay_ms = parse_int(v, a);
+        else if (strcmp(a, "--at") == 0)
+            s.run_at_ms = parse_time(v);
+        else if (strcmp(a, "--priority") == 0)
+            s.priority = (int32_t)parse_int(v, a);
+        else if (strcmp(a, "--timeout") == 0)
+            s.timeout_ms = parse_int(v, a);
+        else if (strcmp(a, "--payload") == 0) {
+            s.payload = (uint8_t *)v;
+            s.payload_len = strlen(v);
+        } else if (strcmp(a, "--payload-file") == 0) {
+            payload_buf = read_file(v, &s.payload_len);
+            s.payload = (uint8_t *)payload_buf;
+        } else if (strcmp(a, "--idempotency-key") == 0)
+            s.idempotency_key = (char *)v;
+        else if (strcmp(a, "--trace-id") == 0)
+            s.trace_id = (char *)v;
+        else if (strcmp(a, "--wait-timeout") == 0)
+            wait_timeout = (int)parse_int(v, a);
+        else
+            die_usage("unknown submit option");
+        i++;
+    }
+    if (i < argc) {
+        s.command = argv + i;
+        s.command_len = (size_t)(argc - i);
+    }
+    if (!s.job == !s.command)
+        die_usage("submit needs exactly one of --job NAME or -- COMMAND ARG...");
+    if (s.priority != -1 && (s.priority < 0 || s.priority > 4))
+        die_usage("--priority must be 0..4");
+    if (!s.trace_id) {
+        ax_random_hex(trace, 16);
+        s.trace_id = trace;
+    }
+    char err[512], topic[256];
+    void *buf;
+    size_t len;
+    if (ax_submit_encode(&s, &buf, &len) < 0) {
+        fprintf(stderr, "axctl: cannot encode the submission\n");
+        return 1;
+    }
+    rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "axctl: configuration error: %s\n", err);
+        return 2;
+    }
+    ax_delivery_t d = {0};
+    const char *key = s.idempotency_key ? s.idempotency_key : s.trace_id;
+    int rc = ax_kafka_produce(rk, ax_conf_topic(&conf, "submit", topic, sizeof topic), key,
+                              strlen(key), buf, len, NULL, &d, err, sizeof err);
+    free(buf);
+    free(payload_buf);
+    if (rc == 0)
+        rc = ax_kafka_wait(rk, &d, 35000);
+    rd_kafka_destroy(rk);
+    if (rc < 0) {
+        fprintf(stderr, "axctl: submission not acknowledged by Kafka: %s\n",
+                d.err ? rd_kafka_err2str(d.err) : err);
+        return 1;
+    }
+    if (!wait) {
+        printf("%s\n", s.trace_id);
+        return 0;
+    }
+    return wait_outcome(s.trace_id, wait_timeout);
+}
+
+static int cmd_job(int argc, char **argv) {
+    if (argc < 1)
+        die_usage("job needs a subcommand");
+    ax_pg_t *pg = pg_open();
+    const char *sub = argv[0];
+    if (strcmp(sub, "list") == 0) {
+        print_rows(q(pg,
+                     "SELECT row_to_json(x)::text FROM (SELECT name, handler_kind, command,"
+                     " schedule_kind, schedule_expr, timeout_ms, priority, enabled FROM job"
+                     " ORDER BY name) x",
+                     0, NULL));
+        return 0;
+    }
+    if (argc < 2)
+        die_usage("job subcommand needs a NAME");
+    const char *name = argv[1];
+    if (strcmp(sub, "show") == 0) {
+        const char *p[] = {name};
+        PGresult *r = q(pg, "SELECT row_to_json(j)::text FROM job j WHERE name = $1", 1, p);
+        if (PQntuples(r) == 0) {
+            fprintf(stderr, "axctl: no job named '%s'\n", name);
+            return 1;
+        }
+        print_rows(r);
+        return 0;
+    }
+    if (strcmp(sub, "delete") == 0) {
+        const char *p[] = {name};
+        PGresult *r = q(pg, "DELETE FROM job WHERE name = $1 RETURNING id", 1, p);
+        if (PQntuples(r) == 0) {
+            fprintf(stderr, "axctl: no job named '%s'\n", name);
+            return 1;
+        }
+        printf("deleted job %s\n", name);
+        return 0;
+    }
+    if (strcmp(sub, "create") != 0)
+        die_usage("unknown job subcommand");
+    const char *timeout = "3600000", *prio = "2";
+    int i = 2;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (i + 1 >= argc)
+            die_usage("option needs a value");
+        if (strcmp(argv[i], "--timeout") == 0)
+            timeout = argv[++i];
+        else if (strcmp(argv[i], "--priority") == 0)
+            prio = argv[++i];
+        else
+            die_usage("unknown job create option");
+    }
+    parse_int(timeout, "--timeout");
+    parse_int(prio, "--priority");
+    if (i >= argc)
+        die_usage("job create needs -- COMMAND ARG...");
+    ax_strbuf_t cmd = {0};
+    ax_pgarr_begin(&cmd);
+    for (; i < argc; i++)
+        ax_pgarr_text(&cmd, argv[i]);
+    ax_pgarr_end(&cmd);
+    const char *p[] = {name, cmd.s, timeout, prio};
+    char err[1024];
+    int rc = ax_pg_exec(pg,
+                        "INSERT INTO job (name, command, timeout_ms, priority)"
+                        " VALUES ($1, $2::text[], $3::bigint, $4::smallint)",
+                        4, p, NULL, NULL, NULL, err, sizeof err);
+    ax_strbuf_free(&cmd);
+    if (rc == AX_ERR_CONFLICT) {
+        fprintf(stderr, "axctl: job '%s' already exists\n", name);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        return 1;
+    }
+    printf("created job %s\n", name);
+    return 0;
+}
+
+static const char instance_cols[] =
+    "id, job_name AS job, attempt, state, outcome, exit_code, error_class, error, output,"
+    " trace_id, idempotency_key, worker, due_at, scheduled_at, dispatched_at, locked_at,"
+    " running_at, finished_at, result_published_at";
+
+static int cmd_instance(int argc, char **argv) {
+    if (argc < 1)
+        die_usage("instance needs a subcommand");
+    ax_pg_t *pg = pg_open();
+    char sql[1024];
+    if (strcmp(argv[0], "show") == 0) {
+        if (argc < 2)
+            die_usage("instance show needs an ID");
+        parse_int(argv[1], "ID");
+        const char *p[] = {argv[1]};
+        snprintf(sql, sizeof sql,
+                 "SELECT row_to_json(x)::text FROM (SELECT %s FROM job_instance"
+                 " WHERE id = $1::bigint) x", instance_cols);
+        PGresult *r = q(pg, sql, 1, p);
+        if (PQntuples(r) == 0) {
+            fprintf(stderr, "axctl: no instance %s\n", argv[1]);
+            return 1;
+        }
+        print_rows(r);
+        return 0;
+    }
+    if (strcmp(argv[0], "list") == 0) {
+        const char *limit = "20", *trace = NULL;
+        for (int i = 1; i + 1 < argc; i += 2) {
+            if (strcmp(argv[i], "--limit") == 0)
+                limit = argv[i + 1];
+            else if (strcmp(argv[i], "--trace") == 0)
+                trace = argv[i + 1];
+            else
+                die_usage("unknown instance list option");
+        }
+        parse_int(limit, "--limit");
+        const char *p[] = {limit, trace};
+        snprintf(sql, sizeof sql,
+                 "SELECT row_to_json(x)::text FROM (SELECT %s FROM job_instance"
+                 " WHERE $2::text IS NULL OR trace_id = $2 ORDER BY id DESC LIMIT $1::int) x",
+                 instance_cols);
+        print_rows(q(pg, sql, 2, p));
+        return 0;
+    }
+    die_usage("unknown instance subcommand");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    ax_conf_from_args(&conf, &argc, argv, "axctl", usage, NULL);
+    if (argc < 2)
+        die_usage("no command given");
+    char err[512];
+    if (ax_codec_init(err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    int rc;
+    if (strcmp(cmd, "submit") == 0) {
+        rc = cmd_submit(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "job") == 0) {
+        rc = cmd_job(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "instance") == 0) {
+        rc = cmd_instance(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "topics") == 0) {
+        if (argc < 3 || strcmp(argv[2], "create") != 0)
+            die_usage("topics needs: create");
+        int parts = 6, repl = 1;
+        for (int i = 3; i + 1 < argc; i += 2) {
+            if (strcmp(argv[i], "--partitions") == 0)
+                parts = (int)parse_int(argv[i + 1], "--partitions");
+            else if (strcmp(argv[i], "--replication") == 0)
+                repl = (int)parse_int(argv[i + 1], "--replication");
+            else
+                die_usage("unknown topics option");
+        }
+        rc = ax_kafka_create_topics(&conf, parts, repl, err, sizeof err);
+        if (rc < 0)
+            fprintf(stderr, "axctl: %s\n", err);
+        rc = rc < 0 ? 1 : 0;
+    } else if (strcmp(cmd, "counters") == 0) {
+        ax_pg_t *pg = pg_open();
+        print_rows(q(pg, "SELECT name || ' ' || value FROM ax_counter ORDER BY name", 0, NULL));
+        rc = 0;
+    } else if (strcmp(cmd, "config") == 0 && argc >= 3 && strcmp(argv[2], "reference") == 0) {
+        ax_conf_reference(stdout);
+        rc = 0;
+    } else if (strcmp(cmd, "config") == 0 && argc >= 3 && strcmp(argv[2], "print") == 0) {
+        ax_conf_print(&conf, stdout);
+        rc = 0;
+    } else {
+        die_usage("unknown command");
+        rc = 2;
+    }
+    ax_codec_shutdown();
+    return rc;
+}

@@ -1,0 +1,717 @@
+# shellcheck shell=bash
+# infra/lib.sh -- shared functions of infra/up, infra/down and infra/test.
+#
+# Source it from bash running with `set -euo pipefail`:
+#
+#     source "$(dirname "$0")/lib.sh"
+#
+# Every setting below has a default and can be overridden from the environment
+# (set it before sourcing).  Functions report with an "infra:" prefix and fail
+# with a message (and the tail of the relevant log) instead of hanging: every
+# wait has a timeout.
+#
+# Settings
+#   AX_ROOT                   repository root (default: parent of this file)
+#   AX_STATE                  state directory (default: $AX_ROOT/var)
+#   AX_BUILD                  CMake build directory (default: $AX_ROOT/build)
+#   AX_CACHE                  download cache (default: $AX_ROOT/.cache)
+#   AX_KAFKA_PORT             Kafka client listener (default: 19092)
+#   AX_KAFKA_CONTROLLER_PORT  KRaft controller listener (default: 19093)
+#   AX_PG_PORT                PostgreSQL TCP port (default: 15432)
+#   AX_PARTITIONS             partitions per ax topic (default: 6)
+#   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
+#   AX_JAVA                   java binary for the broker (default: Java 17)
+#
+# State layout ($AX_STATE)
+#   ax.conf          configuration read by every ax program (mode 0600)
+#   pg.password      PostgreSQL password of user ax (mode 0600, never printed)
+#   pg/              PostgreSQL 15 cluster, owned by system user ax
+#   kafka/           server.properties, log4j.properties, data/ (KRaft logs)
+#   log/             postgres.log, kafka.log, ax-<service>.log
+#   run/             kafka.pid, ax-<service>.pid, pg/ (unix socket)
+
+if [[ -n ${AX_LIB_SOURCED:-} ]]; then
+  return 0
+fi
+AX_LIB_SOURCED=1
+
+AX_ROOT=${AX_ROOT:-$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+AX_STATE=${AX_STATE:-$AX_ROOT/var}
+AX_BUILD=${AX_BUILD:-$AX_ROOT/build}
+AX_CACHE=${AX_CACHE:-$AX_ROOT/.cache}
+AX_KAFKA_PORT=${AX_KAFKA_PORT:-19092}
+AX_KAFKA_CONTROLLER_PORT=${AX_KAFKA_CONTROLLER_PORT:-19093}
+AX_PG_PORT=${AX_PG_PORT:-15432}
+AX_PARTITIONS=${AX_PARTITIONS:-6}
+AX_KAFKA_VERSIONS=${AX_KAFKA_VERSIONS:-3.9.2 3.9.1 3.9.0}
+AX_PG_BIN=${AX_PG_BIN:-/usr/lib/postgresql/15/bin}
+
+# Fixed names.
+AX_PG_USER=ax        # system user running PostgreSQL, also the database role
+AX_PG_DB=ax
+AX_SERVICES=(trigger executor callback)
+AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
+                 libavro-dev libevent-dev libjansson-dev libcmocka-dev
+                 postgresql-15 postgresql-client-15 openjdk-17-jre-headless
+                 maven kcat procps iproute2)
+
+# Set by ax_kafka_fetch.
+AX_KAFKA_VERSION=${AX_KAFKA_VERSION:-}
+AX_KAFKA_LIBS=${AX_KAFKA_LIBS:-}
+
+# ---------------------------------------------------------------- messages
+
+ax_log()  { printf 'infra: %s\n' "$*"; }
+ax_warn() { printf 'infra: warning: %s\n' "$*" >&2; }
+ax_die()  { printf 'infra: error: %s\n' "$*" >&2; exit 1; }
+
+# ax_tail_log FILE [LINES] -- show the end of a log on stderr.
+ax_tail_log() {
+  local file=$1 n=${2:-40}
+  if [[ -s $file ]]; then
+    printf 'infra: ---- last %s lines of %s ----\n' "$n" "$file" >&2
+    tail -n "$n" "$file" >&2 || true
+    printf 'infra: ---- end of %s ----\n' "$file" >&2
+  else
+    printf 'infra: (%s is empty or missing)\n' "$file" >&2
+  fi
+}
+
+# ax_now_ms -- milliseconds since the epoch.
+ax_now_ms() { local t; t=$(date +%s%N); echo $((t / 1000000)); }
+
+# ax_timed LABEL CMD... -- run CMD in this shell, print and record its duration.
+AX_TIMINGS=()
+ax_timed() {
+  local label=$1 t0 t1 ms
+  shift
+  t0=$(ax_now_ms)
+  "$@"
+  t1=$(ax_now_ms)
+  ms=$((t1 - t0))
+  AX_TIMINGS+=("$(printf '%-12s %4d.%01ds' "$label" $((ms / 1000)) $((ms % 1000 / 100)))")
+  ax_log "$label: done in $((ms / 1000)).$((ms % 1000 / 100))s"
+}
+
+ax_print_timings() {
+  local t
+  ((${#AX_TIMINGS[@]})) || return 0
+  ax_log "timings:"
+  for t in "${AX_TIMINGS[@]}"; do ax_log "  $t"; done
+}
+
+# ---------------------------------------------------------------- state
+
+# ax_state_init -- create $AX_STATE/{log,run}.
+ax_state_init() {
+  mkdir -p "$AX_STATE/log" "$AX_STATE/run"
+}
+
+# ---------------------------------------------------------------- processes
+
+# ax_pid_read PIDFILE -- print the pid stored in PIDFILE (nothing if none).
+ax_pid_read() {
+  local pid=
+  [[ -s $1 ]] && read -r pid <"$1" || true
+  [[ $pid =~ ^[0-9]+$ ]] && echo "$pid"
+  return 0
+}
+
+# ax_pid_alive PIDFILE [PATTERN] -- true if the process in PIDFILE runs (not a
+# zombie) and, when PATTERN is given, its command line contains PATTERN.
+ax_pid_alive() {
+  local pid cmd state
+  pid=$(ax_pid_read "$1")
+  [[ -n $pid ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+  [[ -n $state && $state != Z ]] || return 1
+  if [[ -n ${2:-} ]]; then
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+    [[ $cmd == *"$2"* ]] || return 1
+  fi
+  return 0
+}
+
+# ax_spawn PIDFILE LOG DIR CMD... -- run CMD detached (own session, stdin from
+# /dev/null, stdout+stderr appended to LOG, working directory DIR) and store
+# its pid in PIDFILE.  The pid is written by the process itself right before
+# it execs CMD, so it is the pid of CMD.
+ax_spawn() {
+  local pidfile=$1 log=$2 dir=$3 i
+  shift 3
+  rm -f "$pidfile"
+  (
+    cd "$dir" || exit 1
+    # shellcheck disable=SC2016  # $$ and $@ are for the inner bash
+    exec setsid bash -c 'echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0" && exec "$@"' "$pidfile" "$@"
+  ) </dev/null >>"$log" 2>&1 &
+  for ((i = 0; i < 100; i++)); do
+    [[ -s $pidfile ]] && return 0
+    sleep 0.05
+  done
+  ax_tail_log "$log"
+  ax_die "could not start $1 (no pid file after 5 s)"
+}
+
+# ax_stop_pidfile NAME PIDFILE TIMEOUT [PATTERN] -- SIGTERM the process, wait up
+# to TIMEOUT seconds, then SIGKILL it (and its process group, if it leads
+# one).  No-op when it does not run.
+ax_stop_pidfile() {
+  local name=$1 pidfile=$2 timeout=$3 pat=${4:-} pid i pgid
+  if ! ax_pid_alive "$pidfile" "$pat"; then
+    rm -f "$pidfile"
+    return 0
+  fi
+  pid=$(ax_pid_read "$pidfile")
+  ax_log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < timeout * 10; i++)); do
+    ax_pid_alive "$pidfile" "$pat" || { rm -f "$pidfile"; return 0; }
+    sleep 0.1
+  done
+  ax_warn "$name (pid $pid) did not stop within ${timeout}s; sending SIGKILL"
+  pgid=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ' || true)
+  if [[ $pgid == "$pid" ]]; then
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  else
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  for ((i = 0; i < 50; i++)); do
+    ax_pid_alive "$pidfile" "$pat" || break
+    sleep 0.1
+  done
+  rm -f "$pidfile"
+}
+
+# ax_port_busy PORT -- true if something listens on TCP PORT.
+ax_port_busy() {
+  [[ -n $(ss -Hltn "( sport = :$1 )" 2>/dev/null) ]]
+}
+
+# ax_wait_until TIMEOUT WHAT LOG PIDFILE|'' CMD... -- poll CMD until it
+# succeeds.  Fails (tail of LOG) after TIMEOUT seconds, or as soon as the
+# process in PIDFILE has died.
+ax_wait_until() {
+  local timeout=$1 what=$2 log=$3 pidfile=$4 deadline
+  shift 4
+  deadline=$(($(ax_now_ms) + timeout * 1000))
+  while :; do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    if [[ -n $pidfile ]] && ! ax_pid_alive "$pidfile"; then
+      ax_tail_log "$log"
+      ax_die "$what: the process exited (see $log)"
+    fi
+    if (($(ax_now_ms) >= deadline)); then
+      ax_tail_log "$log"
+      ax_die "$what: timed out after ${timeout}s (see $log)"
+    fi
+    sleep 0.5
+  done
+}
+
+# ---------------------------------------------------------------- packages
+
+# ax_install_deps -- apt-get install whatever of AX_APT_PACKAGES is missing.
+ax_install_deps() {
+  local -A have=()
+  local missing=() pkg status
+  while read -r pkg status; do
+    [[ $status == installed ]] && have[$pkg]=1
+  done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${AX_APT_PACKAGES[@]}" 2>/dev/null || true)
+  for pkg in "${AX_APT_PACKAGES[@]}"; do
+    [[ -n ${have[$pkg]:-} ]] || missing+=("$pkg")
+  done
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  ((EUID == 0)) || ax_die "missing packages (${missing[*]}); run as root or install them"
+  ax_log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# ---------------------------------------------------------------- build
+
+# ax_build [CMAKE-ARGS...] -- configure and build $AX_BUILD.
+ax_build() {
+  cmake -S "$AX_ROOT" -B "$AX_BUILD" "$@"
+  cmake --build "$AX_BUILD" -j2
+}
+
+# ---------------------------------------------------------------- java / Kafka
+
+# ax_java -- print the java binary used for Kafka (Java 17 preferred).
+ax_java() {
+  local j
+  for j in "${AX_JAVA:-}" /usr/lib/jvm/java-17-openjdk-*/bin/java; do
+    if [[ -n $j && -x $j ]]; then
+      echo "$j"
+      return 0
+    fi
+  done
+  j=$(command -v java) || ax_die "no java found (install openjdk-17-jre-headless)"
+  ax_warn "Java 17 not found under /usr/lib/jvm; using $j"
+  echo "$j"
+}
+
+# ax_kafka_libs_ok DIR VERSION -- the jars needed by the broker and the
+# storage tool are in DIR.
+ax_kafka_libs_ok() {
+  local dir=$1 v=$2 g
+  for g in "kafka_2.13-$v.jar" "kafka-clients-$v.jar" "kafka-raft-$v.jar" \
+           "kafka-metadata-$v.jar" "kafka-server-common-$v.jar" \
+           "kafka-storage-$v.jar" 'scala-library-*.jar' 'argparse4j-*.jar' \
+           'slf4j-api-*.jar' 'slf4j-reload4j-*.jar' 'reload4j-*.jar'; do
+    compgen -G "$dir/$g" >/dev/null || return 1
+  done
+}
+
+# ax_kafka_cache_ok VERSION -- the cache of VERSION is complete (marker written
+# after a successful fetch, and the jar count still matches).
+ax_kafka_cache_ok() {
+  local v=$1 base=$AX_CACHE/kafka-$1 want n
+  [[ -f $base/.complete ]] || return 1
+  want=$(sed -n 's/^jars=//p' "$base/.complete")
+  n=$(compgen -G "$base/libs/*.jar" | wc -l)
+  [[ -n $want && $n -eq $want ]] || return 1
+  ax_kafka_libs_ok "$base/libs" "$v"
+}
+
+# ax_kafka_fetch -- make sure the jars of a Kafka 3.9.x broker are in
+# $AX_CACHE/kafka-<version>/libs; sets AX_KAFKA_VERSION and AX_KAFKA_LIBS.
+# A complete cache is used without running Maven.
+ax_kafka_fetch() {
+  local v base tmp mlog lockfd n
+  mkdir -p "$AX_CACHE"
+  for v in $AX_KAFKA_VERSIONS; do
+    if ax_kafka_cache_ok "$v"; then
+      AX_KAFKA_VERSION=$v AX_KAFKA_LIBS=$AX_CACHE/kafka-$v/libs
+      return 0
+    fi
+  done
+  # Serialize concurrent fetches (infra/up and infra/test share the cache).
+  exec {lockfd}>"$AX_CACHE/kafka.lock"
+  flock -w 900 "$lockfd" || ax_die "timed out waiting for $AX_CACHE/kafka.lock"
+  for v in $AX_KAFKA_VERSIONS; do
+    base=$AX_CACHE/kafka-$v
+    if ax_kafka_cache_ok "$v"; then   # fetched by someone else meanwhile
+      AX_KAFKA_VERSION=$v AX_KAFKA_LIBS=$base/libs
+      exec {lockfd}>&-
+      return 0
+    fi
+    ax_log "fetching Kafka $v and its runtime dependencies with Maven (first run only)"
+    tmp=$base.tmp.$$
+    mlog=$AX_CACHE/kafka-$v.mvn.log
+    rm -rf "$tmp"
+    if (cd "$AX_CACHE" && JAVA_HOME=$(dirname "$(dirname "$(readlink -f "$(ax_java)")")") \
+          timeout 900 mvn -B -q -f "$AX_ROOT/infra/kafka/pom.xml" \
+            -Dkafka.version="$v" dependency:copy-dependencies \
+            -DincludeScope=runtime -DoutputDirectory="$tmp/libs") >"$mlog" 2>&1 \
+       && ax_kafka_libs_ok "$tmp/libs" "$v"; then
+      n=$(compgen -G "$tmp/libs/*.jar" | wc -l)
+      rm -rf "$base"
+      mv "$tmp" "$base"
+      printf 'version=%s\njars=%s\nfetched=%s\n' "$v" "$n" "$(date -u +%FT%TZ)" >"$base/.complete"
+      rm -f "$mlog"
+      AX_KAFKA_VERSION=$v AX_KAFKA_LIBS=$base/libs
+      ax_log "Kafka $v: $n jars, $(du -sh "$base/libs" | cut -f1) in $base/libs"
+      exec {lockfd}>&-
+      return 0
+    fi
+    rm -rf "$tmp"
+    ax_warn "could not fetch Kafka $v (Maven log: $mlog)"
+    tail -n 15 "$mlog" >&2 || true
+  done
+  exec {lockfd}>&-
+  ax_die "no Kafka version of [$AX_KAFKA_VERSIONS] could be fetched from Maven Central"
+}
+
+# ax_kafka_configure -- (re)write server.properties and log4j.properties
+# under $AX_STATE/kafka from the current settings.
+ax_kafka_configure() {
+  local kdir=$AX_STATE/kafka
+  mkdir -p "$kdir/data"
+  cat >"$kdir/server.properties" <<EOF
+# written by infra (lib.sh ax_kafka_configure); regenerated on every start
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$AX_KAFKA_PORT,CONTROLLER://127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$AX_KAFKA_PORT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$kdir/data
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=8
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+num.network.threads=2
+num.io.threads=4
+EOF
+  cat >"$kdir/log4j.properties" <<'EOF'
+# written by infra; the broker's stdout is appended to $AX_STATE/log/kafka.log
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.kafka.network.RequestChannel$=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+log4j.logger.org.apache.kafka.storage.internals.log=WARN
+EOF
+}
+
+# ax_kafka_java_opts -- JVM flags of the broker and the storage tool.
+ax_kafka_java_opts() {
+  printf '%s\n' -Xmx512m -Xms256m -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    "-Dlog4j.configuration=file:$AX_STATE/kafka/log4j.properties"
+}
+
+# ax_kafka_format -- format the KRaft storage once (meta.properties exists after).
+ax_kafka_format() {
+  local kdir=$AX_STATE/kafka log=$AX_STATE/log/kafka.log id opts
+  [[ -f $kdir/data/meta.properties ]] && return 0
+  # A Kafka Uuid: 16 random bytes, base64url without padding (22 chars); not
+  # starting with '-' so that it cannot be taken for an option.
+  id=-
+  while [[ $id == -* ]]; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+  done
+  mapfile -t opts < <(ax_kafka_java_opts)
+  ax_log "formatting Kafka storage (cluster id $id)"
+  if ! (cd "$kdir" && "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" kafka.tools.StorageTool \
+          format --ignore-formatted -t "$id" -c "$kdir/server.properties") >>"$log" 2>&1; then
+    ax_tail_log "$log"
+    ax_die "Kafka storage format failed"
+  fi
+}
+
+# ax_kafka_ready -- the broker answers a metadata request.
+ax_kafka_ready() {
+  kcat -b "127.0.0.1:$AX_KAFKA_PORT" -L -t __ax_probe -m 2 2>/dev/null | grep -q 'broker 1 at'
+}
+
+# ax_kafka_start -- fetch (if needed), configure, format (once), start the
+# broker and wait until it answers (90 s).  No-op if it already runs.
+ax_kafka_start() {
+  local pidfile=$AX_STATE/run/kafka.pid log=$AX_STATE/log/kafka.log opts p
+  ax_state_init
+  if ax_pid_alive "$pidfile" kafka.Kafka; then
+    ax_log "Kafka already running (pid $(ax_pid_read "$pidfile"))"
+  else
+    for p in "$AX_KAFKA_PORT" "$AX_KAFKA_CONTROLLER_PORT"; do
+      ! ax_port_busy "$p" || ax_die "port $p is already in use (set AX_KAFKA_PORT / AX_KAFKA_CONTROLLER_PORT)"
+    done
+    ax_kafka_fetch
+    ax_kafka_configure
+    ax_kafka_format
+    mapfile -t opts < <(ax_kafka_java_opts)
+    ax_log "starting Kafka $AX_KAFKA_VERSION on 127.0.0.1:$AX_KAFKA_PORT (log: $log)"
+    printf '\n===== infra: starting Kafka %s at %s =====\n' "$AX_KAFKA_VERSION" "$(date -u +%FT%TZ)" >>"$log"
+    ax_spawn "$pidfile" "$log" "$AX_STATE/kafka" \
+      "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" kafka.Kafka "$AX_STATE/kafka/server.properties"
+  fi
+  ax_wait_until 90 "Kafka on 127.0.0.1:$AX_KAFKA_PORT" "$log" "$pidfile" ax_kafka_ready
+  ax_log "Kafka ready on 127.0.0.1:$AX_KAFKA_PORT"
+}
+
+# ax_kafka_stop -- SIGTERM the broker, SIGKILL after 30 s.
+ax_kafka_stop() {
+  ax_stop_pidfile Kafka "$AX_STATE/run/kafka.pid" 30 kafka.Kafka
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+# ax_as_pg CMD... -- run CMD as the system user ax (from /, so that an
+# unreadable working directory does not matter).
+ax_as_pg() {
+  (cd / && runuser -u "$AX_PG_USER" -- "$@")
+}
+
+# ax_pg_user -- create the system user ax if missing.
+ax_pg_user() {
+  id -u "$AX_PG_USER" >/dev/null 2>&1 && return 0
+  ((EUID == 0)) || ax_die "user $AX_PG_USER is missing; run as root"
+  ax_log "creating system user $AX_PG_USER"
+  useradd --system --user-group --no-create-home --home-dir /nonexistent \
+          --shell /usr/sbin/nologin "$AX_PG_USER"
+}
+
+# ax_make_traversable DIR... -- make sure user ax can reach each DIR: walking
+# down from /, add o+x to every directory that ax cannot traverse (DIR itself
+# included, unless ax owns it).
+ax_make_traversable() {
+  local target d rest part
+  for target in "$@"; do
+    ax_as_pg test -x "$target" 2>/dev/null && continue
+    d=
+    rest=${target#/}
+    while [[ -n $rest ]]; do
+      part=${rest%%/*}
+      [[ $rest == */* ]] && rest=${rest#*/} || rest=
+      [[ -z $part ]] && continue
+      d=$d/$part
+      if ! ax_as_pg test -x "$d" 2>/dev/null; then
+        ax_log "chmod o+x $d (so that user $AX_PG_USER can reach $target)"
+        chmod o+x "$d"
+      fi
+    done
+    ax_as_pg test -x "$target" || ax_die "user $AX_PG_USER cannot reach $target"
+  done
+}
+
+# ax_pg_sockdir -- unix socket directory (in the state dir unless that path
+# is too long for a unix socket).
+ax_pg_sockdir() {
+  local d=$AX_STATE/run/pg
+  if ((${#d} + 16 > 100)); then
+    d=/tmp/ax-pg-$(printf '%s' "$AX_STATE" | cksum | cut -d' ' -f1)
+  fi
+  echo "$d"
+}
+
+# ax_pg_password -- print the password (for command substitution only).
+ax_pg_password() {
+  [[ -s $AX_STATE/pg.password ]] || ax_die "$AX_STATE/pg.password is missing"
+  local pw
+  read -r pw <"$AX_STATE/pg.password"
+  printf '%s' "$pw"
+}
+
+# ax_psql_db DB PSQL-ARGS... -- psql over TCP as ax; the password is passed in
+# the environment of psql only.
+ax_psql_db() {
+  local db=$1 pw
+  shift
+  pw=$(ax_pg_password)
+  PGPASSWORD=$pw PGOPTIONS='-c client_min_messages=warning' \
+    psql -X -q -h 127.0.0.1 -p "$AX_PG_PORT" -U "$AX_PG_USER" -d "$db" -v ON_ERROR_STOP=1 "$@"
+}
+
+# ax_psql PSQL-ARGS... -- psql on database ax.
+ax_psql() { ax_psql_db "$AX_PG_DB" "$@"; }
+
+# ax_pg_running -- the cluster in $AX_STATE/pg runs.
+ax_pg_running() {
+  [[ -f $AX_STATE/pg/PG_VERSION ]] || return 1
+  id -u "$AX_PG_USER" >/dev/null 2>&1 || return 1
+  ax_as_pg "$AX_PG_BIN/pg_ctl" status -D "$AX_STATE/pg" >/dev/null 2>&1
+}
+
+# ax_pg_init -- initdb the private cluster once (password generated into
+# $AX_STATE/pg.password).
+ax_pg_init() {
+  local pgdata=$AX_STATE/pg pwf=$AX_STATE/pg.password tmpd pw
+  [[ -f $pgdata/PG_VERSION ]] && return 0
+  if [[ -d $pgdata ]] && [[ -n $(ls -A "$pgdata") ]]; then
+    ax_die "$pgdata exists but holds no cluster; remove it to re-initialize"
+  fi
+  if [[ ! -s $pwf ]]; then
+    pw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+    (umask 077 && printf '%s\n' "$pw" >"$pwf.tmp" && mv -f "$pwf.tmp" "$pwf")
+    pw=
+  fi
+  chmod 600 "$pwf"
+  mkdir -p "$pgdata"
+  chown "$AX_PG_USER:$AX_PG_USER" "$pgdata"
+  chmod 700 "$pgdata"
+  ax_make_traversable "$pgdata"
+  # initdb runs as ax and cannot read the root-owned password file: hand it
+  # a private copy, removed right after.
+  tmpd=$(mktemp -d)
+  chown "$AX_PG_USER:$AX_PG_USER" "$tmpd"
+  install -m 600 -o "$AX_PG_USER" -g "$AX_PG_USER" "$pwf" "$tmpd/pw"
+  ax_log "initializing PostgreSQL cluster in $pgdata"
+  if ! ax_as_pg "$AX_PG_BIN/initdb" -D "$pgdata" --auth=scram-sha-256 -U "$AX_PG_USER" \
+         --pwfile="$tmpd/pw" -E UTF8 --locale=C >"$AX_STATE/log/initdb.log" 2>&1; then
+    rm -rf "$tmpd"
+    ax_tail_log "$AX_STATE/log/initdb.log"
+    ax_die "initdb failed"
+  fi
+  rm -rf "$tmpd"
+  printf "\n# added by infra: settings regenerated on every start\ninclude_if_exists 'ax-server.conf'\n" \
+    >>"$pgdata/postgresql.conf"
+}
+
+# ax_pg_configure -- (re)write $AX_STATE/pg/ax-server.conf from the settings.
+ax_pg_configure() {
+  local pgdata=$AX_STATE/pg sock
+  sock=$(ax_pg_sockdir)
+  mkdir -p "$sock"
+  chown "$AX_PG_USER:$AX_PG_USER" "$sock"
+  chmod 755 "$sock"
+  cat >"$pgdata/ax-server.conf" <<EOF
+# written by infra (lib.sh ax_pg_configure); regenerated on every start
+listen_addresses = '127.0.0.1'
+port = $AX_PG_PORT
+unix_socket_directories = '${sock//\'/\'\'}'
+max_connections = 100
+shared_buffers = 128MB
+fsync = on
+synchronous_commit = on
+logging_collector = off
+log_line_prefix = '%m [%p] %q%u@%d '
+EOF
+  chown "$AX_PG_USER:$AX_PG_USER" "$pgdata/ax-server.conf"
+  chmod 600 "$pgdata/ax-server.conf"
+}
+
+# ax_pg_start -- create user ax, initdb once, start the cluster, wait for it
+# and create database ax.  No-op (apart from the checks) if it runs.
+ax_pg_start() {
+  local log=$AX_STATE/log/postgres.log
+  ax_state_init
+  ax_pg_user
+  ax_pg_init
+  if ax_pg_running; then
+    ax_log "PostgreSQL already running on 127.0.0.1:$AX_PG_PORT"
+  else
+    ! ax_port_busy "$AX_PG_PORT" || ax_die "port $AX_PG_PORT is already in use (set AX_PG_PORT)"
+    ax_pg_configure
+    ax_make_traversable "$AX_STATE/pg" "$AX_STATE/log" "$(ax_pg_sockdir)"
+    touch "$log"
+    chown "$AX_PG_USER:$AX_PG_USER" "$log"
+    ax_log "starting PostgreSQL on 127.0.0.1:$AX_PG_PORT (log: $log)"
+    if ! ax_as_pg "$AX_PG_BIN/pg_ctl" start -D "$AX_STATE/pg" -l "$log" -w -t 60 -s; then
+      ax_tail_log "$log"
+      ax_die "PostgreSQL did not start"
+    fi
+  fi
+  ax_wait_until 60 "PostgreSQL on 127.0.0.1:$AX_PG_PORT" "$log" '' \
+    "$AX_PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$AX_PG_PORT" -d postgres -t 2
+  if [[ -z $(ax_psql_db postgres -tA -c "SELECT 1 FROM pg_database WHERE datname = '$AX_PG_DB'") ]]; then
+    ax_log "creating database $AX_PG_DB"
+    ax_psql_db postgres -c "CREATE DATABASE $AX_PG_DB OWNER $AX_PG_USER"
+  fi
+  ax_log "PostgreSQL ready on 127.0.0.1:$AX_PG_PORT"
+}
+
+# ax_pg_stop -- pg_ctl stop -m fast (immediate if that times out).
+ax_pg_stop() {
+  ax_pg_running || return 0
+  ax_log "stopping PostgreSQL"
+  if ! ax_as_pg "$AX_PG_BIN/pg_ctl" stop -D "$AX_STATE/pg" -m fast -w -t 60 -s; then
+    ax_warn "fast shutdown failed; trying immediate"
+    ax_as_pg "$AX_PG_BIN/pg_ctl" stop -D "$AX_STATE/pg" -m immediate -w -t 30 -s || true
+  fi
+}
+
+# ax_migrate [DIR] -- apply DIR/*.sql (default infra/migrations) in lexical
+# order, each in one transaction together with its row in
+# ax_schema_migrations; versions already recorded are skipped.
+ax_migrate() {
+  local dir=${1:-$AX_ROOT/infra/migrations} applied f v n=0 files=()
+  ax_psql -c "CREATE TABLE IF NOT EXISTS ax_schema_migrations (
+                version    text PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now())"
+  applied=$(ax_psql -tA -c "SELECT version FROM ax_schema_migrations")
+  if [[ -d $dir ]]; then
+    mapfile -t files < <(find "$dir" -maxdepth 1 -type f -name '*.sql' | LC_ALL=C sort)
+  fi
+  for f in "${files[@]}"; do
+    v=$(basename "$f" .sql)
+    grep -Fxq -- "$v" <<<"$applied" && continue
+    ax_log "migration $v"
+    if ! ax_psql -1 -f "$f" \
+           -c "INSERT INTO ax_schema_migrations (version) VALUES ('${v//\'/\'\'}')"; then
+      ax_die "migration $v failed (rolled back): $f"
+    fi
+    n=$((n + 1))
+  done
+  ax_log "migrations: $n applied, $(($(grep -c . <<<"$applied" || true))) already there"
+}
+
+# ---------------------------------------------------------------- ax config
+
+# ax_write_config FILE -- write the ax configuration (mode 0600).
+ax_write_config() {
+  local file=$1 pw tmp
+  pw=$(ax_pg_password)
+  tmp=$file.tmp.$$
+  mkdir -p "$(dirname "$file")"
+  (
+    umask 077
+    {
+      printf '# written by infra/up; every ax program reads this file when given no --config\n'
+      printf 'log.level = info\n'
+      printf 'topic.prefix = ax.\n'
+      printf 'kafka.bootstrap.servers = 127.0.0.1:%s\n' "$AX_KAFKA_PORT"
+      printf 'pg.host = 127.0.0.1\n'
+      printf 'pg.port = %s\n' "$AX_PG_PORT"
+      printf 'pg.dbname = %s\n' "$AX_PG_DB"
+      printf 'pg.user = %s\n' "$AX_PG_USER"
+      printf 'pg.password = %s\n' "$pw"
+    } >"$tmp"
+  )
+  chmod 600 "$tmp"
+  mv -f "$tmp" "$file"
+}
+
+# ---------------------------------------------------------------- ax services
+
+# ax_axctl ARGS... -- run the built axctl with $AX_STATE/ax.conf.
+ax_axctl() {
+  "$AX_BUILD/axctl/axctl" --config "$AX_STATE/ax.conf" "$@"
+}
+
+# ax_create_topics -- axctl topics create --partitions $AX_PARTITIONS.
+ax_create_topics() {
+  ax_axctl topics create --partitions "$AX_PARTITIONS"
+}
+
+# ax_service_start SVC -- start ax-SVC in the background unless it runs.
+ax_service_start() {
+  local svc=$1 bin=$AX_BUILD/services/$1/ax-$1
+  local pidfile=$AX_STATE/run/ax-$1.pid log=$AX_STATE/log/ax-$1.log
+  [[ -x $bin ]] || ax_die "$bin is not built"
+  if ax_pid_alive "$pidfile" "ax-$svc"; then
+    ax_log "ax-$svc already running (pid $(ax_pid_read "$pidfile"))"
+    return 0
+  fi
+  printf '\n===== infra: starting ax-%s at %s =====\n' "$svc" "$(date -u +%FT%TZ)" >>"$log"
+  ax_spawn "$pidfile" "$log" "$AX_STATE" "$bin" --config "$AX_STATE/ax.conf"
+  ax_log "started ax-$svc (pid $(ax_pid_read "$pidfile"), log: $log)"
+}
+
+# ax_services_start -- start all services, then check they are still alive.
+ax_services_start() {
+  local svc started=0
+  ax_state_init
+  for svc in "${AX_SERVICES[@]}"; do
+    ax_pid_alive "$AX_STATE/run/ax-$svc.pid" "ax-$svc" || started=1
+    ax_service_start "$svc"
+  done
+  ((started)) || return 0
+  sleep 1
+  for svc in "${AX_SERVICES[@]}"; do
+    if ! ax_pid_alive "$AX_STATE/run/ax-$svc.pid" "ax-$svc"; then
+      ax_tail_log "$AX_STATE/log/ax-$svc.log"
+      ax_die "ax-$svc exited right after start (see $AX_STATE/log/ax-$svc.log)"
+    fi
+  done
+}
+
+# ax_services_stop -- SIGTERM each service, SIGKILL after 15 s.
+ax_services_stop() {
+  local svc
+  for svc in "${AX_SERVICES[@]}"; do
+    ax_stop_pidfile "ax-$svc" "$AX_STATE/run/ax-$svc.pid" 15 "ax-$svc"
+  done
+}
+
+ax_state_init

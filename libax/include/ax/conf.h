@@ -1,0 +1,107 @@
+/*
+ * ax/conf.h — the configuration of every ax program.
+ *
+ * One file format for all programs: `key = value` lines, `#` starts a
+ * comment. All programs read the same file, so one table (conf.c) holds the
+ * keys of every component; it drives parsing, validation, --help and the
+ * generated reference (docs/CONFIGURATION.md, `axctl config reference`).
+ *
+ * Sources, later ones win: built-in defaults, the file (--config FILE, else
+ * $AX_CONFIG, else the compiled-in AX_DEFAULT_CONFIG), environment variables
+ * AXCONF_<KEY> (key upper-cased, '.' -> '_'), then --set key=value.
+ * `kafka.<prop>` keys pass through to librdkafka and `pg.<keyword>` keys to
+ * libpq; for those, AXCONF_KAFKA_SOCKET_TIMEOUT_MS means
+ * kafka.socket.timeout.ms ('_' -> '.') and AXCONF_PG_CONNECT_TIMEOUT means
+ * pg.connect_timeout (libpq keywords keep their '_').
+ *
+ * An unknown key, a bad value, or a value out of range is an error that
+ * names the key and where it came from; programs exit with status 2.
+ */
+#ifndef AX_CONF_H
+#define AX_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct ax_kv {
+    char *key;    /* without the kafka./pg. prefix */
+    char *value;
+} ax_kv_t;
+
+typedef struct ax_conf {
+    /* common */
+    char *log_level;
+    char *topic_prefix;
+    int64_t message_max_bytes;
+    char *worker_id;
+    /* trigger */
+    int64_t trigger_scan_interval_ms;
+    int64_t trigger_batch;
+    int64_t trigger_sweep_interval_ms;
+    /* executor */
+    int64_t executor_slots;
+    int64_t executor_output_cap;
+    int64_t executor_kill_grace_ms;
+    int64_t executor_lease_grace_ms;
+    int64_t executor_default_timeout_ms;
+    int64_t executor_shutdown_grace_ms;
+    /* callback */
+    int64_t callback_batch;
+    /* retry of servers */
+    int64_t backoff_initial_ms;
+    int64_t backoff_max_ms;
+    /* pass-through */
+    ax_kv_t *kafka;
+    size_t n_kafka;
+    ax_kv_t *pg;
+    size_t n_pg;
+} ax_conf_t;
+
+typedef enum { AX_CONF_STR, AX_CONF_INT } ax_conf_type_t;
+
+typedef struct ax_conf_def {
+    const char *name;
+    ax_conf_type_t type;
+    size_t offset;           /* into ax_conf_t */
+    const char *def;         /* default, as text; NULL = unset */
+    int64_t min, max;        /* for AX_CONF_INT */
+    const char *used_by;     /* "all", "trigger", "executor", ... */
+    const char *doc;
+} ax_conf_def_t;
+
+extern const ax_conf_def_t ax_conf_table[];
+extern const size_t ax_conf_table_len;
+
+/* Defaults only. */
+void ax_conf_init(ax_conf_t *c);
+void ax_conf_free(ax_conf_t *c);
+
+/* Set one key from one source; `origin` names the source in errors. */
+int ax_conf_set(ax_conf_t *c, const char *key, const char *value, const char *origin,
+                char *errbuf, size_t errlen);
+int ax_conf_load_file(ax_conf_t *c, const char *path, int must_exist, char *errbuf, size_t errlen);
+int ax_conf_load_env(ax_conf_t *c, char *const *envp, char *errbuf, size_t errlen);
+
+/* 1 if the value of `key` must never be printed or logged. */
+int ax_conf_is_secret(const char *key);
+
+/* Print `key = value` lines with secrets redacted. */
+void ax_conf_print(const ax_conf_t *c, FILE *out);
+/* Print the reference in Markdown (the source of docs/CONFIGURATION.md). */
+void ax_conf_reference(FILE *out);
+/* Print the options summary used by --help. */
+void ax_conf_help(FILE *out, const char *used_by);
+
+/* Command-line handling shared by every program: --config, --set, --help,
+ * --version, --print-config. Consumes those options from argv (the rest is
+ * left, compacted, in argv/argc). On error prints it and exits 2; on --help
+ * prints `usage` plus the options and exits 0. */
+void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program,
+                       const char *usage, const char *used_by);
+
+/* Full topic name for a suffix ("submit" -> "ax.submit"), in a static
+ * per-suffix buffer owned by the conf. */
+const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len);
+
+#endif

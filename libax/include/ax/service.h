@@ -1,0 +1,82 @@
+/*
+ * ax/service.h — what the three services share: configuration from the
+ * command line, the libevent loop with SIGTERM/SIGINT handling, the
+ * PostgreSQL connection, one producer, one consumer whose batches are
+ * handed to the service and committed only when the service says the batch
+ * is durable, and dead-lettering of what cannot be processed.
+ *
+ * Batch contract: the service's batch function returns 0 when every message
+ * is durable (persisted, produced, or dead-lettered); the offsets are then
+ * committed. AX_ERR_IO means "a server is unavailable": the same batch is
+ * offered again after a capped exponential backoff, so nothing is lost and
+ * nothing is consumed past it meanwhile. Batch functions must therefore be
+ * idempotent (CAS updates, ON CONFLICT inserts).
+ */
+#ifndef AX_SERVICE_H
+#define AX_SERVICE_H
+
+#include <event2/event.h>
+#include <librdkafka/rdkafka.h>
+
+#include "ax/conf.h"
+#include "ax/kafka.h"
+#include "ax/pg.h"
+
+typedef struct ax_svc ax_svc_t;
+typedef int (*ax_svc_batch_fn)(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg);
+
+struct ax_svc {
+    const char *name;          /* "ax-trigger", ... */
+    ax_conf_t conf;
+    struct event_base *base;
+    ax_pg_t *pg;
+    rd_kafka_t *producer;
+    rd_kafka_t *consumer;
+    ax_delivery_t dlv;         /* tracks produces of the current batch */
+    char worker_id[128];
+    char topic_submit[256], topic_dispatch[256], topic_callback[256], topic_results[256],
+        topic_dlq[256];
+    volatile int stopping;
+    /* consumer batch plumbing */
+    ax_kafka_watch_t *cwatch, *pwatch;
+    rd_kafka_queue_t *cqueue, *pqueue;
+    ax_svc_batch_fn batch_fn;
+    void *batch_arg;
+    size_t batch_max;
+    rd_kafka_message_t **held;
+    size_t held_n;
+    unsigned held_failures;
+    int64_t held_retry_at;
+    struct event *ev_sigterm, *ev_sigint;
+    void (*on_stop)(ax_svc_t *svc);
+    int64_t dlq_count;
+};
+
+/* Parse the command line (exits 2 on bad configuration), open the loop,
+ * PostgreSQL (waits with backoff until reachable) and the producer. */
+int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
+                const char *used_by);
+
+/* Subscribe `group` to `topic` and hand batches of at most batch_max to fn. */
+int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
+                   ax_svc_batch_fn fn, void *arg);
+
+/* Check framing/size of msg and decode it with `decode`; on failure the
+ * message is dead-lettered with the reason and 1 is returned (skip it).
+ * Returns 0 when *out is filled, AX_ERR_IO if the dead-letter produce could
+ * not even be queued. */
+int ax_svc_reject(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reason);
+/* Size and framing checks shared by every consumer; returns 0 when the
+ * message may be decoded, else fills reason. */
+int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_schema,
+                    char *reason, size_t len);
+
+/* Wait for every produce made through svc->dlv; AX_ERR_IO on failure. */
+int ax_svc_flush(ax_svc_t *svc, int timeout_ms);
+
+/* Run the loop until SIGTERM/SIGINT; then close the consumer (leaving the
+ * group), flush the producer, and free everything. */
+int ax_svc_run(ax_svc_t *svc);
+void ax_svc_destroy(ax_svc_t *svc);
+
+#endif

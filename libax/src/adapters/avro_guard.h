@@ -1,0 +1,36 @@
+/*
+ * avro_guard.h — internal interface between the codec (codec.c) and the
+ * bounded Avro binary validator (avro_guard.c). Not installed; only
+ * libax/src/adapters/ and the codec tests include it.
+ */
+#ifndef AX_ADAPTERS_AVRO_GUARD_H
+#define AX_ADAPTERS_AVRO_GUARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <avro.h>
+
+/* Deepest nesting of records/unions/arrays/maps the walk accepts. Our
+ * schemas need 4; the cap only exists so a recursive schema cannot make the
+ * walk (or avro-c after it) recurse without bound. */
+#define AX__AVRO_GUARD_MAX_DEPTH 32
+
+/* Walk `len` bytes of Avro binary against `schema` (see codec.h for the
+ * rules). `base` is added to every offset in error messages, so decoders
+ * can report offsets from the start of the framed message. Strings must be
+ * valid UTF-8 without NUL bytes. Returns 0 or AX_ERR_INVALID with a reason. */
+int ax__avro_guard_walk(avro_schema_t schema, const void *avro, size_t len,
+                        size_t base, char *errbuf, size_t errlen);
+
+/* 1 if s[0..len) is well-formed UTF-8 (no overlongs, no surrogates, at most
+ * U+10FFFF) and contains no NUL byte; otherwise 0 and, if ret_bad is not
+ * NULL, the index of the first offending byte. */
+int ax__utf8_check(const char *s, size_t len, size_t *ret_bad);
+
+/* The parsed schema for a wire id (initialising the codec on first use),
+ * or NULL if the id is unknown or the schemas failed to parse. Defined in
+ * codec.c. */
+avro_schema_t ax__codec_schema(int32_t schema_id, char *errbuf, size_t errlen);
+
+#endif

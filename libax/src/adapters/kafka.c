@@ -1,0 +1,342 @@
+/*
+ * kafka.c — the Kafka adapter. librdkafka is driven from the services'
+ * libevent loops: queue events are signalled through a pipe
+ * (rd_kafka_queue_io_event_enable) so no thread of ours ever blocks on Kafka.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ax/common.h"
+#include "ax/kafka.h"
+#include "ax/log.h"
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    ax_delivery_t *d = m->_private;
+    if (!d)
+        return;
+    d->pending--;
+    if (m->err) {
+        d->failed++;
+        if (!d->err)
+            d->err = m->err;
+    }
+    if (d->on_report)
+        d->on_report(d, m->err);
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+    if (level <= 3)
+        ax_error("kafka %s: %s", fac, buf);
+    else if (level <= 5)
+        ax_warn("kafka %s: %s", fac, buf);
+    else
+        ax_debug("kafka %s: %s", fac, buf);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+    /* Transport errors are normal while a broker restarts; librdkafka retries. */
+    if (err == RD_KAFKA_RESP_ERR__FATAL)
+        ax_error("kafka fatal error: %s", reason);
+    else
+        ax_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
+}
+
+static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
+                                  const char *const *defaults, char *errbuf, size_t errlen) {
+    rd_kafka_conf_t *kc = rd_kafka_conf_new();
+    char err[512];
+    for (const char *const *d = defaults; d && d[0]; d += 2)
+        if (rd_kafka_conf_set(kc, d[0], d[1], err, sizeof err) != RD_KAFKA_CONF_OK) {
+            ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka default %s: %s", d[0], err);
+            goto fail;
+        }
+    if (client_id && rd_kafka_conf_set(kc, "client.id", client_id, err, sizeof err))
+        goto fail;
+    for (size_t i = 0; i < conf->n_kafka; i++)
+        if (rd_kafka_conf_set(kc, conf->kafka[i].key, conf->kafka[i].value, err, sizeof err) !=
+            RD_KAFKA_CONF_OK) {
+            ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka.%s: %s", conf->kafka[i].key, err);
+            goto fail;
+        }
+    rd_kafka_conf_set_log_cb(kc, log_cb);
+    rd_kafka_conf_set_error_cb(kc, error_cb);
+    return kc;
+fail:
+    rd_kafka_conf_destroy(kc);
+    return NULL;
+}
+
+rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
+                                  size_t errlen) {
+    static const char *const defaults[] = {
+        "enable.idempotence", "true", "acks", "all", "linger.ms", "5",
+        "message.timeout.ms", "30000", "socket.keepalive.enable", "true",
+        "reconnect.backoff.max.ms", "5000", NULL, NULL};
+    rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
+    if (!kc)
+        return NULL;
+    rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof err);
+    if (!rk) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka producer: %s", err);
+        rd_kafka_conf_destroy(kc);
+    }
+    return rk;
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque) {
+    int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *e = NULL;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        ax_info("kafka: %d partition(s) assigned", parts->cnt);
+        if (coop)
+            e = rd_kafka_incremental_assign(rk, parts);
+        else
+            rd_kafka_assign(rk, parts);
+    } else {
+        ax_info("kafka: %d partition(s) revoked", parts->cnt);
+        if (coop)
+            e = rd_kafka_incremental_unassign(rk, parts);
+        else
+            rd_kafka_assign(rk, NULL);
+    }
+    if (e) {
+        ax_warn("kafka rebalance: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+}
+
+rd_kafka_t *ax_kafka_consumer_new(const ax_conf_t *conf, const char *group, const char *client_id,
+                                  char *errbuf, size_t errlen) {
+    static const char *const defaults[] = {
+        "enable.auto.commit", "false", "enable.auto.offset.store", "false",
+        "auto.offset.reset", "earliest", "partition.assignment.strategy", "cooperative-sticky",
+        "enable.partition.eof", "false", "socket.keepalive.enable", "true",
+        "reconnect.backoff.max.ms", "5000", "session.timeout.ms", "10000",
+        "heartbeat.interval.ms", "1000", NULL, NULL};
+    rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
+    if (!kc)
+        return NULL;
+    char err[512];
+    if (rd_kafka_conf_set(kc, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka group.id: %s", err);
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_conf_set_rebalance_cb(kc, rebalance_cb);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, err, sizeof err);
+    if (!rk) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka consumer: %s", err);
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
+
+int ax_kafka_subscribe(rd_kafka_t *rk, const char *const *topics, size_t n, char *errbuf,
+                       size_t errlen) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        return ax_seterr(errbuf, errlen, AX_ERR_IO, "kafka subscribe: %s", rd_kafka_err2str(err));
+    return 0;
+}
+
+int ax_kafka_produce(rd_kafka_t *rk, const char *topic, const void *key, size_t key_len,
+                     const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
+                     ax_delivery_t *d, char *errbuf, size_t errlen) {
+    for (int tries = 0;; tries++) {
+        rd_kafka_resp_err_t err;
+        if (hdrs)
+            err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_KEY(key, key_len),
+                                    RD_KAFKA_V_VALUE((void *)value, value_len),
+                                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(d), RD_KAFKA_V_END);
+        else
+            err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_KEY(key, key_len),
+                                    RD_KAFKA_V_VALUE((void *)value, value_len),
+                                    RD_KAFKA_V_OPAQUE(d), RD_KAFKA_V_END);
+        if (!err) {
+            if (d)
+                d->pending++;
+            return 0;
+        }
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && tries < 1000) {
+            rd_kafka_poll(rk, 10);
+            continue;
+        }
+        return ax_seterr(errbuf, errlen, AX_ERR_IO, "kafka produce to %s: %s", topic,
+                         rd_kafka_err2str(err));
+    }
+}
+
+int ax_kafka_wait(rd_kafka_t *rk, ax_delivery_t *d, int timeout_ms) {
+    int64_t deadline = ax_mono_ms() + timeout_ms;
+    while (d->pending > 0 && ax_mono_ms() < deadline)
+        rd_kafka_poll(rk, 20);
+    return d->pending == 0 && d->failed == 0 ? 0 : AX_ERR_IO;
+}
+
+int ax_kafka_dlq(rd_kafka_t *producer, const char *dlq_topic, const rd_kafka_message_t *msg,
+                 const char *reason, const char *service, size_t max_bytes, ax_delivery_t *d,
+                 char *errbuf, size_t errlen) {
+    rd_kafka_headers_t *h = rd_kafka_headers_new(5);
+    char part[16], off[32];
+    snprintf(part, sizeof part, "%" PRId32, msg->partition);
+    snprintf(off, sizeof off, "%" PRId64, msg->offset);
+    rd_kafka_header_add(h, "ax.reason", -1, reason, -1);
+    rd_kafka_header_add(h, "ax.source.topic", -1, rd_kafka_topic_name(msg->rkt), -1);
+    rd_kafka_header_add(h, "ax.source.partition", -1, part, -1);
+    rd_kafka_header_add(h, "ax.source.offset", -1, off, -1);
+    rd_kafka_header_add(h, "ax.service", -1, service, -1);
+    size_t len = msg->len < max_bytes ? msg->len : max_bytes;
+    int rc = ax_kafka_produce(producer, dlq_topic, msg->key, msg->key_len, msg->payload, len, h, d,
+                              errbuf, errlen);
+    if (rc < 0)
+        rd_kafka_headers_destroy(h);
+    return rc;
+}
+
+int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,
+                         char *errbuf, size_t errlen) {
+    if (n == 0)
+        return 0;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++) {
+        const rd_kafka_message_t *m = msgs[i];
+        if (!m || m->err)
+            continue;
+        const char *t = rd_kafka_topic_name(m->rkt);
+        rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_find(l, t, m->partition);
+        if (!p)
+            p = rd_kafka_topic_partition_list_add(l, t, m->partition);
+        if (p->offset < m->offset + 1)
+            p->offset = m->offset + 1;
+    }
+    rd_kafka_resp_err_t err = l->cnt ? rd_kafka_commit(consumer, l, 0) : 0;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return ax_seterr(errbuf, errlen, AX_ERR_IO, "kafka commit: %s", rd_kafka_err2str(err));
+    return 0;
+}
+
+struct ax_kafka_watch {
+    int fds[2];
+    struct event *ev_pipe;
+    struct event *ev_timer;
+    rd_kafka_queue_t *q;
+    void (*cb)(void *);
+    void *arg;
+};
+
+static void watch_pipe(evutil_socket_t fd, short what, void *arg) {
+    ax_kafka_watch_t *w = arg;
+    char buf[256];
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    w->cb(w->arg);
+}
+
+static void watch_timer(evutil_socket_t fd, short what, void *arg) {
+    ax_kafka_watch_t *w = arg;
+    w->cb(w->arg);
+}
+
+ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, int fallback_ms,
+                                 void (*cb)(void *arg), void *arg) {
+    ax_kafka_watch_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    if (pipe2(w->fds, O_NONBLOCK | O_CLOEXEC) < 0) {
+        free(w);
+        return NULL;
+    }
+    w->q = q;
+    w->cb = cb;
+    w->arg = arg;
+    w->ev_pipe = event_new(base, w->fds[0], EV_READ | EV_PERSIST, watch_pipe, w);
+    w->ev_timer = event_new(base, -1, EV_PERSIST, watch_timer, w);
+    struct timeval tv = {fallback_ms / 1000, (fallback_ms % 1000) * 1000};
+    event_add(w->ev_pipe, NULL);
+    event_add(w->ev_timer, &tv);
+    rd_kafka_queue_io_event_enable(q, w->fds[1], "1", 1);
+    return w;
+}
+
+void ax_kafka_watch_free(ax_kafka_watch_t *w) {
+    if (!w)
+        return;
+    rd_kafka_queue_io_event_enable(w->q, -1, NULL, 0);
+    event_free(w->ev_pipe);
+    event_free(w->ev_timer);
+    close(w->fds[0]);
+    close(w->fds[1]);
+    free(w);
+}
+
+int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
+                           size_t errlen) {
+    static const char *const suffixes[] = {"submit", "dispatch", "callback", "results", "dlq"};
+    char err[512];
+    rd_kafka_t *rk = ax_kafka_producer_new(conf, "axctl-admin", errbuf, errlen);
+    if (!rk)
+        return AX_ERR_INVALID;
+    rd_kafka_NewTopic_t *nt[AX_ARRAY_SIZE(suffixes)];
+    char names[AX_ARRAY_SIZE(suffixes)][256];
+    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++) {
+        ax_conf_topic(conf, suffixes[i], names[i], sizeof names[i]);
+        nt[i] = rd_kafka_NewTopic_new(names[i], partitions, replication, err, sizeof err);
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, err, sizeof err);
+    rd_kafka_AdminOptions_set_request_timeout(opt, 30000, err, sizeof err);
+    rd_kafka_CreateTopics(rk, nt, AX_ARRAY_SIZE(suffixes), opt, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
+    int rc = 0;
+    if (!ev) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: no answer from Kafka in 60 s");
+    } else if (rd_kafka_event_error(ev)) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: %s",
+                      rd_kafka_event_error_string(ev));
+    } else {
+        const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+        size_t cnt;
+        const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &cnt);
+        for (size_t i = 0; i < cnt; i++) {
+            rd_kafka_resp_err_t e = rd_kafka_topic_result_error(tr[i]);
+            if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+                ax_info("topic %s exists", rd_kafka_topic_result_name(tr[i]));
+            else if (e)
+                rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "create topic %s: %s",
+                               rd_kafka_topic_result_name(tr[i]),
+                               rd_kafka_topic_result_error_string(tr[i]));
+            else
+                ax_info("topic %s created (%d partitions)", rd_kafka_topic_result_name(tr[i]),
+                        partitions);
+        }
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_queue_destroy(q);
+    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++)
+        rd_kafka_NewTopic_destroy(nt[i]);
+    rd_kafka_destroy(rk);
+    return rc;
+}

@@ -1,0 +1,259 @@
+/*
+ * pg.c — PostgreSQL adapter. Connection parameters come only from the pg.*
+ * configuration keys, handed to libpq as keyword/value arrays (never a
+ * conninfo string built by hand), and statements only take parameters.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ax/common.h"
+#include "ax/log.h"
+#include "ax/pg.h"
+
+struct ax_pg {
+    PGconn *conn;
+    const char **keys;
+    const char **values;
+    int64_t backoff_initial_ms, backoff_max_ms;
+    int reconnected;
+    int was_down;
+};
+
+static int pg_keyword_known(const char *kw) {
+    PQconninfoOption *opts = PQconndefaults();
+    int found = 0;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, kw) == 0)
+            found = 1;
+    PQconninfoFree(opts);
+    return found;
+}
+
+ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *errbuf,
+                   size_t errlen) {
+    for (size_t i = 0; i < conf->n_pg; i++)
+        if (!pg_keyword_known(conf->pg[i].key)) {
+            ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                      "pg.%s: not a libpq connection keyword", conf->pg[i].key);
+            return NULL;
+        }
+    ax_pg_t *pg = calloc(1, sizeof *pg);
+    if (!pg)
+        return NULL;
+    size_t n = conf->n_pg;
+    pg->keys = calloc(n + 2, sizeof *pg->keys);
+    pg->values = calloc(n + 2, sizeof *pg->values);
+    if (!pg->keys || !pg->values) {
+        ax_pg_destroy(pg);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++, k++) {
+        pg->keys[k] = conf->pg[i].key;
+        pg->values[k] = conf->pg[i].value;
+    }
+    pg->keys[k] = "application_name";
+    pg->values[k] = application_name;
+    pg->backoff_initial_ms = conf->backoff_initial_ms;
+    pg->backoff_max_ms = conf->backoff_max_ms;
+    return pg;
+}
+
+void ax_pg_destroy(ax_pg_t *pg) {
+    if (!pg)
+        return;
+    if (pg->conn)
+        PQfinish(pg->conn);
+    free(pg->keys);
+    free(pg->values);
+    free(pg);
+}
+
+/* libpq's messages end with a newline; keep logs one line. */
+static void chomp(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    for (char *p = s; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+}
+
+int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
+    if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK)
+        return 0;
+    if (pg->conn) {
+        PQfinish(pg->conn);
+        pg->conn = NULL;
+    }
+    pg->conn = PQconnectdbParams(pg->keys, pg->values, 0);
+    if (!pg->conn)
+        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "PostgreSQL: out of memory");
+    if (PQstatus(pg->conn) != CONNECTION_OK) {
+        ax_seterr(errbuf, errlen, AX_ERR_IO, "PostgreSQL unreachable: %s",
+                  PQerrorMessage(pg->conn));
+        if (errbuf)
+            chomp(errbuf);
+        PQfinish(pg->conn);
+        pg->conn = NULL;
+        pg->was_down = 1;
+        return AX_ERR_IO;
+    }
+    if (pg->was_down)
+        ax_info("PostgreSQL connection re-established");
+    pg->was_down = 0;
+    pg->reconnected = 1;
+    return 0;
+}
+
+int ax_pg_reconnected(ax_pg_t *pg) {
+    int r = pg->reconnected;
+    pg->reconnected = 0;
+    return r;
+}
+
+int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop) {
+    char err[512];
+    for (unsigned attempt = 0; !(stop && *stop); attempt++) {
+        if (ax_pg_ensure(pg, err, sizeof err) == 0)
+            return 0;
+        int64_t wait = ax_backoff_ms(attempt, pg->backoff_initial_ms, pg->backoff_max_ms);
+        ax_warn("%s; retrying in %lld ms", err, (long long)wait);
+        usleep((useconds_t)wait * 1000);
+    }
+    return AX_ERR_IO;
+}
+
+PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
+
+/* Class 08 (connection), 57P0x (shutdown), 40001/40P01 (serialization,
+ * deadlock), 53xxx (resources) are worth retrying. */
+static int classify(const PGresult *r, PGconn *conn) {
+    if (PQstatus(conn) != CONNECTION_OK)
+        return AX_ERR_IO;
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (!st)
+        return AX_ERR_IO;
+    if (strncmp(st, "08", 2) == 0 || strncmp(st, "57P", 3) == 0 || strcmp(st, "40001") == 0 ||
+        strcmp(st, "40P01") == 0 || strncmp(st, "53", 2) == 0)
+        return AX_ERR_IO;
+    if (strcmp(st, "23505") == 0)
+        return AX_ERR_CONFLICT;
+    return AX_ERR_INVALID;
+}
+
+int ax_pg_exec(ax_pg_t *pg, const char *sql, int nparams, const char *const *params,
+               const int *lengths, const int *formats, PGresult **ret_res, char *errbuf,
+               size_t errlen) {
+    int rc = ax_pg_ensure(pg, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    PGresult *r = PQexecParams(pg->conn, sql, nparams, NULL, params, lengths, formats, 0);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        if (ret_res)
+            *ret_res = r;
+        else
+            PQclear(r);
+        return 0;
+    }
+    rc = classify(r, pg->conn);
+    ax_seterr(errbuf, errlen, rc, "PostgreSQL: %s",
+              r ? PQresultErrorMessage(r) : PQerrorMessage(pg->conn));
+    if (errbuf)
+        chomp(errbuf);
+    PQclear(r);
+    if (rc == AX_ERR_IO && PQstatus(pg->conn) != CONNECTION_OK)
+        pg->was_down = 1;
+    return rc;
+}
+
+int ax_pg_begin(ax_pg_t *pg, char *errbuf, size_t errlen) {
+    return ax_pg_exec(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, errbuf, errlen);
+}
+
+int ax_pg_commit(ax_pg_t *pg, char *errbuf, size_t errlen) {
+    return ax_pg_exec(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, errbuf, errlen);
+}
+
+void ax_pg_rollback(ax_pg_t *pg) {
+    if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK)
+        PQclear(PQexec(pg->conn, "ROLLBACK"));
+}
+
+int ax_pg_count(ax_pg_t *pg, const char *name, int64_t delta) {
+    char d[32];
+    snprintf(d, sizeof d, "%lld", (long long)delta);
+    const char *p[] = {name, d};
+    return ax_pg_exec(pg,
+                      "INSERT INTO ax_counter (name, value) VALUES ($1, $2::bigint) "
+                      "ON CONFLICT (name) DO UPDATE SET value = ax_counter.value + EXCLUDED.value, "
+                      "updated_at = now()",
+                      2, p, NULL, NULL, NULL, NULL, 0);
+}
+
+int ax_strbuf_add(ax_strbuf_t *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns)
+            return AX_ERR_NOMEM;
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+    return 0;
+}
+
+void ax_strbuf_free(ax_strbuf_t *b) {
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+int ax_pgarr_begin(ax_strbuf_t *b) {
+    b->len = 0;
+    return ax_strbuf_add(b, "{", 1);
+}
+
+static int arr_sep(ax_strbuf_t *b) {
+    return b->len > 1 ? ax_strbuf_add(b, ",", 1) : 0;
+}
+
+int ax_pgarr_int(ax_strbuf_t *b, int64_t v) {
+    char num[32];
+    int n = snprintf(num, sizeof num, "%lld", (long long)v);
+    int rc = arr_sep(b);
+    return rc ? rc : ax_strbuf_add(b, num, (size_t)n);
+}
+
+int ax_pgarr_text(ax_strbuf_t *b, const char *s) {
+    int rc = arr_sep(b);
+    if (rc)
+        return rc;
+    if (!s)
+        return ax_strbuf_add(b, "NULL", 4);
+    if ((rc = ax_strbuf_add(b, "\"", 1)))
+        return rc;
+    for (const char *p = s; *p; p++) {
+        if ((*p == '"' || *p == '\\') && (rc = ax_strbuf_add(b, "\\", 1)))
+            return rc;
+        if ((rc = ax_strbuf_add(b, p, 1)))
+            return rc;
+    }
+    return ax_strbuf_add(b, "\"", 1);
+}
+
+int ax_pgarr_end(ax_strbuf_t *b) { return ax_strbuf_add(b, "}", 1); }
+
+int64_t ax_pg_int(const PGresult *r, int row, int col) {
+    if (PQgetisnull(r, row, col))
+        return 0;
+    return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}

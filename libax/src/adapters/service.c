@@ -1,0 +1,252 @@
+/*
+ * service.c — the scaffolding every ax service runs in (see ax/service.h).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ax/codec.h"
+#include "ax/common.h"
+#include "ax/log.h"
+#include "ax/service.h"
+
+static void on_signal(evutil_socket_t sig, short what, void *arg) {
+    ax_svc_t *svc = arg;
+    if (svc->stopping) {
+        ax_warn("second signal: exiting now");
+        _exit(1);
+    }
+    ax_info("signal %d: stopping", (int)sig);
+    svc->stopping = 1;
+    if (svc->on_stop)
+        svc->on_stop(svc);
+    else
+        event_base_loopbreak(svc->base);
+}
+
+static void producer_poll(void *arg) {
+    ax_svc_t *svc = arg;
+    rd_kafka_poll(svc->producer, 0);
+}
+
+int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
+                const char *used_by) {
+    char err[1024];
+    memset(svc, 0, sizeof *svc);
+    svc->name = name;
+    ax_conf_from_args(&svc->conf, argc, argv, name, usage, used_by);
+    if (*argc > 1) {
+        fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", name, argv[1]);
+        exit(2);
+    }
+    if (svc->conf.worker_id && *svc->conf.worker_id) {
+        snprintf(svc->worker_id, sizeof svc->worker_id, "%s", svc->conf.worker_id);
+    } else {
+        char host[64] = "localhost";
+        gethostname(host, sizeof host - 1);
+        snprintf(svc->worker_id, sizeof svc->worker_id, "%s:%d", host, (int)getpid());
+    }
+    ax_conf_topic(&svc->conf, "submit", svc->topic_submit, sizeof svc->topic_submit);
+    ax_conf_topic(&svc->conf, "dispatch", svc->topic_dispatch, sizeof svc->topic_dispatch);
+    ax_conf_topic(&svc->conf, "callback", svc->topic_callback, sizeof svc->topic_callback);
+    ax_conf_topic(&svc->conf, "results", svc->topic_results, sizeof svc->topic_results);
+    ax_conf_topic(&svc->conf, "dlq", svc->topic_dlq, sizeof svc->topic_dlq);
+
+    if (ax_codec_init(err, sizeof err) < 0) {
+        ax_error("codec: %s", err);
+        return AX_ERR_INVALID;
+    }
+    svc->pg = ax_pg_new(&svc->conf, name, err, sizeof err);
+    if (!svc->pg) {
+        fprintf(stderr, "%s: configuration error: %s\n", name, err);
+        exit(2);
+    }
+    /* Validate kafka.* before waiting on any server, so a typo exits 2 now. */
+    svc->producer = ax_kafka_producer_new(&svc->conf, name, err, sizeof err);
+    if (!svc->producer) {
+        fprintf(stderr, "%s: configuration error: %s\n", name, err);
+        exit(2);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    svc->base = event_base_new();
+    if (!svc->base)
+        return AX_ERR_NOMEM;
+    svc->ev_sigterm = evsignal_new(svc->base, SIGTERM, on_signal, svc);
+    svc->ev_sigint = evsignal_new(svc->base, SIGINT, on_signal, svc);
+    event_add(svc->ev_sigterm, NULL);
+    event_add(svc->ev_sigint, NULL);
+    svc->pqueue = rd_kafka_queue_get_main(svc->producer);
+    svc->pwatch = ax_kafka_watch(svc->base, svc->pqueue, 100, producer_poll, svc);
+    ax_info("starting as %s (topics %s*)", svc->worker_id, svc->conf.topic_prefix);
+    if (ax_pg_connect_wait(svc->pg, &svc->stopping) < 0)
+        return AX_ERR_IO;
+    ax_info("connected to PostgreSQL");
+    return 0;
+}
+
+int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_schema,
+                    char *reason, size_t len) {
+    if ((int64_t)msg->len > svc->conf.message_max_bytes) {
+        snprintf(reason, len, "message of %zu bytes exceeds message.max.bytes %lld", msg->len,
+                 (long long)svc->conf.message_max_bytes);
+        return -1;
+    }
+    int32_t id;
+    if (ax_codec_peek_schema(msg->payload, msg->len, &id, reason, len) < 0)
+        return -1;
+    if (id != want_schema) {
+        snprintf(reason, len, "unknown schema id %d on %s (expected %d)", (int)id,
+                 rd_kafka_topic_name(msg->rkt), (int)want_schema);
+        return -1;
+    }
+    return 0;
+}
+
+int ax_svc_reject(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reason) {
+    char err[512];
+    ax_warn("dead-lettering %s [%d] @%lld: %s", rd_kafka_topic_name(msg->rkt),
+            (int)msg->partition, (long long)msg->offset, reason);
+    svc->dlq_count++;
+    return ax_kafka_dlq(svc->producer, svc->topic_dlq, msg, reason, svc->name,
+                        (size_t)svc->conf.message_max_bytes, &svc->dlv, err, sizeof err);
+}
+
+int ax_svc_flush(ax_svc_t *svc, int timeout_ms) {
+    int rc = ax_kafka_wait(svc->producer, &svc->dlv, timeout_ms);
+    if (rc < 0)
+        ax_warn("kafka: %d message(s) not delivered: %s", svc->dlv.failed + svc->dlv.pending,
+                rd_kafka_err2str(svc->dlv.err));
+    svc->dlv.failed = 0;
+    svc->dlv.err = 0;
+    return rc;
+}
+
+static void release(rd_kafka_message_t **msgs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (msgs[i])
+            rd_kafka_message_destroy(msgs[i]);
+}
+
+/* Offer the held batch to the service; commit and release it when durable. */
+static void run_held(ax_svc_t *svc) {
+    char err[512];
+    svc->dlv.failed = 0;
+    svc->dlv.err = 0;
+    int rc = svc->batch_fn(svc, svc->held, svc->held_n, svc->batch_arg);
+    if (rc == 0 && svc->dlv.pending > 0)
+        rc = ax_svc_flush(svc, 35000);
+    if (rc == 0 && svc->dlv.failed)
+        rc = AX_ERR_IO;
+    if (rc == AX_ERR_IO) {
+        int64_t wait = ax_backoff_ms(svc->held_failures++, svc->conf.backoff_initial_ms,
+                                     svc->conf.backoff_max_ms);
+        ax_warn("batch of %zu not durable yet; retrying in %lld ms", svc->held_n,
+                (long long)wait);
+        svc->held_retry_at = ax_mono_ms() + wait;
+        return;
+    }
+    if (rc < 0)
+        ax_error("batch of %zu failed permanently (rc %d); skipping it", svc->held_n, rc);
+    if (ax_kafka_commit_msgs(svc->consumer, svc->held, svc->held_n, err, sizeof err) < 0)
+        ax_warn("%s (the batch will be seen again; its processing is idempotent)", err);
+    release(svc->held, svc->held_n);
+    svc->held_n = 0;
+    svc->held_failures = 0;
+}
+
+static void consumer_ready(void *arg) {
+    ax_svc_t *svc = arg;
+    for (int rounds = 0; rounds < 64 && !svc->stopping; rounds++) {
+        if (svc->held_n) {
+            if (ax_mono_ms() < svc->held_retry_at)
+                return;
+            run_held(svc);
+            if (svc->held_n)
+                return;
+        }
+        ssize_t n = rd_kafka_consume_batch_queue(svc->cqueue, 0, svc->held, svc->batch_max);
+        if (n <= 0)
+            return;
+        size_t k = 0;
+        for (ssize_t i = 0; i < n; i++) {
+            rd_kafka_message_t *m = svc->held[i];
+            if (m->err) {
+                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                    ax_warn("kafka consume: %s", rd_kafka_message_errstr(m));
+                rd_kafka_message_destroy(m);
+                continue;
+            }
+            svc->held[k++] = m;
+        }
+        svc->held_n = k;
+        if (k)
+            run_held(svc);
+    }
+}
+
+int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
+                   ax_svc_batch_fn fn, void *arg) {
+    char err[512];
+    svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, err, sizeof err);
+    if (!svc->consumer) {
+        fprintf(stderr, "%s: configuration error: %s\n", svc->name, err);
+        exit(2);
+    }
+    const char *topics[] = {topic};
+    if (ax_kafka_subscribe(svc->consumer, topics, 1, err, sizeof err) < 0) {
+        ax_error("%s", err);
+        return AX_ERR_IO;
+    }
+    svc->batch_fn = fn;
+    svc->batch_arg = arg;
+    svc->batch_max = batch_max;
+    svc->held = calloc(batch_max, sizeof *svc->held);
+    if (!svc->held)
+        return AX_ERR_NOMEM;
+    svc->cqueue = rd_kafka_queue_get_consumer(svc->consumer);
+    svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, consumer_ready, svc);
+    ax_info("consuming %s as group %s", topic, group);
+    return 0;
+}
+
+int ax_svc_run(ax_svc_t *svc) {
+    event_base_dispatch(svc->base);
+    ax_info("shutting down");
+    if (svc->consumer) {
+        /* Uncommitted work is redelivered to the group: nothing is lost. */
+        release(svc->held, svc->held_n);
+        svc->held_n = 0;
+        ax_kafka_watch_free(svc->cwatch);
+        svc->cwatch = NULL;
+        rd_kafka_queue_destroy(svc->cqueue);
+        svc->cqueue = NULL;
+        rd_kafka_consumer_close(svc->consumer);
+    }
+    rd_kafka_flush(svc->producer, 10000);
+    return 0;
+}
+
+void ax_svc_destroy(ax_svc_t *svc) {
+    ax_kafka_watch_free(svc->cwatch);
+    ax_kafka_watch_free(svc->pwatch);
+    if (svc->cqueue)
+        rd_kafka_queue_destroy(svc->cqueue);
+    if (svc->pqueue)
+        rd_kafka_queue_destroy(svc->pqueue);
+    if (svc->consumer)
+        rd_kafka_destroy(svc->consumer);
+    if (svc->producer)
+        rd_kafka_destroy(svc->producer);
+    if (svc->ev_sigterm)
+        event_free(svc->ev_sigterm);
+    if (svc->ev_sigint)
+        event_free(svc->ev_sigint);
+    if (svc->base)
+        event_base_free(svc->base);
+    ax_pg_destroy(svc->pg);
+    free(svc->held);
+    ax_codec_shutdown();
+    ax_conf_free(&svc->conf);
+}

@@ -1,0 +1,420 @@
+/*
+ * conf.c — the configuration table of every ax program and its parser.
+ *
+ * The table is the single source of truth for names, types, defaults,
+ * bounds and documentation: --help, `axctl config reference` and
+ * docs/CONFIGURATION.md all come from it.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ax/common.h"
+#include "ax/conf.h"
+#include "ax/log.h"
+
+#define OFF(f) offsetof(ax_conf_t, f)
+#define I64MAX INT64_MAX
+
+const ax_conf_def_t ax_conf_table[] = {
+    {"log.level", AX_CONF_STR, OFF(log_level), "info", 0, 0, "all",
+     "Least severe level logged: debug, info, warn or error."},
+    {"topic.prefix", AX_CONF_STR, OFF(topic_prefix), "ax.", 0, 0, "all",
+     "Prefix of every topic name: <prefix>submit, <prefix>dispatch, <prefix>callback, "
+     "<prefix>results, <prefix>dlq; consumer groups <prefix>trigger, <prefix>executor, "
+     "<prefix>callback."},
+    {"message.max.bytes", AX_CONF_INT, OFF(message_max_bytes), "1048576", 64, 100 << 20, "all",
+     "Largest message a service decodes; larger ones go to the dead-letter topic."},
+    {"worker.id", AX_CONF_STR, OFF(worker_id), NULL, 0, 0, "all",
+     "Name of this process in the database and in logs (default: <hostname>:<pid>)."},
+    {"trigger.scan.interval.ms", AX_CONF_INT, OFF(trigger_scan_interval_ms), "1000", 10, 60000,
+     "trigger", "Longest time between two looks at the database for due instances."},
+    {"trigger.batch", AX_CONF_INT, OFF(trigger_batch), "1000", 1, 100000, "trigger",
+     "Most instances inserted or dispatched in one database transaction."},
+    {"trigger.sweep.interval.ms", AX_CONF_INT, OFF(trigger_sweep_interval_ms), "2000", 100,
+     600000, "trigger",
+     "How often expired leases are looked for (instances of a lost executor end TIMEOUT)."},
+    {"executor.slots", AX_CONF_INT, OFF(executor_slots), "8", 1, 4096, "executor",
+     "Most commands one executor runs at once."},
+    {"executor.output.cap", AX_CONF_INT, OFF(executor_output_cap), "65536", 0, 16 << 20,
+     "executor", "Bytes of a command's stdout+stderr kept (the rest is read and dropped)."},
+    {"executor.kill.grace.ms", AX_CONF_INT, OFF(executor_kill_grace_ms), "2000", 1, 600000,
+     "executor", "Time between SIGTERM and SIGKILL of a timed-out command's process group."},
+    {"executor.lease.grace.ms", AX_CONF_INT, OFF(executor_lease_grace_ms), "30000", 1000,
+     86400000, "executor",
+     "Lease length beyond an attempt's timeout: after timeout+grace without a result the "
+     "attempt is declared lost (TIMEOUT)."},
+    {"submit.default.timeout.ms", AX_CONF_INT, OFF(executor_default_timeout_ms), "3600000", 1,
+     I64MAX, "trigger", "Timeout of an inline command whose submission names none."},
+    {"executor.shutdown.grace.ms", AX_CONF_INT, OFF(executor_shutdown_grace_ms), "30000", 0,
+     86400000, "executor",
+     "On SIGTERM, how long running commands may finish before they are cancelled."},
+    {"callback.batch", AX_CONF_INT, OFF(callback_batch), "1000", 1, 100000, "callback",
+     "Most attempt results persisted in one database statement."},
+    {"backoff.initial.ms", AX_CONF_INT, OFF(backoff_initial_ms), "200", 1, 60000, "all",
+     "First wait before retrying an unreachable PostgreSQL or Kafka."},
+    {"backoff.max.ms", AX_CONF_INT, OFF(backoff_max_ms), "10000", 1, 600000, "all",
+     "Cap of the doubling wait between retries of an unreachable server."},
+};
+const size_t ax_conf_table_len = AX_ARRAY_SIZE(ax_conf_table);
+
+static const ax_conf_def_t *conf_find(const char *key) {
+    for (size_t i = 0; i < ax_conf_table_len; i++)
+        if (strcmp(ax_conf_table[i].name, key) == 0)
+            return &ax_conf_table[i];
+    return NULL;
+}
+
+static int conf_apply(ax_conf_t *c, const ax_conf_def_t *d, const char *value, const char *origin,
+                      char *errbuf, size_t errlen) {
+    char *p = (char *)c + d->offset;
+    if (d->type == AX_CONF_STR) {
+        char **s = (char **)p;
+        char *dup = strdup(value);
+        if (!dup)
+            return AX_ERR_NOMEM;
+        free(*s);
+        *s = dup;
+        return 0;
+    }
+    errno = 0;
+    char *end;
+    long long v = strtoll(value, &end, 10);
+    if (errno || end == value || *end != '\0')
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "%s: %s: '%s' is not an integer", origin, d->name, value);
+    if (v < d->min || v > d->max)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "%s: %s: %lld is out of range [%lld, %lld]", origin, d->name, v,
+                         (long long)d->min, (long long)d->max);
+    *(int64_t *)p = v;
+    return 0;
+}
+
+void ax_conf_init(ax_conf_t *c) {
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < ax_conf_table_len; i++)
+        if (ax_conf_table[i].def)
+            conf_apply(c, &ax_conf_table[i], ax_conf_table[i].def, "default", NULL, 0);
+}
+
+static void kv_free(ax_kv_t *kv, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].key);
+        free(kv[i].value);
+    }
+    free(kv);
+}
+
+void ax_conf_free(ax_conf_t *c) {
+    if (!c)
+        return;
+    for (size_t i = 0; i < ax_conf_table_len; i++)
+        if (ax_conf_table[i].type == AX_CONF_STR)
+            free(*(char **)((char *)c + ax_conf_table[i].offset));
+    kv_free(c->kafka, c->n_kafka);
+    kv_free(c->pg, c->n_pg);
+    memset(c, 0, sizeof *c);
+}
+
+static int kv_set(ax_kv_t **kv, size_t *n, const char *key, const char *value) {
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*kv)[i].key, key) == 0) {
+            char *v = strdup(value);
+            if (!v)
+                return AX_ERR_NOMEM;
+            free((*kv)[i].value);
+            (*kv)[i].value = v;
+            return 0;
+        }
+    ax_kv_t *nkv = realloc(*kv, (*n + 1) * sizeof **kv);
+    if (!nkv)
+        return AX_ERR_NOMEM;
+    *kv = nkv;
+    nkv[*n].key = strdup(key);
+    nkv[*n].value = strdup(value);
+    if (!nkv[*n].key || !nkv[*n].value) {
+        free(nkv[*n].key);
+        free(nkv[*n].value);
+        return AX_ERR_NOMEM;
+    }
+    (*n)++;
+    return 0;
+}
+
+int ax_conf_set(ax_conf_t *c, const char *key, const char *value, const char *origin,
+                char *errbuf, size_t errlen) {
+    if (strncmp(key, "kafka.", 6) == 0 && key[6])
+        return kv_set(&c->kafka, &c->n_kafka, key + 6, value);
+    if (strncmp(key, "pg.", 3) == 0 && key[3])
+        return kv_set(&c->pg, &c->n_pg, key + 3, value);
+    const ax_conf_def_t *d = conf_find(key);
+    if (!d)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "%s: unknown configuration key '%s' (see --help)", origin, key);
+    if (strcmp(key, "log.level") == 0) {
+        ax_log_level_t l;
+        if (ax_log_level_parse(value, &l) < 0)
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                             "%s: log.level: '%s' is not one of debug, info, warn, error",
+                             origin, value);
+    }
+    return conf_apply(c, d, value, origin, errbuf, errlen);
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+int ax_conf_load_file(ax_conf_t *c, const char *path, int must_exist, char *errbuf,
+                      size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (!must_exist && errno == ENOENT)
+            return 0;
+        return ax_seterr(errbuf, errlen, AX_ERR_IO, "cannot read configuration file %s: %s", path,
+                         strerror(errno));
+    }
+    char line[4096], origin[600];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        snprintf(origin, sizeof origin, "%s:%d", path, lineno);
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "%s: expected 'key = value'", origin);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *value = trim(eq + 1);
+        if ((rc = ax_conf_set(c, key, value, origin, errbuf, errlen)) < 0)
+            break;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* AXCONF_FOO_BAR -> the table key whose upper-cased, '.'->'_' form matches;
+ * else kafka./pg. pass-through. */
+int ax_conf_load_env(ax_conf_t *c, char *const *envp, char *errbuf, size_t errlen) {
+    static const char prefix[] = "AXCONF_";
+    for (char *const *e = envp; e && *e; e++) {
+        if (strncmp(*e, prefix, sizeof prefix - 1) != 0)
+            continue;
+        const char *name = *e + sizeof prefix - 1;
+        const char *eq = strchr(name, '=');
+        if (!eq)
+            continue;
+        size_t nlen = (size_t)(eq - name);
+        char key[256], origin[300];
+        if (nlen == 0 || nlen >= sizeof key - 8)
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "environment: bad variable %.*s",
+                             (int)(nlen + sizeof prefix - 1), *e);
+        snprintf(origin, sizeof origin, "environment %s%.*s", prefix, (int)nlen, name);
+        const char *match = NULL;
+        for (size_t i = 0; i < ax_conf_table_len && !match; i++) {
+            const char *n = ax_conf_table[i].name;
+            if (strlen(n) != nlen)
+                continue;
+            size_t j = 0;
+            for (; j < nlen; j++) {
+                char want = n[j] == '.' ? '_' : (char)toupper((unsigned char)n[j]);
+                if (name[j] != want)
+                    break;
+            }
+            if (j == nlen)
+                match = n;
+        }
+        if (match) {
+            snprintf(key, sizeof key, "%s", match);
+        } else if (nlen > 6 && strncmp(name, "KAFKA_", 6) == 0) {
+            snprintf(key, sizeof key, "kafka.%.*s", (int)(nlen - 6), name + 6);
+            for (char *k = key + 6; *k; k++)
+                *k = *k == '_' ? '.' : (char)tolower((unsigned char)*k);
+        } else if (nlen > 3 && strncmp(name, "PG_", 3) == 0) {
+            snprintf(key, sizeof key, "pg.%.*s", (int)(nlen - 3), name + 3);
+            for (char *k = key + 3; *k; k++)
+                *k = (char)tolower((unsigned char)*k);
+        } else {
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                             "%s: unknown configuration key (see --help)", origin);
+        }
+        int rc = ax_conf_set(c, key, eq + 1, origin, errbuf, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int ax_conf_is_secret(const char *key) {
+    return strstr(key, "password") || strstr(key, "secret") || strstr(key, "sasl.oauthbearer") ||
+           strstr(key, "ssl.key") || strstr(key, "passfile");
+}
+
+void ax_conf_print(const ax_conf_t *c, FILE *out) {
+    for (size_t i = 0; i < ax_conf_table_len; i++) {
+        const ax_conf_def_t *d = &ax_conf_table[i];
+        const char *p = (const char *)c + d->offset;
+        if (d->type == AX_CONF_STR) {
+            const char *s = *(char *const *)p;
+            fprintf(out, "%s = %s\n", d->name,
+                    !s ? "" : ax_conf_is_secret(d->name) ? "<redacted>" : s);
+        } else {
+            fprintf(out, "%s = %lld\n", d->name, (long long)*(const int64_t *)p);
+        }
+    }
+    for (size_t i = 0; i < c->n_kafka; i++)
+        fprintf(out, "kafka.%s = %s\n", c->kafka[i].key,
+                ax_conf_is_secret(c->kafka[i].key) ? "<redacted>" : c->kafka[i].value);
+    for (size_t i = 0; i < c->n_pg; i++)
+        fprintf(out, "pg.%s = %s\n", c->pg[i].key,
+                ax_conf_is_secret(c->pg[i].key) ? "<redacted>" : c->pg[i].value);
+}
+
+static void fmt_range(const ax_conf_def_t *d, char *buf, size_t len) {
+    if (d->type != AX_CONF_INT)
+        snprintf(buf, len, "text");
+    else if (d->max == I64MAX)
+        snprintf(buf, len, "integer ≥ %lld", (long long)d->min);
+    else
+        snprintf(buf, len, "integer %lld–%lld", (long long)d->min, (long long)d->max);
+}
+
+void ax_conf_reference(FILE *out) {
+    fputs("# Configuration reference\n\n"
+          "<!-- generated by `axctl config reference`; tests/unit/test_conf checks it is current -->\n\n"
+          "Every ax program reads one file of `key = value` lines (`#` starts a comment): the\n"
+          "file given with `--config FILE`, else `$AX_CONFIG`, else the default path compiled in\n"
+          "(`var/ax.conf` of the source tree, which `infra/up` writes). Environment variables\n"
+          "`AXCONF_<KEY>` (key upper-cased, `.` → `_`) override the file, and `--set key=value`\n"
+          "overrides both. An unknown key or a bad value stops the program with a message naming\n"
+          "the key and exit status 2.\n\n"
+          "`kafka.<property>` is handed to librdkafka (e.g. `kafka.bootstrap.servers`;\n"
+          "`AXCONF_KAFKA_SOCKET_TIMEOUT_MS` sets `kafka.socket.timeout.ms`) and `pg.<keyword>` to\n"
+          "libpq (e.g. `pg.host`, `pg.port`, `pg.dbname`, `pg.user`, `pg.password`, `pg.sslmode`;\n"
+          "`AXCONF_PG_CONNECT_TIMEOUT` sets `pg.connect_timeout`). Values of keys that name a\n"
+          "password, secret or key are never printed or logged.\n\n"
+          "| key | type | default | used by | meaning |\n|---|---|---|---|---|\n",
+          out);
+    for (size_t i = 0; i < ax_conf_table_len; i++) {
+        const ax_conf_def_t *d = &ax_conf_table[i];
+        char range[64];
+        fmt_range(d, range, sizeof range);
+        fprintf(out, "| `%s` | %s | %s%s%s | %s | %s |\n", d->name, range, d->def ? "`" : "",
+                d->def ? d->def : "—", d->def ? "`" : "", d->used_by, d->doc);
+    }
+}
+
+void ax_conf_help(FILE *out, const char *used_by) {
+    fputs("Options:\n"
+          "  --config FILE       configuration file (default: $AX_CONFIG, else " AX_DEFAULT_CONFIG ")\n"
+          "  --set KEY=VALUE     override one configuration key (repeatable)\n"
+          "  --print-config      print the effective configuration (secrets redacted) and exit\n"
+          "  --help, --version\n\n"
+          "Configuration keys (file, AXCONF_<KEY> environment, or --set):\n",
+          out);
+    for (size_t i = 0; i < ax_conf_table_len; i++) {
+        const ax_conf_def_t *d = &ax_conf_table[i];
+        if (used_by && strcmp(d->used_by, "all") != 0 && strcmp(d->used_by, used_by) != 0)
+            continue;
+        fprintf(out, "  %-30s %s (default %s)\n", d->name, d->doc, d->def ? d->def : "none");
+    }
+    fputs("  kafka.<property>               any librdkafka property\n"
+          "  pg.<keyword>                   any libpq connection keyword\n",
+          out);
+}
+
+static void die2(const char *program, const char *msg) {
+    fprintf(stderr, "%s: configuration error: %s\n", program, msg);
+    exit(2);
+}
+
+extern char **environ;
+
+void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program,
+                       const char *usage, const char *used_by) {
+    char err[1024];
+    const char *path = NULL;
+    int print = 0, out = 1, must_exist = 1;
+    /* First pass: find --config so the file loads before env and --set. */
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= *argc)
+                die2(program, "--config needs a file name");
+            path = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            path = argv[i] + 9;
+        }
+    }
+    if (!path && getenv("AX_CONFIG") && *getenv("AX_CONFIG"))
+        path = getenv("AX_CONFIG");
+    if (!path) {
+        path = AX_DEFAULT_CONFIG;
+        must_exist = 0;
+    }
+    ax_conf_init(c);
+    if (ax_conf_load_file(c, path, must_exist, err, sizeof err) < 0)
+        die2(program, err);
+    if (ax_conf_load_env(c, environ, err, sizeof err) < 0)
+        die2(program, err);
+    int i = 1;
+    for (; i < *argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (strcmp(a, "--config") == 0) {
+            i++;
+        } else if (strncmp(a, "--config=", 9) == 0) {
+        } else if (strcmp(a, "--set") == 0 || strncmp(a, "--set=", 6) == 0) {
+            const char *kv = a[5] == '=' ? a + 6 : (i + 1 < *argc ? argv[++i] : NULL);
+            const char *eq = kv ? strchr(kv, '=') : NULL;
+            if (!eq)
+                die2(program, "--set needs KEY=VALUE");
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+            if (ax_conf_set(c, key, eq + 1, "--set", err, sizeof err) < 0)
+                die2(program, err);
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("%s", usage);
+            ax_conf_help(stdout, used_by);
+            exit(0);
+        } else if (strcmp(a, "--version") == 0) {
+            printf("%s %s\n", program, AX_VERSION);
+            exit(0);
+        } else if (strcmp(a, "--print-config") == 0) {
+            print = 1;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    for (; i < *argc; i++)
+        argv[out++] = argv[i];
+    argv[out] = NULL;
+    *argc = out;
+    if (print) {
+        ax_conf_print(c, stdout);
+        exit(0);
+    }
+    ax_log_level_t lvl = AX_LOG_INFO;
+    ax_log_level_parse(c->log_level, &lvl);
+    ax_log_init(program, lvl);
+}
+
+const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", c->topic_prefix, suffix);
+    return buf;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One job walks SCHEDULED -> LOCKED -> RUNNING -> FINISHED through the three
+# services; every timestamp is present and ordered; the final outcome is on
+# the results topic; a defined job and an inline command both work.
+source "$(dirname "$0")/lib.sh"
+create_topics 3
+start_all
+
+out=$(axctl submit --wait --wait-timeout 60 --payload "from-stdin" -- sh -c 'cat; echo " hello $AX_ATTEMPT"') \
+    || fail "inline submit did not succeed: $out"
+log "result: $out"
+trace=$(echo "$out" | sed -n 's/.*"trace_id":"\([0-9a-f]*\)".*/\1/p')
+[ -n "$trace" ] || fail "no trace id in $out"
+[ "$(field "$trace" outcome)" = SUCCESS ] || fail "outcome is not SUCCESS"
+[ "$(field "$trace" exit_code)" = 0 ] || fail "exit code is not 0"
+field "$trace" output | grep -q "from-stdin hello 1" || fail "payload/env not seen by the command: $(field "$trace" output)"
+order=$(field "$trace" "scheduled_at <= locked_at AND locked_at <= running_at AND running_at <= finished_at
+          AND dispatched_at IS NOT NULL AND result_published_at IS NOT NULL")
+[ "$order" = t ] || fail "timestamps missing or out of order: $(axctl instance list --trace "$trace")"
+[ "$(sql "SELECT count(*) FROM job_attempt a JOIN job_instance i ON i.id = a.instance_id WHERE i.trace_id = '$trace'")" = 1 ] \
+    || fail "expected one attempt row"
+
+# A defined job.
+job="walk-$$-$RANDOM"
+axctl job create "$job" --timeout 10000 -- echo defined job ran >/dev/null
+out=$(axctl submit --job "$job" --wait --wait-timeout 60) || fail "job submit failed: $out"
+echo "$out" | grep -q '"output":"defined job ran' || fail "unexpected output: $out"
+trace2=$(echo "$out" | sed -n 's/.*"trace_id":"\([0-9a-f]*\)".*/\1/p')
+[ "$(field "$trace2" job_name)" = "$job" ] || fail "job name not recorded"
+
+# A delayed submission waits for its time.
+t0=$(date +%s%3N)
+out=$(axctl submit --delay 1500 --wait --wait-timeout 60 -- true) || fail "delayed submit failed"
+t1=$(date +%s%3N)
+[ $((t1 - t0)) -ge 1500 ] || fail "delayed instance ran after $((t1 - t0)) ms (< 1500)"
+
+# Every final outcome is on the results topic, keyed by instance id, once.
+id=$(field "$trace" id)
+wait_for 20 "result event for instance $id" \
+    bash -c "kcat -b $BOOTSTRAP -C -t $(topic results) -o beginning -e -q -f '%k\n' | grep -qx $id"
+n=$(kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%k\n' | grep -cx "$id")
+[ "$n" = 1 ] || fail "instance $id has $n result events"
+kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%s\n' | grep -aq "$trace" \
+    || fail "the result event does not carry the trace id"
+log "ok"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Malformed messages go to the dead-letter topic with the reason in the
+# headers, and the services keep working.
+source "$(dirname "$0")/lib.sh"
+create_topics 1
+start_all --set message.max.bytes=4096
+
+printf 'this is not avro' >"$WORK/garbage"
+printf '\x3d' >"$WORK/one-byte"                       # asks avro-c for ~2^64 bytes
+printf '\x00\x00\x00\x00\x01\x3d' >"$WORK/framed-3d"  # valid header, hostile length
+printf '\x00\x00\x00\x00\x63\x02' >"$WORK/unknown-id" # schema id 99
+{ printf '\x00\x00\x00\x00\x01'; head -c 10000 /dev/zero; } >"$WORK/huge" # over message.max.bytes
+for f in garbage one-byte framed-3d unknown-id huge; do
+    kcat -b "$BOOTSTRAP" -P -t "$(topic submit)" "$WORK/$f"
+done
+kcat -b "$BOOTSTRAP" -P -t "$(topic dispatch)" "$WORK/framed-3d"
+kcat -b "$BOOTSTRAP" -P -t "$(topic callback)" "$WORK/garbage"
+
+wait_for 60 "7 dead letters" bash -c "[ \$(kcat -b $BOOTSTRAP -C -t $(topic dlq) -o beginning -e -q -f 'x\n' | wc -l) -ge 7 ]"
+kcat -b "$BOOTSTRAP" -C -t "$(topic dlq)" -o beginning -e -q -f '%h\n' >"$WORK/headers"
+cat "$WORK/headers"
+grep -q "ax.reason=" "$WORK/headers" || fail "no ax.reason header"
+grep -q "ax.source.topic=$(topic submit)" "$WORK/headers" || fail "no source topic header"
+[ "$(grep -c "ax.service=ax-trigger" "$WORK/headers")" -ge 5 ] || fail "trigger did not dead-letter its 5"
+grep -q "exceeds message.max.bytes" "$WORK/headers" || fail "oversized message reason missing"
+grep -q "ax.service=ax-executor" "$WORK/headers" || fail "executor did not dead-letter"
+grep -q "ax.service=ax-callback" "$WORK/headers" || fail "callback did not dead-letter"
+grep -q "schema id 99" "$WORK/headers" || fail "unknown schema id reason missing"
+
+# Still working.
+axctl submit --wait --wait-timeout 60 -- true >/dev/null || fail "services stopped working after bad input"
+for s in trigger executor callback; do
+    kill -0 "${SVC_PID[$s]}" || fail "ax-$s died"
+done
+log "ok"

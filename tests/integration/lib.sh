@@ -1,0 +1,87 @@
+# Sourced by every integration test. Runs against the real Kafka broker and
+# PostgreSQL that infra/test started (AX_CONFIG points at their settings).
+# Each test gets its own topic prefix (so its own topics and consumer
+# groups) and its own scratch directory; services are started per test and
+# always stopped on exit, with their logs printed when the test fails.
+set -euo pipefail
+
+: "${AX_CONFIG:?integration tests need AX_CONFIG (run them through infra/test)}"
+: "${AX_BIN:?AX_BIN (the build directory) is set by ctest}"
+
+T=$(basename "$0" .sh)
+export AXCONF_TOPIC_PREFIX="it.${T}.$$.$RANDOM."
+# Services run under ASan in the test build; their leak report at exit is
+# not what these tests check (unit tests run with leak detection on).
+export ASAN_OPTIONS="detect_leaks=0"
+WORK=$(mktemp -d "/tmp/ax-it.${T}.XXXXXX")
+chmod 755 "$WORK"
+declare -A SVC_PID=()
+
+conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail -n 1; }
+export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
+       PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
+BOOTSTRAP=$(conf_get kafka.bootstrap.servers)
+
+axctl() { "$AX_BIN/axctl/axctl" "$@"; }
+sql() { psql -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
+topic() { echo "${AXCONF_TOPIC_PREFIX}$1"; }
+
+log() { echo "[$T $(date +%H:%M:%S.%3N)] $*"; }
+fail() { log "FAIL: $*"; exit 1; }
+
+start_svc() { # start_svc trigger|executor|callback [--set k=v ...]
+    local name=$1; shift
+    "$AX_BIN/services/$name/ax-$name" "$@" >>"$WORK/ax-$name.log" 2>&1 &
+    SVC_PID[$name]=$!
+    log "started ax-$name (pid ${SVC_PID[$name]})"
+}
+
+stop_svc() { # stop_svc NAME [SIGNAL]: waits for the exit
+    local name=$1 sig=${2:-TERM} pid=${SVC_PID[$1]:-}
+    [ -n "$pid" ] || return 0
+    kill "-$sig" "$pid" 2>/dev/null || true
+    local i
+    for i in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "ax-$name did not stop in 30 s; killing"; kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    unset "SVC_PID[$name]"
+    log "stopped ax-$name ($sig)"
+}
+
+start_all() { start_svc trigger "$@"; start_svc executor "$@"; start_svc callback "$@"; }
+
+cleanup() {
+    local rc=$?
+    for n in "${!SVC_PID[@]}"; do stop_svc "$n" KILL; done
+    if [ "$rc" -ne 0 ]; then
+        for f in "$WORK"/*.log; do
+            [ -f "$f" ] || continue
+            echo "----- $(basename "$f") (last 60 lines)"; tail -n 60 "$f"
+        done
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds.
+wait_for() {
+    local secs=$1 what=$2; shift 2
+    local deadline=$(( $(date +%s) + secs ))
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "timed out after ${secs}s waiting for: $what"
+        sleep 0.2
+    done
+}
+
+create_topics() { axctl topics create --partitions "${1:-3}" >/dev/null 2>&1 || fail "cannot create topics"; }
+
+# Instance field by trace id.
+field() { sql "SELECT $2 FROM job_instance WHERE trace_id = '$1' ORDER BY id DESC LIMIT 1"; }
+state_is() { [ "$(field "$1" state)" = "$2" ]; }
+finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)")" = "FINISHED/true" ]; }
+
+# Count messages on a topic (all partitions) by reading it to the end.
+topic_count() { kcat -b "$BOOTSTRAP" -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
