@@ -47,7 +47,7 @@ typedef struct executor {
     ax_svc_t svc;
     run_t *head, *tail;           /* every message not yet committed */
     size_t tracked, running;
-    struct event *ev_retry, *ev_deadline;
+    struct event *ev_retry, *ev_deadline, *ev_kick;
     unsigned claim_failures;
     char **child_env_base;        /* environ minus AXCONF_* (secrets) */
     size_t child_env_n;
@@ -191,6 +191,9 @@ static void on_cmd_done(const ax_cmd_result_t *res, void *arg) {
         a.error = errtext;
     r->cmd = NULL;
     ex->running--;
+    /* A slot is free: fetch more now. The queue's wake-up pipe only fires
+     * when the queue goes from empty to non-empty, and it is not empty. */
+    event_active(ex->ev_kick, 0, 0);
     ax_info("instance %lld attempt %d: %s%s%s (%lld ms)", (long long)a.instance_id,
             (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "",
             a.error ? a.error : "", (long long)res->duration_ms);
@@ -412,6 +415,8 @@ static void on_dispatch_ready(void *arg) {
     }
 }
 
+static void on_kick(evutil_socket_t fd, short what, void *arg) { on_dispatch_ready(arg); }
+
 static void on_shutdown_deadline(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     ax_warn("shutdown grace over: cancelling %zu running command(s)", ex->running);
@@ -448,6 +453,7 @@ int main(int argc, char **argv) {
             ex.child_env_base[k++] = *e;
     ex.ev_retry = evtimer_new(svc->base, on_retry, &ex);
     ex.ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, &ex);
+    ex.ev_kick = event_new(svc->base, -1, 0, on_kick, &ex);
     char group[300];
     ax_conf_topic(&svc->conf, "executor", group, sizeof group);
     svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, NULL, 0);
@@ -475,6 +481,7 @@ int main(int argc, char **argv) {
     rd_kafka_flush(svc->producer, 10000);
     event_free(ex.ev_retry);
     event_free(ex.ev_deadline);
+    event_free(ex.ev_kick);
     free(ex.child_env_base);
     ax_svc_destroy(svc);
     return 0;

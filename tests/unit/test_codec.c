@@ -958,6 +958,26 @@ static void test_bad_strings(void **state) {
     }
 }
 
+static void test_utf8_sanitized_encodes(void **state) {
+    char ok[] = "héllo — ✓ 𝄞";
+    char bad[] = "a\xff b\xe2\x82 c\xc0\xaf d\xed\xa0\x80 \xe2\x82";
+    ax_attempt_t a;
+    void *buf;
+    size_t len;
+
+    /* ax_utf8_sanitize (core/util.c) is what services run on outside text;
+     * whatever it produces must be encodable. */
+    assert_int_equal(ax_utf8_sanitize(ok, strlen(ok)), 0);
+    assert_string_equal(ok, "héllo — ✓ 𝄞");
+    attempt_min(&a);
+    a.output = bad;
+    assert_int_equal(ax_attempt_encode(&a, &buf, &len), AX_ERR_INVALID);
+    assert_int_equal(ax_utf8_sanitize(bad, strlen(bad)), 10);
+    assert_string_equal(bad, "a? b?? c?? d??? ??");
+    assert_int_equal(ax_attempt_encode(&a, &buf, &len), 0);
+    free(buf);
+}
+
 static void test_wrong_schema_id(void **state) {
     char err[ERRLEN] = "";
     const sample_t *d = &g_samples[2];   /* a Dispatch */
@@ -1235,6 +1255,7 @@ int main(void) {
         cmocka_unit_test(test_trailing_garbage),
         cmocka_unit_test(test_truncated_prefixes),
         cmocka_unit_test(test_bad_strings),
+        cmocka_unit_test(test_utf8_sanitized_encodes),
         cmocka_unit_test(test_wrong_schema_id),
         cmocka_unit_test(test_submit_rules),
         cmocka_unit_test(test_dispatch_rules),

@@ -15,6 +15,11 @@
  * buffer in *ret_buf which the caller frees with free().
  * Optional strings are NULL when absent; optional numbers use the *_set flag
  * or a sentinel documented on the field.
+ *
+ * Strings on the wire are UTF-8 without NUL: decoders reject anything else
+ * and encoders return AX_ERR_INVALID for it (run captured output through
+ * ax_utf8_sanitize() first). Encoders write a NULL required string as "",
+ * and refuse what the decoders would reject (schemas/README.md lists it).
  */
 #ifndef AX_CODEC_H
 #define AX_CODEC_H

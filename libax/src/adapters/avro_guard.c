@@ -136,55 +136,59 @@ static int read_length(walk_t *w, const char *what, int64_t *ret) {
     return 0;
 }
 
+/* Length of the well-formed UTF-8 sequence at s (at most avail bytes), or
+ * 0 if there is none: NUL, stray continuation, overlong, surrogate, beyond
+ * U+10FFFF, or cut short. */
+static size_t utf8_seq_len(const uint8_t *s, size_t avail) {
+    uint8_t c = s[0];
+    size_t need;
+    uint32_t cp, min;
+
+    if (c == 0)
+        return 0;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        need = 1;
+        cp = c & 0x1f;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        need = 2;
+        cp = c & 0x0f;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 3;
+        cp = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (avail <= need)
+        return 0;
+    for (size_t k = 1; k <= need; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return need + 1;
+}
+
 int ax__utf8_check(const char *str, size_t len, size_t *ret_bad) {
     const uint8_t *s = (const uint8_t *)str;
     size_t i = 0;
 
     while (i < len) {
-        uint8_t c = s[i];
-        size_t need;
-        uint32_t cp, min;
-
-        if (c == 0)
-            goto bad;
-        if (c < 0x80) {
-            i++;
-            continue;
+        size_t n = utf8_seq_len(s + i, len - i);
+        if (n == 0) {
+            if (ret_bad)
+                *ret_bad = i;
+            return 0;
         }
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-            cp = c & 0x1f;
-            min = 0x80;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            cp = c & 0x0f;
-            min = 0x800;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            cp = c & 0x07;
-            min = 0x10000;
-        } else {
-            goto bad;
-        }
-        if (len - i <= need)
-            goto bad;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) {
-                i += k;   /* report the byte that broke the sequence */
-                goto bad;
-            }
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            goto bad;
-        i += need + 1;
+        i += n;
     }
     return 1;
-
-bad:
-    if (ret_bad)
-        *ret_bad = i;
-    return 0;
 }
 
 static int walk_string(walk_t *w) {
@@ -200,7 +204,7 @@ static int walk_string(walk_t *w) {
         if (w->p[w->pos + bad] == 0)
             return fail(w, "string at offset %zu contains a NUL byte at offset %zu",
                         off(w, start), off(w, w->pos + bad));
-        return fail(w, "string at offset %zu is not valid UTF-8 (byte 0x%02x at offset %zu)",
+        return fail(w, "string at offset %zu is not valid UTF-8 (sequence 0x%02x... at offset %zu)",
                     off(w, start), w->p[w->pos + bad], off(w, w->pos + bad));
     }
     w->pos += (size_t)n;

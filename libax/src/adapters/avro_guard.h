@@ -25,7 +25,8 @@ int ax__avro_guard_walk(avro_schema_t schema, const void *avro, size_t len,
 
 /* 1 if s[0..len) is well-formed UTF-8 (no overlongs, no surrogates, at most
  * U+10FFFF) and contains no NUL byte; otherwise 0 and, if ret_bad is not
- * NULL, the index of the first offending byte. */
+ * NULL, the index of the first byte of the first bad sequence (or of the
+ * NUL). */
 int ax__utf8_check(const char *s, size_t len, size_t *ret_bad);
 
 /* The parsed schema for a wire id (initialising the codec on first use),
