@@ -500,6 +500,23 @@ static void test_file_missing(void **state) {
     ax_conf_free(&c);
 }
 
+/*
+ * KNOWN BUG (reported, not fixed): fopen() of a directory succeeds on Linux,
+ * the first fgets() fails with EISDIR, and the read error is never checked
+ * (no ferror()), so `--config /some/dir` loads nothing and returns 0 even
+ * with must_exist=1. Remove the skip() once read errors are reported.
+ */
+static void test_file_is_directory(void **state) {
+    (void)state;
+    skip();
+    char err[ERRLEN] = "";
+    ax_conf_t c;
+    ax_conf_init(&c);
+    assert_int_equal(ax_conf_load_file(&c, "/", 1, err, sizeof err), AX_ERR_IO);
+    assert_contains(err, "/");
+    ax_conf_free(&c);
+}
+
 /* A `#` starts a comment even in the middle of a value. */
 static void test_file_hash_truncates_value(void **state) {
     (void)state;
@@ -1037,6 +1054,7 @@ int main(void) {
         cmocka_unit_test(test_file_missing_equals),
         cmocka_unit_test(test_file_unknown_key_and_bad_value),
         cmocka_unit_test(test_file_missing),
+        cmocka_unit_test(test_file_is_directory),
         cmocka_unit_test(test_file_hash_truncates_value),
         cmocka_unit_test(test_file_long_value),
         cmocka_unit_test(test_file_overlong_line),
