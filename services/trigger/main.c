@@ -386,9 +386,26 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     char err[1024], lim[32];
     if (svc->stopping || !ensure_leader(t))
         return;
+    /* A dispatch nobody claimed (its message dead-lettered by an executor,
+     * say) would leave the instance SCHEDULED forever: produce it again. */
+    char after[32];
+    snprintf(after, sizeof after, "%lld", (long long)svc->conf.trigger_redispatch_after_ms);
+    const char *ra[] = {after};
+    PGresult *r;
+    if (ax_pg_exec(svc->pg,
+                   "UPDATE job_instance SET dispatched_at = NULL WHERE state = 'SCHEDULED'"
+                   " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
+                   " RETURNING id",
+                   1, ra, NULL, NULL, &r, err, sizeof err) == 0) {
+        if (PQntuples(r) > 0) {
+            ax_warn("%d instance(s) dispatched but never claimed: producing them again",
+                    PQntuples(r));
+            arm_scan(t, 0);
+        }
+        PQclear(r);
+    }
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
     const char *p[] = {lim};
-    PGresult *r;
     if (ax_pg_exec(svc->pg,
                    "SELECT id, attempt, trace_id, coalesce(worker, ''),"
                    "  (extract(epoch FROM coalesce(running_at, locked_at)) * 1000)::bigint"

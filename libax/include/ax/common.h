@@ -44,7 +44,7 @@ static inline int64_t ax_mono_ms(void) {
 static inline int64_t ax_backoff_ms(unsigned attempt, int64_t base, int64_t cap) {
     int64_t d = base;
     while (attempt-- > 0 && d < cap)
-        d *= 2;
+        d = d > cap / 2 ? cap : d * 2;
     return d < cap ? d : cap;
 }
 

@@ -39,6 +39,7 @@ typedef struct ax_conf {
     int64_t trigger_scan_interval_ms;
     int64_t trigger_batch;
     int64_t trigger_sweep_interval_ms;
+    int64_t trigger_redispatch_after_ms;
     /* executor */
     int64_t executor_slots;
     int64_t executor_output_cap;

@@ -35,6 +35,10 @@ const ax_conf_def_t ax_conf_table[] = {
     {"trigger.sweep.interval.ms", AX_CONF_INT, OFF(trigger_sweep_interval_ms), "2000", 100,
      600000, "trigger",
      "How often expired leases are looked for (instances of a lost executor end TIMEOUT)."},
+    {"trigger.redispatch.after.ms", AX_CONF_INT, OFF(trigger_redispatch_after_ms), "600000", 1000,
+     I64MAX, "trigger",
+     "A dispatched instance still SCHEDULED (never claimed) after this long is produced "
+     "again; duplicates lose their claim."},
     {"executor.slots", AX_CONF_INT, OFF(executor_slots), "8", 1, 4096, "executor",
      "Most commands one executor runs at once."},
     {"executor.output.cap", AX_CONF_INT, OFF(executor_output_cap), "65536", 0, 16 << 20,
@@ -181,9 +185,10 @@ int ax_conf_load_file(ax_conf_t *c, const char *path, int must_exist, char *errb
         return ax_seterr(errbuf, errlen, AX_ERR_IO, "cannot read configuration file %s: %s", path,
                          strerror(errno));
     }
-    char line[4096], origin[600];
+    char *line = NULL, origin[600];
+    size_t cap = 0;
     int lineno = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    while (getline(&line, &cap, f) >= 0) {
         lineno++;
         snprintf(origin, sizeof origin, "%s:%d", path, lineno);
         char *hash = strchr(line, '#');
@@ -202,6 +207,10 @@ int ax_conf_load_file(ax_conf_t *c, const char *path, int must_exist, char *errb
         if ((rc = ax_conf_set(c, key, value, origin, errbuf, errlen)) < 0)
             break;
     }
+    if (rc == 0 && ferror(f))
+        rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "cannot read configuration file %s: %s", path,
+                       strerror(errno));
+    free(line);
     fclose(f);
     return rc;
 }

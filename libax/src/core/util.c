@@ -21,16 +21,21 @@ int ax_seterr(char *errbuf, size_t errlen, int code, const char *fmt, ...) {
 void ax_random_hex(char *out, size_t nbytes) {
     static const char hex[] = "0123456789abcdef";
     unsigned char buf[64];
-    if (nbytes > sizeof buf)
-        nbytes = sizeof buf;
-    if (getrandom(buf, nbytes, 0) != (ssize_t)nbytes) {
-        /* getrandom on Linux ≥ 3.17 does not fail for ≤ 256 bytes; be safe. */
-        for (size_t i = 0; i < nbytes; i++)
-            buf[i] = (unsigned char)(ax_mono_ms() * 2654435761u >> (i % 24));
-    }
-    for (size_t i = 0; i < nbytes; i++) {
-        out[2 * i] = hex[buf[i] >> 4];
-        out[2 * i + 1] = hex[buf[i] & 15];
+    size_t k = 0;
+    while (k < nbytes) {
+        size_t n = nbytes - k < sizeof buf ? nbytes - k : sizeof buf;
+        if (getrandom(buf, n, 0) != (ssize_t)n) {
+            /* getrandom on Linux >= 3.17 does not fail for <= 256 bytes. */
+            uint64_t x = (uint64_t)ax_mono_ms() * 2654435761u + k;
+            for (size_t i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                buf[i] = (unsigned char)x;
+            }
+        }
+        for (size_t i = 0; i < n; i++, k++) {
+            out[2 * k] = hex[buf[i] >> 4];
+            out[2 * k + 1] = hex[buf[i] & 15];
+        }
     }
     out[2 * nbytes] = '\0';
 }
