@@ -13,6 +13,7 @@
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/conf.h"
+#include "ax/cron.h"
 #include "ax/kafka.h"
 #include "ax/log.h"
 #include "ax/pg.h"
@@ -34,7 +35,14 @@ static const char usage[] =
     "  topics create [--partitions N] [--replication N]\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
     "  config reference         the configuration reference (Markdown)\n"
-    "  config print             the effective configuration, secrets redacted\n\n"
+    "  config print             the effective configuration, secrets redacted\n"
+    "  cron next 'EXPR' [--tz ZONE] [--from TIME] [-n N] [--dst shift|skip]\n"
+    "         [--overlap once|twice]\n"
+    "      Print the next N (default 10) fire times of a cron expression, one\n"
+    "      ISO-8601 time with its UTC offset per line; DST-affected times end in\n"
+    "      ' # DST: shifted' or ' # DST: repeated hour'. ZONE is an IANA name\n"
+    "      (default UTC), TIME as for submit (default now). Needs no server.\n"
+    "      See docs/CRON.md.\n\n"
     "Exit status: 0 success, 1 failure, 2 usage or configuration error.\n\n";
 
 static ax_conf_t conf;
@@ -388,6 +396,85 @@ static int cmd_instance(int argc, char **argv) {
     return 2;
 }
 
+/* axctl cron next: a local preview of a schedule; touches no server. */
+static int cmd_cron(int argc, char **argv) {
+    if (argc < 1 || strcmp(argv[0], "next") != 0)
+        die_usage("cron needs: next 'EXPR'");
+    const char *tz = NULL;
+    int64_t from = ax_now_ms(), n = 10;
+    ax_dst_policy_t dst = 0;
+    char expr[1024] = "";
+    size_t elen = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int is_opt = strcmp(a, "--tz") == 0 || strcmp(a, "--from") == 0 || strcmp(a, "-n") == 0 ||
+                     strcmp(a, "--dst") == 0 || strcmp(a, "--overlap") == 0;
+        if (!is_opt) {
+            /* Words of an unquoted expression are joined back together. */
+            int w = snprintf(expr + elen, sizeof expr - elen, "%s%s", elen ? " " : "", a);
+            if (w < 0 || (size_t)w >= sizeof expr - elen)
+                die_usage("cron expression too long");
+            elen += (size_t)w;
+            continue;
+        }
+        if (!v)
+            die_usage("option needs a value");
+        i++;
+        if (strcmp(a, "--tz") == 0)
+            tz = v;
+        else if (strcmp(a, "--from") == 0)
+            from = parse_time(v);
+        else if (strcmp(a, "-n") == 0) {
+            n = parse_int(v, "-n");
+            if (n < 1 || n > 100000)
+                die_usage("-n must be 1..100000");
+        } else if (strcmp(a, "--dst") == 0) {
+            if (strcmp(v, "skip") == 0)
+                dst |= AX_DST_GAP_SKIP;
+            else if (strcmp(v, "shift") != 0)
+                die_usage("--dst must be shift or skip");
+        } else {
+            if (strcmp(v, "twice") == 0)
+                dst |= AX_DST_OVERLAP_TWICE;
+            else if (strcmp(v, "once") != 0)
+                die_usage("--overlap must be once or twice");
+        }
+    }
+    if (!elen)
+        die_usage("cron next needs an expression, e.g. '0 9 * * MON-FRI'");
+    char err[512];
+    ax_cron_t *c = NULL;
+    int rc = ax_cron_new(expr, tz, dst, &c, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "axctl: cron: %s\n", err);
+        int pos;
+        if (rc == AX_ERR_INVALID && sscanf(err, "position %d:", &pos) == 1 && pos >= 1)
+            fprintf(stderr, "  %s\n  %*s^\n", expr, pos - 1, "");
+        return 2;
+    }
+    int64_t t = from;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t next;
+        int flags = 0;
+        char buf[64];
+        if (ax_cron_next(c, t, &next, &flags) < 0) {
+            fprintf(stderr, "axctl: cron: no %sfire time within %d years\n", k ? "further " : "",
+                    AX_CRON_HORIZON_YEARS);
+            ax_cron_destroy(c);
+            return k ? 0 : 1;
+        }
+        ax_tz_format(ax_cron_tz(c), next, buf, sizeof buf);
+        printf("%s%s\n", buf,
+               flags & AX_CRON_SHIFTED    ? " # DST: shifted"
+               : flags & AX_CRON_REPEATED ? " # DST: repeated hour"
+                                          : "");
+        t = next;
+    }
+    ax_cron_destroy(c);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ax_conf_from_args(&conf, &argc, argv, "axctl", usage, NULL);
     if (argc < 2)
@@ -403,6 +490,8 @@ int main(int argc, char **argv) {
         rc = cmd_submit(argc - 2, argv + 2);
     } else if (strcmp(cmd, "job") == 0) {
         rc = cmd_job(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "cron") == 0) {
+        rc = cmd_cron(argc - 2, argv + 2);
     } else if (strcmp(cmd, "instance") == 0) {
         rc = cmd_instance(argc - 2, argv + 2);
     } else if (strcmp(cmd, "topics") == 0) {
