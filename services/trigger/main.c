@@ -4,8 +4,9 @@
  * it is due (marking it dispatched only after Kafka acknowledged it), and
  * sweeps expired leases so instances of a lost executor end TIMEOUT.
  *
- * Every trigger ingests submissions; only the one holding the leader lock
- * (a PostgreSQL advisory lock on its session) dispatches and sweeps.
+ * Every trigger ingests submissions; only the leader (leader.c: a lease
+ * row with an epoch, and a transactional producer) runs the schedules
+ * (sched.c), dispatches and sweeps.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -16,23 +17,15 @@
 #include "ax/common.h"
 #include "ax/log.h"
 #include "ax/service.h"
-
-#define LEADER_LOCK_KEY "872001"
+#include "trigger.h"
 
 static const char usage[] =
     "Usage: ax-trigger [--config FILE] [--set KEY=VALUE]...\n\n"
-    "Persists submitted instances, dispatches them when due, and recovers the\n"
-    "instances of lost executors. Run one or more; one leads at a time.\n\n";
+    "Fires the jobs' schedules, persists submitted instances, dispatches them when\n"
+    "due, and recovers the instances of lost executors. Run one or more; one leads\n"
+    "at a time.\n\n";
 
-typedef struct trigger {
-    ax_svc_t svc;
-    struct event *ev_scan, *ev_sweep;
-    int leader;
-    unsigned scan_failures;
-    int64_t submitted, duplicates, dispatched, swept;
-} trigger_t;
-
-static void arm_scan(trigger_t *t, int64_t ms) {
+void arm_scan(trigger_t *t, int64_t ms) {
     if (ms < 0)
         ms = 0;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -205,7 +198,7 @@ again:
     }
     if (added)
         ax_debug("%lld instance(s) scheduled", (long long)added);
-    if (t->leader)
+    if (added && t->leader)
         arm_scan(t, 0);
     rc = 0;
 out:
@@ -213,39 +206,17 @@ out:
     return rc;
 }
 
-/* ---- leadership ----------------------------------------------------------- */
-
-static int ensure_leader(trigger_t *t) {
-    char err[512];
-    if (ax_pg_ensure(t->svc.pg, err, sizeof err) < 0) {
-        if (t->leader)
-            ax_warn("lost PostgreSQL, so leadership: %s", err);
-        t->leader = 0;
-        return 0;
-    }
-    if (ax_pg_reconnected(t->svc.pg))
-        t->leader = 0; /* the advisory lock died with the old session */
-    if (t->leader)
-        return 1;
-    PGresult *r;
-    if (ax_pg_exec(t->svc.pg, "SELECT pg_try_advisory_lock(" LEADER_LOCK_KEY ")", 0, NULL, NULL,
-                   NULL, &r, err, sizeof err) < 0)
-        return 0;
-    t->leader = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-    PQclear(r);
-    if (t->leader)
-        ax_info("leader: dispatching and sweeping");
-    return t->leader;
-}
-
 /* ---- dispatch: due SCHEDULED -> ax.dispatch ------------------------------ */
 
+/* Due, not produced yet, and not waiting for an unfinished predecessor
+ * (overlap=queue). */
+#define NOT_WAITING                                                                   \
+    " AND (wait_for IS NULL OR NOT EXISTS (SELECT 1 FROM job_instance p"              \
+    " WHERE p.id = job_instance.wait_for AND p.state <> 'FINISHED'))"
 static const char sql_due[] =
-    "SELECT id, attempt, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"
-    "  (extract(epoch FROM nominal_time) * 1000)::bigint, (extract(epoch FROM due_at) * 1000)::bigint,"
-    "  priority, trace_id, idempotency_key"
+    "SELECT " DISPATCH_COLS
     " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND due_at <= now()"
-    " ORDER BY due_at LIMIT $1";
+    NOT_WAITING " ORDER BY due_at LIMIT $1";
 
 static int json_argv(const char *text, ax_dispatch_t *d) {
     json_error_t je;
@@ -263,23 +234,16 @@ static int json_argv(const char *text, ax_dispatch_t *d) {
     return d->command ? 0 : -1;
 }
 
-/* Produce up to one batch of due instances; returns rows handled or <0. */
-static int dispatch_batch(trigger_t *t) {
+/* Produce rows of r (DISPATCH_COLS first) through the leader's
+ * transactional producer, skipping rows whose column skip_col (if >= 0) is
+ * not NULL; their ids are appended to `ids`. Returns rows produced. */
+int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids) {
     ax_svc_t *svc = &t->svc;
-    char err[1024], lim[32];
-    snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
-    const char *p[] = {lim};
-    PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_due, 1, p, NULL, NULL, &r, err, sizeof err);
-    if (rc < 0) {
-        ax_warn("due scan: %s", err);
-        return rc;
-    }
-    int rows = PQntuples(r);
-    ax_strbuf_t ids = {0};
-    ax_pgarr_begin(&ids);
-    ax_delivery_t dlv = {0};
-    for (int i = 0; i < rows; i++) {
+    char err[512];
+    int produced = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (skip_col >= 0 && !PQgetisnull(r, i, skip_col))
+            continue;
         ax_dispatch_t d = {0};
         d.instance_id = ax_pg_int(r, i, 0);
         d.attempt = (int32_t)ax_pg_int(r, i, 1);
@@ -303,36 +267,70 @@ static int dispatch_batch(trigger_t *t) {
         size_t len;
         char key[32];
         int klen = snprintf(key, sizeof key, "%lld", (long long)d.instance_id);
-        if (ax_dispatch_encode(&d, &buf, &len) == 0) {
-            if (ax_kafka_produce(svc->producer, svc->topic_dispatch, key, (size_t)klen, buf, len,
-                                 NULL, &dlv, err, sizeof err) == 0)
-                ax_pgarr_int(&ids, d.instance_id);
-            else
-                ax_warn("%s", err);
+        int rc = ax_dispatch_encode(&d, &buf, &len);
+        if (rc == 0) {
+            rc = ax_kafka_produce(t->txp, svc->topic_dispatch, key, (size_t)klen, buf, len, NULL,
+                                  NULL, err, sizeof err);
             free(buf);
+            if (rc < 0)
+                ax_warn("%s", err);
+            else {
+                ax_pgarr_int(ids, d.instance_id);
+                produced++;
+            }
         }
         /* PQunescapeBytea memory must go back through PQfreemem. */
         PQfreemem(d.payload);
         d.payload = NULL;
         ax_dispatch_clear(&d);
+        if (rc < 0)
+            return AX_ERR_IO;
     }
-    PQclear(r);
-    ax_pgarr_end(&ids);
-    if (ax_kafka_wait(svc->producer, &dlv, 35000) < 0) {
-        ax_warn("dispatch: %d of %d not acknowledged by Kafka (%s); will retry", dlv.failed + dlv.pending,
-                rows, rd_kafka_err2str(dlv.err));
-        ax_strbuf_free(&ids);
-        return AX_ERR_IO;
-    }
-    if (rows) {
-        const char *q[] = {ids.s};
-        rc = ax_pg_exec(svc->pg,
+    return produced;
+}
+
+int mark_dispatched(trigger_t *t, const char *ids) {
+    char err[512];
+    const char *q[] = {ids};
+    int rc = ax_pg_exec(t->svc.pg,
                         "UPDATE job_instance SET dispatched_at = now()"
                         " WHERE id = ANY($1::bigint[]) AND dispatched_at IS NULL",
                         1, q, NULL, NULL, NULL, err, sizeof err);
-        if (rc < 0)
-            ax_warn("mark dispatched: %s (instances will be produced again; executors drop "
-                    "the duplicates)", err);
+    if (rc < 0)
+        ax_warn("mark dispatched: %s (instances will be produced again; executors drop "
+                "the duplicates)", err);
+    return rc;
+}
+
+/* Produce up to one batch of due instances in one Kafka transaction;
+ * returns rows handled or <0. */
+static int dispatch_batch(trigger_t *t) {
+    ax_svc_t *svc = &t->svc;
+    char err[1024], lim[32];
+    snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
+    const char *p[] = {lim};
+    PGresult *r;
+    int rc = ax_pg_exec(svc->pg, sql_due, 1, p, NULL, NULL, &r, err, sizeof err);
+    if (rc < 0) {
+        ax_warn("due scan: %s", err);
+        return rc;
+    }
+    int rows = PQntuples(r);
+    if (!rows) {
+        PQclear(r);
+        return 0;
+    }
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    if ((rc = lead_txn_begin(t)) == 0) {
+        rc = produce_dispatch_rows(t, r, -1, &ids);
+        if (rc >= 0)
+            rc = lead_txn_commit(t);
+    }
+    PQclear(r);
+    ax_pgarr_end(&ids);
+    if (rc == 0) {
+        rc = mark_dispatched(t, ids.s);
         t->dispatched += rows;
     }
     ax_strbuf_free(&ids);
@@ -345,7 +343,7 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
     char err[512];
     if (svc->stopping)
         return;
-    if (!ensure_leader(t)) {
+    if (!lead_active(t)) {
         arm_scan(t, svc->conf.trigger_scan_interval_ms);
         return;
     }
@@ -369,7 +367,8 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
     int64_t next = svc->conf.trigger_scan_interval_ms;
     if (ax_pg_exec(svc->pg,
                    "SELECT ceil(extract(epoch FROM (min(due_at) - now())) * 1000)::bigint"
-                   " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL",
+                   " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
+                   NOT_WAITING,
                    0, NULL, NULL, NULL, &r, err, sizeof err) == 0) {
         if (!PQgetisnull(r, 0, 0) && ax_pg_int(r, 0, 0) < next)
             next = ax_pg_int(r, 0, 0);
@@ -384,7 +383,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     trigger_t *t = arg;
     ax_svc_t *svc = &t->svc;
     char err[1024], lim[32];
-    if (svc->stopping || !ensure_leader(t))
+    if (svc->stopping || !lead_active(t))
         return;
     /* A dispatch nobody claimed (its message dead-lettered by an executor,
      * say) would leave the instance SCHEDULED forever: produce it again. */
@@ -416,7 +415,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
         return;
     }
     int rows = PQntuples(r);
-    ax_delivery_t dlv = {0};
+    if (rows == 0 || lead_txn_begin(t) < 0) {
+        PQclear(r);
+        return;
+    }
     ax_strbuf_t ids = {0};
     ax_pgarr_begin(&ids);
     for (int i = 0; i < rows; i++) {
@@ -441,8 +443,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
         char key[32];
         int klen = snprintf(key, sizeof key, "%lld", (long long)a.instance_id);
         if (ax_attempt_encode(&a, &buf, &len) == 0) {
-            if (ax_kafka_produce(svc->producer, svc->topic_callback, key, (size_t)klen, buf, len,
-                                 NULL, &dlv, err, sizeof err) == 0)
+            if (ax_kafka_produce(t->txp, svc->topic_callback, key, (size_t)klen, buf, len,
+                                 NULL, NULL, err, sizeof err) == 0)
                 ax_pgarr_int(&ids, a.instance_id);
             free(buf);
         }
@@ -450,7 +452,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     }
     PQclear(r);
     ax_pgarr_end(&ids);
-    if (rows && ax_kafka_wait(svc->producer, &dlv, 35000) == 0) {
+    if (lead_txn_commit(t) == 0) {
         /* Push the lease out so the next sweep does not report it again
          * while the callback service catches up. */
         const char *q[] = {ids.s};
@@ -463,28 +465,62 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     ax_strbuf_free(&ids);
 }
 
+static void on_lead(evutil_socket_t fd, short what, void *arg) { lead_tick(arg); }
+static void on_tick(evutil_socket_t fd, short what, void *arg) { sched_tick(arg); }
+
+static trigger_t g_trigger;
+
+static void on_stop(ax_svc_t *svc) {
+    trigger_t *t = &g_trigger;
+    if (t->leader) {
+        sched_on_follower(t);
+        if (t->txp) {
+            rd_kafka_destroy(t->txp);
+            t->txp = NULL;
+        }
+        t->leader = 0;
+        lead_release(t); /* a standby takes over without waiting for expiry */
+    }
+}
+
+static struct event *every(trigger_t *t, int64_t ms, event_callback_fn fn) {
+    struct event *ev = event_new(t->svc.base, -1, EV_PERSIST, fn, t);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(ev, &tv);
+    return ev;
+}
+
 int main(int argc, char **argv) {
-    static trigger_t t;
-    if (ax_svc_init(&t.svc, "ax-trigger", &argc, argv, usage, "trigger") < 0)
+    trigger_t *t = &g_trigger;
+    if (ax_svc_init(&t->svc, "ax-trigger", &argc, argv, usage, "trigger") < 0)
         return 1;
-    ax_svc_t *svc = &t.svc;
-    t.ev_scan = evtimer_new(svc->base, on_scan, &t);
-    t.ev_sweep = event_new(svc->base, -1, EV_PERSIST, on_sweep, &t);
-    int64_t sw = svc->conf.trigger_sweep_interval_ms;
-    struct timeval tv = {sw / 1000, (sw % 1000) * 1000};
-    event_add(t.ev_sweep, &tv);
-    arm_scan(&t, 0);
+    ax_svc_t *svc = &t->svc;
+    svc->on_stop = on_stop;
+    lead_init(t);
+    if (sched_init(t) < 0)
+        return 1;
+    t->ev_scan = evtimer_new(svc->base, on_scan, t);
+    t->ev_sweep = every(t, svc->conf.trigger_sweep_interval_ms, on_sweep);
+    int64_t renew = svc->conf.trigger_lease_ms / 3;
+    t->ev_lead = every(t, renew < 1000 ? renew : 1000, on_lead);
+    t->ev_reload = every(t, 200, on_tick);
+    lead_tick(t); /* take the lease now if it is free */
+    arm_scan(t, 0);
     char group[300];
-    if (ax_svc_consume(svc, svc->topic_submit, ax_conf_topic(&svc->conf, "trigger", group, sizeof group),
-                       (size_t)svc->conf.trigger_batch,
-                       on_submit_batch, &t) < 0)
+    if (ax_svc_consume(svc, svc->topic_submit,
+                       ax_conf_topic(&svc->conf, "trigger", group, sizeof group),
+                       (size_t)svc->conf.trigger_batch, on_submit_batch, t) < 0)
         return 1;
     ax_svc_run(svc);
-    ax_info("stopped: %lld scheduled, %lld duplicate submissions, %lld dispatched, %lld swept",
-            (long long)t.submitted, (long long)t.duplicates, (long long)t.dispatched,
-            (long long)t.swept);
-    event_free(t.ev_scan);
-    event_free(t.ev_sweep);
+    ax_info("stopped: %lld fired, %lld skipped, %lld submitted, %lld duplicate submissions, "
+            "%lld dispatched, %lld swept",
+            (long long)t->fired, (long long)t->skipped, (long long)t->submitted,
+            (long long)t->duplicates, (long long)t->dispatched, (long long)t->swept);
+    event_free(t->ev_scan);
+    event_free(t->ev_sweep);
+    event_free(t->ev_lead);
+    event_free(t->ev_reload);
+    sched_destroy(t);
     ax_svc_destroy(svc);
     return 0;
 }

@@ -30,6 +30,22 @@ typedef struct ax_delivery {
 
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen);
+/* A transactional producer: transactional.id = txn_id, and
+ * rd_kafka_init_transactions() done (up to timeout_ms), which fences every
+ * older producer with the same id — its open transaction is aborted and its
+ * next produce or commit fails fatally. */
+rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_id,
+                                      const char *txn_id, int timeout_ms, char *errbuf,
+                                      size_t errlen);
+int ax_kafka_txn_begin(rd_kafka_t *rk, char *errbuf, size_t errlen);
+/* Flush and commit the open transaction. 0 when committed; AX_ERR_IO when
+ * it was aborted (nothing of it is visible to read_committed consumers;
+ * produce it again later); AX_ERR_CONFLICT when the producer was fenced or
+ * failed fatally — destroy it. */
+int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen);
+/* Abort the open transaction (best effort). */
+void ax_kafka_txn_abort(rd_kafka_t *rk, int timeout_ms);
+
 /* A consumer in `group`. `rebalance` may be NULL (the default cooperative
  * handler is used). */
 rd_kafka_t *ax_kafka_consumer_new(const ax_conf_t *conf, const char *group, const char *client_id,

@@ -91,6 +91,84 @@ rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, 
     return rk;
 }
 
+rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_id,
+                                      const char *txn_id, int timeout_ms, char *errbuf,
+                                      size_t errlen) {
+    static const char *const defaults[] = {
+        "enable.idempotence", "true", "acks", "all", "linger.ms", "5",
+        "message.timeout.ms", "30000", "socket.keepalive.enable", "true",
+        "reconnect.backoff.max.ms", "5000", "transaction.timeout.ms", "60000", NULL, NULL};
+    rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
+    if (!kc)
+        return NULL;
+    char err[512];
+    if (rd_kafka_conf_set(kc, "transactional.id", txn_id, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka producer: %s", err);
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof err);
+    if (!rk) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka producer: %s", err);
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_error_t *e = rd_kafka_init_transactions(rk, timeout_ms);
+    if (e) {
+        ax_seterr(errbuf, errlen, AX_ERR_IO, "kafka init_transactions: %s",
+                  rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        rd_kafka_destroy(rk);
+        return NULL;
+    }
+    return rk;
+}
+
+int ax_kafka_txn_begin(rd_kafka_t *rk, char *errbuf, size_t errlen) {
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(rk);
+    if (!e)
+        return AX_OK;
+    int rc = rd_kafka_error_is_fatal(e) ? AX_ERR_CONFLICT : AX_ERR_IO;
+    ax_seterr(errbuf, errlen, rc, "kafka begin_transaction: %s", rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return rc;
+}
+
+void ax_kafka_txn_abort(rd_kafka_t *rk, int timeout_ms) {
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(rk, timeout_ms);
+    if (e) {
+        ax_warn("kafka abort_transaction: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+}
+
+int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen) {
+    for (int tries = 0;; tries++) {
+        rd_kafka_error_t *e = rd_kafka_commit_transaction(rk, timeout_ms);
+        if (!e)
+            return AX_OK;
+        int rc;
+        if (rd_kafka_error_is_fatal(e) ||
+            rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__FENCED ||
+            rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) {
+            rc = AX_ERR_CONFLICT;
+        } else if (rd_kafka_error_txn_requires_abort(e)) {
+            ax_kafka_txn_abort(rk, timeout_ms);
+            rc = AX_ERR_IO;
+        } else if (rd_kafka_error_is_retriable(e) && tries < 3) {
+            rd_kafka_error_destroy(e);
+            continue;
+        } else {
+            ax_kafka_txn_abort(rk, timeout_ms);
+            rc = AX_ERR_IO;
+        }
+        ax_seterr(errbuf, errlen, rc, "kafka commit_transaction: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return rc;
+    }
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque) {
     int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;

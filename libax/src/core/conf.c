@@ -39,6 +39,22 @@ const ax_conf_def_t ax_conf_table[] = {
      I64MAX, "trigger",
      "A dispatched instance still SCHEDULED (never claimed) after this long is produced "
      "again; duplicates lose their claim."},
+    {"trigger.fire.batch", AX_CONF_INT, OFF(trigger_fire_batch), "5000", 1, 100000, "trigger",
+     "Most schedule fires recorded in the ledger, inserted and produced as one batch "
+     "(one database transaction, one Kafka transaction)."},
+    {"trigger.lease.ms", AX_CONF_INT, OFF(trigger_lease_ms), "10000", 1000, 600000, "trigger",
+     "Length of the leader lease. The leader renews it every third of this; a standby "
+     "takes over once it has expired, and a leader that could not renew stops "
+     "dispatching before it expires."},
+    {"trigger.clock.jump.ms", AX_CONF_INT, OFF(trigger_clock_jump_ms), "2000", 100, 86400000,
+     "trigger",
+     "The trigger keeps time as PostgreSQL's clock plus CLOCK_MONOTONIC. When PostgreSQL's "
+     "clock disagrees by more than this (or the local wall clock jumps by more), the "
+     "schedule is rebuilt from the fire ledger."},
+    {"trigger.misfire.record.max", AX_CONF_INT, OFF(trigger_misfire_record_max), "1000", 1,
+     1000000, "trigger",
+     "Most missed fire times of one job recorded one by one in the ledger after an outage; "
+     "older ones are summed up in the detail of the oldest recorded row."},
     {"executor.slots", AX_CONF_INT, OFF(executor_slots), "8", 1, 4096, "executor",
      "Most commands one executor runs at once."},
     {"executor.output.cap", AX_CONF_INT, OFF(executor_output_cap), "65536", 0, 16 << 20,

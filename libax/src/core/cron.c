@@ -12,6 +12,7 @@
  * only once no later local time can map to an earlier instant.
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,7 +88,21 @@ struct ax_tz {
     int32_t std_off, dst_off;
     tz_date_t start, end;
     int32_t min_off, max_off; /* over everything the zone can yield */
+    /* Zones are immutable once loaded, so one copy per name is shared by
+     * every expression (100,000 cron jobs in one zone hold one zone). */
+    unsigned refs;          /* guarded by tz_cache_lock */
+    struct ax_tz *cache_next;
 };
+
+static pthread_mutex_t tz_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static ax_tz_t *tz_cache;
+
+static void tz_free(ax_tz_t *tz) {
+    free(tz->trans);
+    free(tz->idx);
+    free(tz->off);
+    free(tz);
+}
 
 static int32_t rule_local_time(const tz_date_t *r, int64_t y, int64_t *ret_days) {
     int64_t jan1 = days_from_civil(y, 1, 1);
@@ -259,10 +274,17 @@ const char *ax_tz_name(const ax_tz_t *tz) { return tz->name; }
 void ax_tz_destroy(ax_tz_t *tz) {
     if (!tz)
         return;
-    free(tz->trans);
-    free(tz->idx);
-    free(tz->off);
-    free(tz);
+    pthread_mutex_lock(&tz_cache_lock);
+    int last = --tz->refs == 0;
+    if (last)
+        for (ax_tz_t **pp = &tz_cache; *pp; pp = &(*pp)->cache_next)
+            if (*pp == tz) {
+                *pp = tz->cache_next;
+                break;
+            }
+    pthread_mutex_unlock(&tz_cache_lock);
+    if (last)
+        tz_free(tz);
 }
 
 /* ---- POSIX TZ string (the TZif footer), e.g. CET-1CEST,M3.5.0,M10.5.0/3 */
@@ -491,16 +513,27 @@ int ax_tz_new(const char *name, ax_tz_t **ret_tz, char *errbuf, size_t errlen) {
             return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "invalid time zone name '%s'",
                              name);
     }
+    const char *key = is_utc_name(name) ? "UTC" : name;
+    pthread_mutex_lock(&tz_cache_lock);
+    for (ax_tz_t *c = tz_cache; c; c = c->cache_next)
+        if (strcmp(c->name, key) == 0) {
+            c->refs++;
+            pthread_mutex_unlock(&tz_cache_lock);
+            *ret_tz = c;
+            return AX_OK;
+        }
+    pthread_mutex_unlock(&tz_cache_lock);
     ax_tz_t *tz = calloc(1, sizeof *tz);
     if (!tz)
         return AX_ERR_NOMEM;
+    tz->refs = 1;
     snprintf(tz->name, sizeof tz->name, "%s", is_utc_name(name) ? "UTC" : name);
     if (is_utc_name(name)) {
         tz->has_rule = 1; /* built in, so UTC works without tzdata */
     } else {
         int rc = tz_load(tz, name, errbuf, errlen);
         if (rc < 0) {
-            ax_tz_destroy(tz);
+            tz_free(tz);
             return rc;
         }
     }
@@ -516,6 +549,19 @@ int ax_tz_new(const char *name, ax_tz_t **ret_tz, char *errbuf, size_t errlen) {
             tz->max_off = o[i] > tz->max_off ? o[i] : tz->max_off;
         }
     }
+    /* Two threads may load the same zone at once: keep the first copy. */
+    pthread_mutex_lock(&tz_cache_lock);
+    for (ax_tz_t *c = tz_cache; c; c = c->cache_next)
+        if (strcmp(c->name, tz->name) == 0) {
+            c->refs++;
+            pthread_mutex_unlock(&tz_cache_lock);
+            tz_free(tz);
+            *ret_tz = c;
+            return AX_OK;
+        }
+    tz->cache_next = tz_cache;
+    tz_cache = tz;
+    pthread_mutex_unlock(&tz_cache_lock);
     *ret_tz = tz;
     return AX_OK;
 }

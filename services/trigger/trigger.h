@@ -1,0 +1,93 @@
+/*
+ * ax-trigger internals shared by its files:
+ *   main.c   wiring, submission ingest, the due scan and the lease sweep
+ *   leader.c leader lease with epoch, transactional producer, the clock
+ *   sched.c  schedules in memory on the timing wheel, fire decisions and
+ *            the ledger, job reloads on NOTIFY
+ */
+#ifndef AX_TRIGGER_H
+#define AX_TRIGGER_H
+
+#include <stdint.h>
+
+#include "ax/schedule.h"
+#include "ax/service.h"
+#include "ax/wheel.h"
+
+typedef struct sjob sjob_t;
+
+typedef struct fire {
+    int64_t job_id;
+    int64_t nominal_ms;
+    const char *decision; /* ax_fire_decision */
+    char *detail;         /* malloc'd or NULL */
+    int64_t wait_for;     /* overlap=queue: the instance it waits for, else 0 */
+} fire_t;
+
+typedef struct trigger {
+    ax_svc_t svc;
+    struct event *ev_scan, *ev_sweep, *ev_lead, *ev_wheel, *ev_reload;
+    unsigned scan_failures;
+    int64_t submitted, duplicates, dispatched, swept, fired, skipped;
+
+    /* leadership (leader.c) */
+    int leader;
+    int64_t epoch;
+    char holder[200];
+    char role[300];
+    int64_t lease_until_mono; /* stop dispatching at this CLOCK_MONOTONIC ms */
+    rd_kafka_t *txp;          /* transactional producer, while leader */
+    /* clock: now = mono + clock_base, synchronised with PostgreSQL */
+    int64_t clock_base;
+    int64_t wall_minus_mono;  /* to notice local wall-clock jumps */
+
+    /* schedules (sched.c) */
+    ax_wheel_t *wheel;
+    sjob_t **buckets;
+    size_t nbuckets, njobs;
+    fire_t *fires;
+    size_t nfires, capfires;
+    int64_t *reload_ids;      /* from NOTIFY ax_job */
+    size_t nreload, capreload;
+    int reload_all;
+    int listening;
+    unsigned flush_failures;
+} trigger_t;
+
+/* leader.c */
+void lead_init(trigger_t *t);
+void lead_tick(trigger_t *t);                       /* renew, or try to take over */
+int64_t lead_now(const trigger_t *t);               /* the trigger's clock, epoch ms */
+int lead_active(trigger_t *t);                      /* leader and lease not run out */
+void lead_lost(trigger_t *t, const char *why);
+/* Re-read the lease row FOR SHARE inside the caller's transaction:
+ * 0 still leader, AX_ERR_CONFLICT fenced (leadership dropped), <0 error. */
+int lead_check_in_tx(trigger_t *t, char *err, size_t errlen);
+/* Produce in one Kafka transaction: begin, then the caller produces with
+ * t->txp, then lead_txn_commit. On a fatal error leadership is dropped. */
+int lead_txn_begin(trigger_t *t);
+int lead_txn_commit(trigger_t *t);
+void lead_release(trigger_t *t);
+
+/* sched.c */
+int sched_init(trigger_t *t);
+void sched_destroy(trigger_t *t);
+void sched_on_leader(trigger_t *t);     /* load every job, arm the wheel */
+void sched_on_follower(trigger_t *t);   /* drop everything */
+void sched_rebuild(trigger_t *t, const char *why);
+void sched_poll_notify(trigger_t *t);
+void sched_tick(trigger_t *t);          /* fixed-delay waits, flush retries */
+
+/* main.c: encode and produce rows of the dispatch column layout. */
+#define DISPATCH_COLS                                                                     \
+    "id, attempt, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"  \
+    " (extract(epoch FROM nominal_time) * 1000)::bigint,"                                \
+    " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key"
+/* Produce rows [0, n) of r (DISPATCH_COLS first) with rows skipped where
+ * skip(r,i) is true; appends produced ids to `ids` (an open array literal).
+ * Returns rows produced, or <0. Caller has begun a Kafka transaction. */
+int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids);
+int mark_dispatched(trigger_t *t, const char *ids);
+void arm_scan(trigger_t *t, int64_t ms);
+
+#endif
