@@ -3,6 +3,7 @@
  * at instances, create topics, print the configuration reference.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "ax/kafka.h"
 #include "ax/log.h"
 #include "ax/pg.h"
+#include "axctl.h"
 
 static const char usage[] =
     "Usage: axctl [--config FILE] [--set KEY=VALUE]... COMMAND ...\n\n"
@@ -29,8 +31,39 @@ static const char usage[] =
     "      (2026-12-01T02:30:00Z) or epoch milliseconds. Prints the trace id; with\n"
     "      --wait, waits for the final outcome, prints it as JSON and exits 0 only\n"
     "      on SUCCESS.\n"
-    "  job create NAME [--timeout MS] [--priority 0-4] -- COMMAND ARG...\n"
-    "  job list | job show NAME | job delete NAME\n"
+    "  job create NAME [SCHEDULE] [POLICY...] [RUN...] [--disabled] -- COMMAND ARG...\n"
+    "  job update NAME [SCHEDULE] [POLICY...] [RUN...] [-- COMMAND ARG...]\n"
+    "      Define a job, or change only the given settings of one. SCHEDULE is one\n"
+    "      of (default --no-schedule):\n"
+    "        --cron 'EXPR' [--tz ZONE] [--dst-gap shift|skip]\n"
+    "              [--dst-overlap once|twice]\n"
+    "        --fixed-rate MS [--start TIME]   every MS ms from TIME (default: from\n"
+    "                                         when the schedule was set)\n"
+    "        --fixed-delay MS [--start TIME]  first at TIME, then MS ms after each\n"
+    "                                         run finished\n"
+    "        --at TIME | --after MS           once, at TIME or MS ms from now\n"
+    "        --no-schedule                    runs only when submitted\n"
+    "      A schedule option replaces the whole schedule; --tz, --dst-gap,\n"
+    "      --dst-overlap and --start alone change just that. ZONE (IANA, default\n"
+    "      UTC) is also the zone job times are shown in.\n"
+    "      POLICY: --misfire fire_once|skip|catch_up  --misfire-threshold MS\n"
+    "        --catchup-max N  --overlap allow|skip|queue|cancel\n"
+    "      RUN: --timeout MS  --priority 0-4  --payload TEXT | --payload-file FILE\n"
+    "      Invalid values exit 2 before anything is written.\n"
+    "  job enable NAME | job disable NAME | job delete NAME\n"
+    "  job list\n"
+    "      One line per job: name, enabled/disabled, schedule, next fire time.\n"
+    "  job show NAME\n"
+    "      Every setting as 'key: value' lines, the last fire and the next 5 fires.\n"
+    "  job next NAME [-n N] [--from TIME]\n"
+    "      The next N (default 10) nominal fire times in the job's zone, as the\n"
+    "      trigger computes them (after the last recorded fire and after the\n"
+    "      schedule was set); with --from, the fire times after TIME. DST marks\n"
+    "      as for cron next.\n"
+    "  job history NAME [--limit N] [--since TIME]\n"
+    "      The fire ledger, newest first (default 20 rows): nominal time, decision\n"
+    "      (fired, queued, skipped_misfire, skipped_overlap, skipped_circuit,\n"
+    "      deferred), instance id, its state/outcome, detail.\n"
     "  instance show ID | instance list [--limit N] [--trace ID]\n"
     "  topics create [--partitions N] [--replication N]\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
@@ -45,14 +78,24 @@ static const char usage[] =
     "      See docs/CRON.md.\n\n"
     "Exit status: 0 success, 1 failure, 2 usage or configuration error.\n\n";
 
-static ax_conf_t conf;
+ax_conf_t conf;
 
-static void die_usage(const char *msg) {
+void die_usage(const char *msg) {
     fprintf(stderr, "axctl: %s (see axctl --help)\n", msg);
     exit(2);
 }
 
-static ax_pg_t *pg_open(void) {
+void die_usagef(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("axctl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+ax_pg_t *pg_open(void) {
     char err[512];
     ax_pg_t *pg = ax_pg_new(&conf, "axctl", err, sizeof err);
     if (!pg) {
@@ -66,7 +109,7 @@ static ax_pg_t *pg_open(void) {
     return pg;
 }
 
-static PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
+PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
     char err[1024];
     PGresult *r;
     if (ax_pg_exec(pg, sql, n, p, NULL, NULL, &r, err, sizeof err) < 0) {
@@ -76,12 +119,12 @@ static PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
     return r;
 }
 
-static void print_rows(PGresult *r) {
+void print_rows(PGresult *r) {
     for (int i = 0; i < PQntuples(r); i++)
         puts(PQgetvalue(r, i, 0));
 }
 
-static int64_t parse_int(const char *s, const char *what) {
+int64_t parse_int(const char *s, const char *what) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -93,9 +136,9 @@ static int64_t parse_int(const char *s, const char *what) {
 }
 
 /* ISO-8601 with offset (Z or ±HH:MM), optional .mmm; or epoch ms. */
-static int64_t parse_time(const char *s) {
-    if (strspn(s, "0123456789") == strlen(s))
-        return parse_int(s, "--at");
+int64_t parse_time(const char *s, const char *what) {
+    if (*s && strspn(s, "0123456789") == strlen(s))
+        return parse_int(s, what);
     struct tm tm = {0};
     const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
     int ms = 0;
@@ -120,14 +163,14 @@ static int64_t parse_time(const char *s) {
         p = NULL;
     }
     if (!p || *p) {
-        fprintf(stderr, "axctl: --at: '%s' is not ISO-8601 with an offset, e.g. "
-                        "2026-12-01T02:30:00Z\n", s);
+        fprintf(stderr, "axctl: %s: '%s' is not ISO-8601 with an offset, e.g. "
+                        "2026-12-01T02:30:00Z\n", what, s);
         exit(2);
     }
     return ((int64_t)timegm(&tm) - off) * 1000 + ms;
 }
 
-static char *read_file(const char *path, size_t *ret_len) {
+char *read_file(const char *path, size_t *ret_len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "axctl: %s: %s\n", path, strerror(errno));
@@ -199,7 +242,7 @@ static int cmd_submit(int argc, char **argv) {
         else if (strcmp(a, "--delay") == 0)
             s.delay_ms = parse_int(v, a);
         else if (strcmp(a, "--at") == 0)
-            s.run_at_ms = parse_time(v);
+            s.run_at_ms = parse_time(v, a);
         else if (strcmp(a, "--priority") == 0)
             s.priority = (int32_t)parse_int(v, a);
         else if (strcmp(a, "--timeout") == 0)
@@ -263,88 +306,6 @@ static int cmd_submit(int argc, char **argv) {
         return 0;
     }
     return wait_outcome(s.trace_id, wait_timeout);
-}
-
-static int cmd_job(int argc, char **argv) {
-    if (argc < 1)
-        die_usage("job needs a subcommand");
-    ax_pg_t *pg = pg_open();
-    const char *sub = argv[0];
-    if (strcmp(sub, "list") == 0) {
-        print_rows(q(pg,
-                     "SELECT row_to_json(x)::text FROM (SELECT name, handler_kind, command,"
-                     " schedule_kind, schedule_expr, timeout_ms, priority, enabled FROM job"
-                     " ORDER BY name) x",
-                     0, NULL));
-        return 0;
-    }
-    if (argc < 2)
-        die_usage("job subcommand needs a NAME");
-    const char *name = argv[1];
-    if (strcmp(sub, "show") == 0) {
-        const char *p[] = {name};
-        PGresult *r = q(pg, "SELECT row_to_json(j)::text FROM job j WHERE name = $1", 1, p);
-        if (PQntuples(r) == 0) {
-            fprintf(stderr, "axctl: no job named '%s'\n", name);
-            return 1;
-        }
-        print_rows(r);
-        return 0;
-    }
-    if (strcmp(sub, "delete") == 0) {
-        const char *p[] = {name};
-        PGresult *r = q(pg, "DELETE FROM job WHERE name = $1 RETURNING id", 1, p);
-        if (PQntuples(r) == 0) {
-            fprintf(stderr, "axctl: no job named '%s'\n", name);
-            return 1;
-        }
-        printf("deleted job %s\n", name);
-        return 0;
-    }
-    if (strcmp(sub, "create") != 0)
-        die_usage("unknown job subcommand");
-    const char *timeout = "3600000", *prio = "2";
-    int i = 2;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        if (i + 1 >= argc)
-            die_usage("option needs a value");
-        if (strcmp(argv[i], "--timeout") == 0)
-            timeout = argv[++i];
-        else if (strcmp(argv[i], "--priority") == 0)
-            prio = argv[++i];
-        else
-            die_usage("unknown job create option");
-    }
-    parse_int(timeout, "--timeout");
-    parse_int(prio, "--priority");
-    if (i >= argc)
-        die_usage("job create needs -- COMMAND ARG...");
-    ax_strbuf_t cmd = {0};
-    ax_pgarr_begin(&cmd);
-    for (; i < argc; i++)
-        ax_pgarr_text(&cmd, argv[i]);
-    ax_pgarr_end(&cmd);
-    const char *p[] = {name, cmd.s, timeout, prio};
-    char err[1024];
-    int rc = ax_pg_exec(pg,
-                        "INSERT INTO job (name, command, timeout_ms, priority)"
-                        " VALUES ($1, $2::text[], $3::bigint, $4::smallint)",
-                        4, p, NULL, NULL, NULL, err, sizeof err);
-    ax_strbuf_free(&cmd);
-    if (rc == AX_ERR_CONFLICT) {
-        fprintf(stderr, "axctl: job '%s' already exists\n", name);
-        return 1;
-    }
-    if (rc < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
-        return 1;
-    }
-    printf("created job %s\n", name);
-    return 0;
 }
 
 static const char instance_cols[] =
@@ -424,7 +385,7 @@ static int cmd_cron(int argc, char **argv) {
         if (strcmp(a, "--tz") == 0)
             tz = v;
         else if (strcmp(a, "--from") == 0)
-            from = parse_time(v);
+            from = parse_time(v, a);
         else if (strcmp(a, "-n") == 0) {
             n = parse_int(v, "-n");
             if (n < 1 || n > 100000)

@@ -13,7 +13,7 @@ ALTER TABLE job
     ADD COLUMN start_at             timestamptz,
     -- set whenever the schedule changes or the job is enabled: fire times
     -- before it are never due (not misfires either)
-    ADD COLUMN schedule_from        timestamptz NOT NULL DEFAULT now(),
+    ADD COLUMN schedule_from        timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
     ADD COLUMN dst_gap              text NOT NULL DEFAULT 'shift' CHECK (dst_gap IN ('shift', 'skip')),
     ADD COLUMN dst_overlap          text NOT NULL DEFAULT 'once' CHECK (dst_overlap IN ('once', 'twice')),
     ADD COLUMN misfire_policy       text NOT NULL DEFAULT 'fire_once'
@@ -38,7 +38,7 @@ BEGIN
        (OLD.schedule_kind, OLD.schedule_expr, OLD.time_zone, OLD.interval_ms, OLD.start_at,
         OLD.dst_gap, OLD.dst_overlap)
        OR (NEW.enabled AND NOT OLD.enabled) THEN
-        NEW.schedule_from := now();
+        NEW.schedule_from := date_trunc('milliseconds', now());
     END IF;
     NEW.version := OLD.version + 1;
     NEW.updated_at := now();

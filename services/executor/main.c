@@ -41,13 +41,14 @@ typedef struct run {
     size_t result_len;
     int64_t started_at_ms;
     ax_cmd_t *cmd;
+    int cancelled;                /* cancel requested (job overlap=cancel) */
 } run_t;
 
 typedef struct executor {
     ax_svc_t svc;
     run_t *head, *tail;           /* every message not yet committed */
     size_t tracked, running;
-    struct event *ev_retry, *ev_deadline, *ev_kick;
+    struct event *ev_retry, *ev_deadline, *ev_kick, *ev_cancel;
     unsigned claim_failures;
     char **child_env_base;        /* environ minus AXCONF_* (secrets) */
     size_t child_env_n;
@@ -155,7 +156,14 @@ static void on_cmd_done(const ax_cmd_result_t *res, void *arg) {
     };
     if (res->output)
         ax_utf8_sanitize(res->output, res->output_len);
-    if (res->spawn_errno) {
+    if (r->cancelled) {
+        a.outcome = AX_OUTCOME_CANCELLED;
+        a.error_class = "cancelled";
+        snprintf(errtext, sizeof errtext, "cancelled: a newer run of the job started "
+                                          "(overlap=cancel)%s",
+                 r->cmd ? "; process group killed" : "; not started");
+        a.retryable = 0;
+    } else if (res->spawn_errno) {
         a.outcome = AX_OUTCOME_FAILED;
         a.error_class = "spawn";
         snprintf(errtext, sizeof errtext, "cannot execute '%s': %s", r->d.command[0],
@@ -306,7 +314,7 @@ static int claim_new(executor_t *ex) {
     rc = ax_pg_exec(svc->pg,
                     "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp()"
                     " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
-                    " RETURNING id",
+                    " RETURNING id, cancel_requested_at IS NOT NULL",
                     2, q, NULL, NULL, &res, err, sizeof err);
     ax_strbuf_free(&wids);
     if (rc < 0) {
@@ -317,10 +325,20 @@ static int claim_new(executor_t *ex) {
     for (run_t *r = ex->head; r; r = r->next) {
         if (r->state != RUN_NEW)
             continue;
-        int mine = 0;
+        int mine = 0, cancel = 0;
         for (int i = 0; i < nrun && !mine; i++)
-            mine = ax_pg_int(res, i, 0) == r->d.instance_id;
-        if (mine) {
+            if (ax_pg_int(res, i, 0) == r->d.instance_id) {
+                mine = 1;
+                cancel = strcmp(PQgetvalue(res, i, 1), "t") == 0;
+            }
+        if (mine && cancel) {
+            ax_cmd_result_t none = {0};
+            r->cancelled = 1;
+            r->state = RUN_RUNNING;
+            r->started_at_ms = ax_now_ms();
+            ex->running++;
+            on_cmd_done(&none, r);
+        } else if (mine) {
             start_run(ex, r);
         } else {
             ex->duplicates++;
@@ -338,6 +356,39 @@ out:
     ax_strbuf_free(&att);
     ax_strbuf_free(&lease);
     return rc;
+}
+
+/* Cancel requests (a newer run of a job with overlap=cancel started): look
+ * at the running instances once a second and kill the cancelled ones. */
+static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
+    executor_t *ex = arg;
+    if (ex->running == 0)
+        return;
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    for (run_t *r = ex->head; r; r = r->next)
+        if (r->state == RUN_RUNNING && r->cmd && !r->cancelled)
+            ax_pgarr_int(&ids, r->d.instance_id);
+    ax_pgarr_end(&ids);
+    char err[512];
+    const char *p[] = {ids.s};
+    PGresult *res;
+    if (ax_pg_exec(ex->svc.pg,
+                   "SELECT id FROM job_instance WHERE id = ANY($1::bigint[])"
+                   " AND cancel_requested_at IS NOT NULL",
+                   1, p, NULL, NULL, &res, err, sizeof err) == 0) {
+        for (int i = 0; i < PQntuples(res); i++)
+            for (run_t *r = ex->head; r; r = r->next)
+                if (r->state == RUN_RUNNING && r->cmd && !r->cancelled &&
+                    r->d.instance_id == ax_pg_int(res, i, 0)) {
+                    ax_info("instance %lld: cancel requested; killing its process group",
+                            (long long)r->d.instance_id);
+                    r->cancelled = 1;
+                    ax_cmd_cancel(r->cmd);
+                }
+        PQclear(res);
+    }
+    ax_strbuf_free(&ids);
 }
 
 static void schedule_retry(executor_t *ex) {
@@ -454,6 +505,9 @@ int main(int argc, char **argv) {
     ex.ev_retry = evtimer_new(svc->base, on_retry, &ex);
     ex.ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, &ex);
     ex.ev_kick = event_new(svc->base, -1, 0, on_kick, &ex);
+    ex.ev_cancel = event_new(svc->base, -1, EV_PERSIST, on_cancel_poll, &ex);
+    struct timeval one_s = {1, 0};
+    event_add(ex.ev_cancel, &one_s);
     char group[300];
     ax_conf_topic(&svc->conf, "executor", group, sizeof group);
     svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, NULL, 0);
@@ -482,6 +536,7 @@ int main(int argc, char **argv) {
     event_free(ex.ev_retry);
     event_free(ex.ev_deadline);
     event_free(ex.ev_kick);
+    event_free(ex.ev_cancel);
     free(ex.child_env_base);
     ax_svc_destroy(svc);
     return 0;

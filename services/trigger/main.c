@@ -481,6 +481,7 @@ static void on_stop(ax_svc_t *svc) {
         t->leader = 0;
         lead_release(t); /* a standby takes over without waiting for expiry */
     }
+    event_base_loopbreak(svc->base);
 }
 
 static struct event *every(trigger_t *t, int64_t ms, event_callback_fn fn) {

@@ -52,9 +52,14 @@ stop_svc() { # stop_svc NAME [SIGNAL]: waits for the exit
 
 start_all() { start_svc trigger "$@"; start_svc executor "$@"; start_svc callback "$@"; }
 
+# Jobs are global (not per topic prefix): a test names its jobs with JOBP
+# and they are deleted on exit, so no other test's trigger fires them.
+JOBP="it-${T}-$$-"
+
 cleanup() {
     local rc=$?
     for n in "${!SVC_PID[@]}"; do stop_svc "$n" KILL; done
+    sql "DELETE FROM job WHERE name LIKE '${JOBP}%'" >/dev/null 2>&1 || true
     if [ "$rc" -ne 0 ]; then
         for f in "$WORK"/*.log; do
             [ -f "$f" ] || continue

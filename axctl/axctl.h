@@ -1,0 +1,36 @@
+/*
+ * axctl.h — what the parts of axctl share: the configuration, the database
+ * connection and argument parsing. Every helper prints its error and exits
+ * (1 for a failure, 2 for a usage error).
+ */
+#ifndef AXCTL_H
+#define AXCTL_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ax/conf.h"
+#include "ax/pg.h"
+
+extern ax_conf_t conf;
+
+void die_usage(const char *msg) __attribute__((noreturn));
+/* Prints "axctl: <message>" and exits 2. */
+void die_usagef(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+ax_pg_t *pg_open(void);
+/* One parameterised statement; exits 1 on failure. */
+PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p);
+void print_rows(PGresult *r);
+
+/* `what` names the option in the error message. */
+int64_t parse_int(const char *s, const char *what);
+/* ISO-8601 with an offset (Z or +HH:MM, optional .mmm) or epoch ms. */
+int64_t parse_time(const char *s, const char *what);
+char *read_file(const char *path, size_t *ret_len);
+
+/* axctl job ... (job.c) */
+int cmd_job(int argc, char **argv);
+
+#endif
