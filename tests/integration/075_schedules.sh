@@ -75,6 +75,7 @@ early=$(sql "SELECT count(*) FROM (SELECT nominal_time, lag(finished_at) OVER (O
 [ "$early" = 0 ] || fail "$early fixed-delay run(s) started less than 300 ms after the previous finished"
 
 log "all instances finish SUCCESS"
-wait_for 30 "instances finished" test "$(sql "SELECT count(*) FROM job_instance i JOIN job j ON j.id = i.job_id
-    WHERE j.name LIKE '${JOBP}%' AND (i.state <> 'FINISHED' OR i.outcome <> 'SUCCESS')")" = 0
+all_ok() { [ "$(sql "SELECT count(*) FROM job_instance i JOIN job j ON j.id = i.job_id
+    WHERE j.name LIKE '${JOBP}%' AND (i.state <> 'FINISHED' OR i.outcome <> 'SUCCESS')")" = 0 ]; }
+wait_for 30 "instances finished" all_ok
 log ok
