@@ -29,9 +29,9 @@ topic() { echo "${AXCONF_TOPIC_PREFIX}$1"; }
 log() { echo "[$T $(date +%H:%M:%S.%3N)] $*"; }
 fail() { log "FAIL: $*"; exit 1; }
 
-start_svc() { # start_svc trigger|executor|callback [--set k=v ...]
-    local name=$1; shift
-    "$AX_BIN/services/$name/ax-$name" "$@" >>"$WORK/ax-$name.log" 2>&1 &
+start_svc() { # start_svc trigger|executor|callback[@TAG] [--set k=v ...]
+    local name=$1 bin=${1%%@*}; shift
+    "$AX_BIN/services/$bin/ax-$bin" "$@" >>"$WORK/ax-$name.log" 2>&1 &
     SVC_PID[$name]=$!
     log "started ax-$name (pid ${SVC_PID[$name]})"
 }
