@@ -48,9 +48,10 @@ const ax_conf_def_t ax_conf_table[] = {
      "dispatching before it expires."},
     {"trigger.clock.jump.ms", AX_CONF_INT, OFF(trigger_clock_jump_ms), "2000", 100, 86400000,
      "trigger",
-     "The trigger keeps time as PostgreSQL's clock plus CLOCK_MONOTONIC. When PostgreSQL's "
-     "clock disagrees by more than this (or the local wall clock jumps by more), the "
-     "schedule is rebuilt from the fire ledger."},
+     "The trigger keeps time as PostgreSQL's clock carried forward by CLOCK_MONOTONIC. When "
+     "PostgreSQL's clock disagrees with it by more than this, the schedule is rebuilt from "
+     "the fire ledger. A local wall-clock jump beyond this is logged; it does not move the "
+     "schedule."},
     {"trigger.misfire.record.max", AX_CONF_INT, OFF(trigger_misfire_record_max), "1000", 1,
      1000000, "trigger",
      "Most missed fire times of one job recorded one by one in the ledger after an outage; "
