@@ -2,7 +2,9 @@
  * test_cron.c — unit tests of the cron module (core/cron.c).
  *
  * 1. Table: tests/unit/cron_cases.txt (found next to this file through
- *    __FILE__), one case per line; see the header of that file.
+ *    __FILE__), one case per line; see the header of that file. The
+ *    expected times come from tests/unit/cron_oracle.py, an independent
+ *    Python/zoneinfo reference (run it to check or regenerate the table).
  * 2. Brute force: ~200 random expressions (fixed seed) over UTC compared
  *    against an independent minute-by-minute matcher written here from the
  *    documented semantics (sets computed directly from the random parts,
@@ -217,7 +219,7 @@ static void test_table(void **state) {
     }
     fclose(f);
     printf("cron_cases.txt: %d cases, %d checks, %d failed\n", cases, checks, failed);
-    assert_true(cases > 50);
+    assert_true(cases >= 350); /* the issue asks for hundreds; catches a truncated file */
     assert_int_equal(failed, 0);
 }
 
