@@ -24,28 +24,91 @@ typedef struct callback {
     int64_t finished, stale, published;
 } callback_t;
 
+/* One statement persists a batch: CAS FINISHED fenced by (instance,
+ * attempt) — stale and duplicate results match nothing — plus the
+ * job_attempt rows, the concurrency slots given back and the jobs' run-time
+ * statistics (which size future leases). */
 static const char sql_finish[] =
-    "WITH fin AS ("
-    "  UPDATE job_instance SET state = 'FINISHED', outcome = $3::ax_outcome,"
-    "    finished_at = clock_timestamp(), exit_code = $4::int, error_class = $5, error = $6,"
-    "    output = $7, lease_expires_at = NULL"
-    "  WHERE id = $1::bigint AND attempt = $2::int AND state IN ('LOCKED', 'RUNNING')"
-    "  RETURNING id, attempt, outcome, exit_code, error_class, error, finished_at)"
-    " INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
-    "   error, started_at, finished_at)"
-    " SELECT id, attempt, $8, outcome, exit_code, error_class, error,"
-    "   to_timestamp($9::bigint / 1000.0), finished_at FROM fin"
-    " ON CONFLICT DO NOTHING RETURNING instance_id";
+    "WITH u AS ("
+    "  SELECT * FROM unnest($1::bigint[], $2::int[], $3::ax_outcome[], $4::int[], $5::text[],"
+    "    $6::text[], $7::text[], $8::text[], $9::bigint[])"
+    "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms)"
+    "), old AS ("
+    "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
+    "  WHERE (i.id, i.attempt) IN (SELECT id, attempt FROM u)"
+    "    AND i.state IN ('LOCKED', 'RUNNING') FOR UPDATE"
+    "), fin AS ("
+    "  UPDATE job_instance i SET state = 'FINISHED', outcome = u.outcome,"
+    "    finished_at = clock_timestamp(), exit_code = u.exit_code, error_class = u.error_class,"
+    "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
+    "  FROM u JOIN old ON old.id = u.id"
+    "  WHERE i.id = u.id AND i.attempt = u.attempt AND i.state IN ('LOCKED', 'RUNNING')"
+    "  RETURNING i.id, i.attempt, i.outcome, i.exit_code, i.error_class, i.error, i.finished_at,"
+    "    old.holds_slot, old.job_id, old.running_at, u.worker, u.started_ms"
+    "), att AS ("
+    "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
+    "    error, started_at, finished_at)"
+    "  SELECT id, attempt, worker, outcome, exit_code, error_class, error,"
+    "    to_timestamp(started_ms / 1000.0), finished_at FROM fin"
+    "  ON CONFLICT DO NOTHING"
+    "), jobs AS ("
+    "  UPDATE job j SET running_count = j.running_count - s.slots, runs = j.runs + s.n,"
+    "    avg_run_ms = CASE WHEN s.mean_ms IS NULL THEN j.avg_run_ms"
+    "                      WHEN j.avg_run_ms IS NULL THEN s.mean_ms"
+    "                      ELSE j.avg_run_ms * 0.7 + s.mean_ms * 0.3 END"
+    "  FROM (SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots, count(*) AS n,"
+    "          avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
+    "        FROM fin WHERE job_id IS NOT NULL GROUP BY job_id) s"
+    "  WHERE j.id = s.job_id"
+    ")"
+    " SELECT id FROM fin";
 
-static int finish_one(ax_svc_t *svc, const ax_attempt_t *a, char *err, size_t errlen) {
-    char id[32], att[16], code[16], started[32];
-    snprintf(id, sizeof id, "%lld", (long long)a->instance_id);
-    snprintf(att, sizeof att, "%d", (int)a->attempt);
+typedef struct finish_batch {
+    ax_strbuf_t a[9];
+    size_t n;
+} finish_batch_t;
+
+static void fb_begin(finish_batch_t *b) {
+    memset(b, 0, sizeof *b);
+    for (int k = 0; k < 9; k++)
+        ax_pgarr_begin(&b->a[k]);
+}
+
+static void fb_add(finish_batch_t *b, const ax_attempt_t *a) {
+    char code[16];
     snprintf(code, sizeof code, "%d", (int)a->exit_code);
-    snprintf(started, sizeof started, "%lld", (long long)a->started_at_ms);
-    const char *p[] = {id, att, ax_outcome_name(a->outcome), a->exit_code_set ? code : NULL,
-                       a->error_class, a->error, a->output, a->worker,
-                       a->started_at_ms > 0 ? started : NULL};
+    ax_pgarr_int(&b->a[0], a->instance_id);
+    ax_pgarr_int(&b->a[1], a->attempt);
+    ax_pgarr_text(&b->a[2], ax_outcome_name(a->outcome));
+    if (a->exit_code_set)
+        ax_pgarr_int(&b->a[3], a->exit_code);
+    else
+        ax_pgarr_text(&b->a[3], NULL);
+    ax_pgarr_text(&b->a[4], a->error_class);
+    ax_pgarr_text(&b->a[5], a->error);
+    ax_pgarr_text(&b->a[6], a->output);
+    ax_pgarr_text(&b->a[7], a->worker);
+    if (a->started_at_ms > 0)
+        ax_pgarr_int(&b->a[8], a->started_at_ms);
+    else
+        ax_pgarr_text(&b->a[8], NULL);
+    b->n++;
+}
+
+static void fb_free(finish_batch_t *b) {
+    for (int k = 0; k < 9; k++)
+        ax_strbuf_free(&b->a[k]);
+}
+
+/* Returns the number of results that finished an attempt, or <0. */
+static int fb_exec(ax_svc_t *svc, finish_batch_t *b, char *err, size_t errlen) {
+    if (!b->n)
+        return 0;
+    const char *p[9];
+    for (int k = 0; k < 9; k++) {
+        ax_pgarr_end(&b->a[k]);
+        p[k] = b->a[k].s;
+    }
     PGresult *r;
     int rc = ax_pg_exec(svc->pg, sql_finish, 9, p, NULL, NULL, &r, err, errlen);
     if (rc < 0)
@@ -134,78 +197,94 @@ static int publish(callback_t *cb, const char *ids) {
     return 0;
 }
 
+/* Persist a batch in one statement. If the statement is refused (bad
+ * data in one result), fall back to one result at a time so only the bad
+ * one is dead-lettered. */
 static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) {
     callback_t *cb = arg;
     char err[1024], reason[512];
-    char *poison = calloc(n, 1);
+    char *skip = calloc(n, 1);
     ax_strbuf_t ids = {0};
-    int rc;
-    if (!poison)
+    int rc = 0, one_by_one = 0;
+    if (!skip)
         return AX_ERR_NOMEM;
-again:
-    ax_pgarr_begin(&ids);
-    if ((rc = ax_pg_begin(svc->pg, err, sizeof err)) < 0)
-        goto out;
-    int64_t done = 0, stale = 0;
+    /* decode once; undecodable results go to the dead-letter topic */
+    ax_attempt_t *as = calloc(n, sizeof *as);
+    if (!as) {
+        free(skip);
+        return AX_ERR_NOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (poison[i])
-            continue;
-        ax_attempt_t a;
         if (ax_svc_precheck(svc, msgs[i], AX_SCHEMA_ATTEMPT, reason, sizeof reason) < 0 ||
-            ax_attempt_decode(msgs[i]->payload, msgs[i]->len, &a, reason, sizeof reason) < 0) {
-            poison[i] = 1;
+            ax_attempt_decode(msgs[i]->payload, msgs[i]->len, &as[i], reason, sizeof reason) < 0) {
+            skip[i] = 1;
             if (ax_svc_reject(svc, msgs[i], reason) < 0) {
-                ax_pg_rollback(svc->pg);
                 rc = AX_ERR_IO;
                 goto out;
             }
             continue;
         }
-        if (a.output)
-            ax_utf8_sanitize(a.output, strlen(a.output));
-        rc = finish_one(svc, &a, err, sizeof err);
-        int64_t id = a.instance_id;
-        int32_t attempt = a.attempt;
-        ax_attempt_clear(&a);
-        if (rc == AX_ERR_INVALID || rc == AX_ERR_CONFLICT) {
-            ax_pg_rollback(svc->pg);
-            poison[i] = 1;
+        if (as[i].output)
+            ax_utf8_sanitize(as[i].output, strlen(as[i].output));
+    }
+    int64_t done = 0, offered = 0;
+    for (size_t start = 0; start < n;) {
+        finish_batch_t b;
+        fb_begin(&b);
+        size_t end = one_by_one ? start + 1 : n, used = 0;
+        for (size_t i = start; i < end; i++)
+            if (!skip[i]) {
+                fb_add(&b, &as[i]);
+                used++;
+            }
+        int got = used ? fb_exec(svc, &b, err, sizeof err) : 0;
+        fb_free(&b);
+        if (got == AX_ERR_INVALID || got == AX_ERR_CONFLICT) {
+            if (!one_by_one) {
+                ax_warn("persist results: %s; retrying one result at a time", err);
+                one_by_one = 1;
+                continue;
+            }
+            skip[start] = 1;
             snprintf(reason, sizeof reason, "cannot persist result: %.400s", err);
-            if (ax_svc_reject(svc, msgs[i], reason) < 0) {
+            if (ax_svc_reject(svc, msgs[start], reason) < 0) {
                 rc = AX_ERR_IO;
                 goto out;
             }
-            goto again;
+            start = end;
+            continue;
         }
-        if (rc < 0) {
-            ax_pg_rollback(svc->pg);
+        if (got < 0) {
             ax_warn("persist results: %s", err);
+            rc = got;
             goto out;
         }
-        if (rc == 1)
-            done++;
-        else {
-            stale++;
-            ax_info("instance %lld attempt %d: stale or duplicate result ignored", (long long)id,
-                    (int)attempt);
-        }
-        /* Also re-publish on a redelivered result: the previous run may have
-         * persisted FINISHED and died before publishing. */
-        ax_pgarr_int(&ids, id);
+        done += got;
+        offered += (int64_t)used;
+        start = end;
     }
-    if ((rc = ax_pg_commit(svc->pg, err, sizeof err)) < 0) {
-        ax_warn("persist results commit: %s", err);
-        goto out;
-    }
+    int64_t stale = offered - done;
     cb->finished += done;
     cb->stale += stale;
-    if (stale)
+    if (stale) {
+        ax_info("%lld stale or duplicate result(s) ignored", (long long)stale);
         ax_pg_count(svc->pg, "callback.stale_results", stale);
+    }
+    /* Publish every finished, unpublished instance of the batch — also on a
+     * redelivered result: the previous run may have persisted FINISHED and
+     * died before publishing. */
+    ax_pgarr_begin(&ids);
+    for (size_t i = 0; i < n; i++)
+        if (!skip[i])
+            ax_pgarr_int(&ids, as[i].instance_id);
     ax_pgarr_end(&ids);
     rc = publish(cb, ids.s);
 out:
+    for (size_t i = 0; i < n; i++)
+        ax_attempt_clear(&as[i]);
+    free(as);
     ax_strbuf_free(&ids);
-    free(poison);
+    free(skip);
     return rc;
 }
 

@@ -1,59 +1,70 @@
 /*
- * ax-executor — a member of the executor consumer group. For each dispatched
- * attempt it claims the instance (CAS SCHEDULED->LOCKED, batched), marks it
- * RUNNING, runs its command (posix_spawn, own process group, timeout, capped
- * output), produces the attempt's result to the callback topic and only then
- * lets the dispatch offset be committed. A dispatch whose claim loses (a
- * duplicate, or an instance someone else holds) is counted and dropped.
+ * ax-executor — a member of the executor consumer group.
  *
- * Offsets are committed per partition up to the first message whose work is
- * not yet durable, so a crash re-delivers exactly the unfinished messages.
+ * Each dispatched attempt is decoded and assigned to a pool (by job route,
+ * else by handler kind); a batch of them is claimed in one statement (CAS
+ * SCHEDULED->LOCKED with a lease sized from the job's observed run time),
+ * waits in its pool's bounded queue, is marked RUNNING (one statement per
+ * start wave) when a worker slot frees, and runs in its handler (command,
+ * http, plugin). The attempt's result goes to the callback topic, and only
+ * then may the dispatch offset be committed — per partition, up to the first
+ * message whose work is not durable, so a crash re-delivers exactly the
+ * unfinished messages. A dispatch whose claim loses (a duplicate, or an
+ * instance someone else holds) is counted and dropped.
+ *
+ * Back-pressure: when a pool is full the partitions that fed it are paused
+ * (the consumer keeps polling), and resumed as it drains; above a CPU or
+ * memory watermark every partition is paused. Leases of held instances are
+ * renewed in one statement every executor.lease.min.ms / 3; an instance
+ * whose lease could not be renewed has its handler stopped. Jobs with a
+ * concurrency limit take a slot in job.running_count when claimed; without a
+ * free slot the instance goes back to the trigger for a short wait, and the
+ * partition moves on. SIGHUP reloads pool sizes, watermarks and timeouts.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/log.h"
 #include "ax/service.h"
-#include "ax/spawn.h"
+#include "executor.h"
 
 extern char **environ;
 
 static const char usage[] =
     "Usage: ax-executor [--config FILE] [--set KEY=VALUE]...\n\n"
     "Runs dispatched instances. Start as many as the load needs; they share the\n"
-    "dispatch topic's partitions as one consumer group.\n\n";
+    "dispatch topics' partitions as one consumer group. SIGHUP reloads pool sizes,\n"
+    "watermarks and timeouts; SIGTERM drains.\n\n";
 
-typedef enum { RUN_NEW, RUN_CLAIMED, RUN_RUNNING, RUN_REPORTING, RUN_DONE } run_state_t;
+static const handler_ops_t *const handlers[] = {&handler_command, &handler_http, &handler_plugin};
 
-typedef struct run {
-    struct run *next;             /* arrival order (the commit order) */
-    struct executor *ex;
-    rd_kafka_message_t *msg;
-    ax_dispatch_t d;
-    run_state_t state;
-    ax_delivery_t dlv;            /* delivery of the result message */
-    void *result_buf;
-    size_t result_len;
-    int64_t started_at_ms;
-    ax_cmd_t *cmd;
-    int cancelled;                /* cancel requested (job overlap=cancel) */
-} run_t;
+static executor_t g_ex;
+static int g_argc;
+static char **g_argv; /* a copy of the original command line, for SIGHUP */
 
-typedef struct executor {
-    ax_svc_t svc;
-    run_t *head, *tail;           /* every message not yet committed */
-    size_t tracked, running;
-    struct event *ev_retry, *ev_deadline, *ev_kick, *ev_cancel;
-    unsigned claim_failures;
-    char **child_env_base;        /* environ minus AXCONF_* (secrets) */
-    size_t child_env_n;
-    int64_t ran, duplicates, dead_lettered;
-} executor_t;
+typedef struct route {
+    char job[256];
+    pool_t *pool;
+} route_t;
+static route_t *routes;
+static size_t nroutes;
+
+static struct {
+    int fetching;          /* 0 while above a watermark */
+    int64_t lease_ok_mono; /* last successful lease renewal */
+    rd_kafka_topic_partition_list_t *paused; /* paused for full pools */
+    uint64_t cpu_busy, cpu_total;
+    double cpu_pct, mem_pct;
+} st = {.fetching = 1};
+
+/* ---- bookkeeping --------------------------------------------------------------- */
 
 static void track(executor_t *ex, run_t *r) {
     if (ex->tail)
@@ -62,6 +73,51 @@ static void track(executor_t *ex, run_t *r) {
         ex->head = r;
     ex->tail = r;
     ex->tracked++;
+}
+
+static void pool_push(pool_t *p, run_t *r) {
+    r->qnext = NULL;
+    if (p->qtail)
+        p->qtail->qnext = r;
+    else
+        p->qhead = r;
+    p->qtail = r;
+}
+
+static run_t *pool_pop(pool_t *p) {
+    run_t *r = p->qhead;
+    if (r) {
+        p->qhead = r->qnext;
+        if (!p->qhead)
+            p->qtail = NULL;
+        r->qnext = NULL;
+    }
+    return r;
+}
+
+static void pool_remove(pool_t *p, run_t *r) {
+    for (run_t **pp = &p->qhead, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->qnext)
+        if (*pp == r) {
+            *pp = r->qnext;
+            if (p->qtail == r)
+                p->qtail = prev;
+            r->qnext = NULL;
+            return;
+        }
+}
+
+/* A run that will not start: leaves its pool's count. */
+static void run_drop(run_t *r) {
+    if (r->pool && (r->state == RUN_NEW || r->state == RUN_CLAIMED)) {
+        if (r->state == RUN_CLAIMED)
+            pool_remove(r->pool, r);
+        r->pool->waiting--;
+    }
+    r->state = RUN_DONE;
+}
+
+static int pool_full(const pool_t *p) {
+    return (int64_t)(p->running + p->waiting) >= p->slots + p->queue;
 }
 
 /* Commit every partition up to its first unfinished message. */
@@ -102,15 +158,189 @@ static void commit_ready(executor_t *ex) {
     rd_kafka_topic_partition_list_destroy(l);
     rd_kafka_topic_partition_list_destroy(blocked);
     if (ex->svc.stopping && ex->running == 0) {
-        int reporting = 0;
-        for (run_t *r = ex->head; r && !reporting; r = r->next)
-            reporting = r->state == RUN_REPORTING;
-        if (!reporting)
+        int busy = 0;
+        for (run_t *r = ex->head; r && !busy; r = r->next)
+            busy = r->state == RUN_REPORTING;
+        if (!busy)
             event_base_loopbreak(ex->svc.base);
     }
 }
 
-/* ---- results ---------------------------------------------------------------- */
+/* ---- pools and routes ------------------------------------------------------------ */
+
+static pool_t *pool_find(executor_t *ex, const char *name) {
+    for (size_t i = 0; i < ex->npools; i++)
+        if (strcmp(ex->pools[i].name, name) == 0)
+            return &ex->pools[i];
+    return NULL;
+}
+
+/* Parse executor.slots/queue/pools/routes into pools (created, or resized in
+ * place: runs keep pointers to them, so pools are never freed or moved
+ * while the process lives; at most 64). */
+#define MAX_POOLS 64
+static int pools_configure(executor_t *ex, const ax_conf_t *c, char *err, size_t errlen) {
+    typedef struct {
+        char name[64];
+        int64_t slots, queue;
+    } spec_t;
+    spec_t specs[MAX_POOLS];
+    size_t n = 0;
+    snprintf(specs[n].name, sizeof specs[n].name, "command");
+    specs[n].slots = c->executor_slots;
+    specs[n++].queue = c->executor_queue;
+    char *list = strdup(c->executor_pools ? c->executor_pools : "");
+    for (char *save = NULL, *tok = strtok_r(list, ", ", &save); tok;
+         tok = strtok_r(NULL, ", ", &save)) {
+        char name[64];
+        long long slots = 0, queue = c->executor_queue;
+        int got = sscanf(tok, "%63[A-Za-z0-9_-]:%lld:%lld", name, &slots, &queue);
+        if (got < 2 || slots < 1 || slots > 100000 || queue < 0 || queue > 10000000) {
+            free(list);
+            return ax_seterr(err, errlen, AX_ERR_INVALID,
+                             "executor.pools: '%s' is not NAME:SLOTS[:QUEUE] "
+                             "(slots 1-100000, queue 0-10000000)",
+                             tok);
+        }
+        size_t k = 0;
+        while (k < n && strcmp(specs[k].name, name) != 0)
+            k++;
+        if (k == n) {
+            if (n == MAX_POOLS) {
+                free(list);
+                return ax_seterr(err, errlen, AX_ERR_INVALID, "executor.pools: more than %d",
+                                 MAX_POOLS);
+            }
+            n++;
+        }
+        snprintf(specs[k].name, sizeof specs[k].name, "%.63s", name);
+        specs[k].slots = slots;
+        specs[k].queue = queue;
+    }
+    free(list);
+    route_t *nr = NULL;
+    size_t nnr = 0;
+    list = strdup(c->executor_pool_routes ? c->executor_pool_routes : "");
+    for (char *save = NULL, *tok = strtok_r(list, ", ", &save); tok;
+         tok = strtok_r(NULL, ", ", &save)) {
+        char *eq = strchr(tok, '=');
+        size_t k = 0;
+        if (eq)
+            while (k < n && strcmp(specs[k].name, eq + 1) != 0)
+                k++;
+        if (!eq || eq == tok || k == n) {
+            ax_seterr(err, errlen, AX_ERR_INVALID,
+                      "executor.pool.routes: '%s' is not JOB=POOL with a pool defined in "
+                      "executor.pools",
+                      tok);
+            free(list);
+            free(nr);
+            return AX_ERR_INVALID;
+        }
+        nr = realloc(nr, (nnr + 1) * sizeof *nr);
+        snprintf(nr[nnr].job, sizeof nr[nnr].job, "%.*s", (int)(eq - tok), tok);
+        nr[nnr].pool = (pool_t *)(uintptr_t)(k + 1); /* index+1, resolved below */
+        nnr++;
+    }
+    free(list);
+    if (!ex->pools)
+        ex->pools = calloc(MAX_POOLS, sizeof *ex->pools);
+    for (size_t k = 0; k < n; k++) {
+        pool_t *p = pool_find(ex, specs[k].name);
+        if (!p) {
+            p = &ex->pools[ex->npools++];
+            snprintf(p->name, sizeof p->name, "%.63s", specs[k].name);
+        }
+        p->slots = specs[k].slots;
+        p->queue = specs[k].queue;
+    }
+    for (size_t i = 0; i < nnr; i++)
+        nr[i].pool = pool_find(ex, specs[(uintptr_t)nr[i].pool - 1].name);
+    free(routes);
+    routes = nr;
+    nroutes = nnr;
+    return 0;
+}
+
+static pool_t *pool_for(executor_t *ex, const ax_dispatch_t *d) {
+    if (d->job)
+        for (size_t i = 0; i < nroutes; i++)
+            if (strcmp(routes[i].job, d->job) == 0)
+                return routes[i].pool;
+    return pool_find(ex, d->handler_kind);
+}
+
+static const handler_ops_t *handler_for(const char *kind) {
+    for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
+        if (strcmp(handlers[i]->kind, kind) == 0)
+            return handlers[i];
+    return NULL;
+}
+
+/* Pause (or resume) partitions. */
+static void set_paused(executor_t *ex, rd_kafka_topic_partition_list_t *l, int pause) {
+    if (!l || l->cnt == 0)
+        return;
+    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(ex->svc.consumer, l)
+                                  : rd_kafka_resume_partitions(ex->svc.consumer, l);
+    if (e)
+        ax_warn("kafka %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
+}
+
+static void pause_for_pool(executor_t *ex, pool_t *p, const rd_kafka_message_t *m) {
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    if (rd_kafka_topic_partition_list_find(st.paused, topic, m->partition))
+        return;
+    rd_kafka_topic_partition_list_add(st.paused, topic, m->partition);
+    rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(one, topic, m->partition);
+    set_paused(ex, one, 1);
+    rd_kafka_topic_partition_list_destroy(one);
+    if (!p->full)
+        ax_info("pool %s full (%zu running, %zu waiting): pausing the partitions feeding it",
+                p->name, p->running, p->waiting);
+    p->full = 1;
+}
+
+/* Resume what full pools paused once no pool is full any more. */
+static void maybe_resume(executor_t *ex) {
+    if (!st.paused->cnt)
+        return;
+    for (size_t i = 0; i < ex->npools; i++) {
+        pool_t *p = &ex->pools[i];
+        if (p->full && (int64_t)(p->running + p->waiting) > p->slots + p->queue / 2)
+            return;
+    }
+    for (size_t i = 0; i < ex->npools; i++)
+        ex->pools[i].full = 0;
+    if (st.fetching && !ex->svc.stopping)
+        set_paused(ex, st.paused, 0);
+    rd_kafka_topic_partition_list_destroy(st.paused);
+    st.paused = rd_kafka_topic_partition_list_new(8);
+    event_active(ex->ev_kick, 0, 0);
+}
+
+/* Pause/resume the whole assignment (watermarks, shutdown). */
+static void pause_all(executor_t *ex, int pause) {
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (rd_kafka_assignment(ex->svc.consumer, &a) == 0 && a) {
+        if (!pause) { /* keep what full pools paused */
+            rd_kafka_topic_partition_list_t *keep = rd_kafka_topic_partition_list_new(a->cnt);
+            for (int i = 0; i < a->cnt; i++)
+                if (!rd_kafka_topic_partition_list_find(st.paused, a->elems[i].topic,
+                                                        a->elems[i].partition))
+                    rd_kafka_topic_partition_list_add(keep, a->elems[i].topic,
+                                                      a->elems[i].partition);
+            set_paused(ex, keep, 0);
+            rd_kafka_topic_partition_list_destroy(keep);
+        } else {
+            set_paused(ex, a, 1);
+        }
+        rd_kafka_topic_partition_list_destroy(a);
+    }
+}
+
+/* ---- results ------------------------------------------------------------------- */
 
 static void produce_result(run_t *r);
 
@@ -141,71 +371,63 @@ static void produce_result(run_t *r) {
     }
 }
 
-static void on_cmd_done(const ax_cmd_result_t *res, void *arg) {
-    run_t *r = arg;
+static void start_ready(executor_t *ex);
+
+void run_done(run_t *r, const handler_result_t *res) {
     executor_t *ex = r->ex;
-    char errtext[512];
+    char text[600];
     ax_attempt_t a = {
         .instance_id = r->d.instance_id,
         .attempt = r->d.attempt,
         .worker = ex->svc.worker_id,
-        .output = res->output ? res->output : "",
+        .outcome = res->outcome,
+        .exit_code = res->exit_code,
+        .exit_code_set = res->exit_code_set,
+        .error_class = (char *)res->error_class,
+        .error = res->outcome == AX_OUTCOME_SUCCESS ? NULL : text,
+        .retryable = res->retryable,
         .started_at_ms = r->started_at_ms,
         .finished_at_ms = ax_now_ms(),
         .trace_id = r->d.trace_id,
     };
-    if (res->output)
-        ax_utf8_sanitize(res->output, res->output_len);
-    if (r->cancelled) {
-        a.outcome = AX_OUTCOME_CANCELLED;
-        a.error_class = "cancelled";
-        snprintf(errtext, sizeof errtext, "cancelled: a newer run of the job started "
-                                          "(overlap=cancel)%s",
-                 r->cmd ? "; process group killed" : "; not started");
-        a.retryable = 0;
-    } else if (res->spawn_errno) {
-        a.outcome = AX_OUTCOME_FAILED;
-        a.error_class = "spawn";
-        snprintf(errtext, sizeof errtext, "cannot execute '%s': %s", r->d.command[0],
-                 strerror(res->spawn_errno));
-        a.retryable = 0;
-    } else if (res->timed_out) {
-        a.outcome = AX_OUTCOME_TIMEOUT;
-        a.error_class = "timeout";
-        snprintf(errtext, sizeof errtext, "timed out after %lld ms; process group killed",
-                 (long long)r->d.timeout_ms);
-        a.retryable = 1;
-    } else if (res->exited && res->exit_code == 0) {
-        a.outcome = AX_OUTCOME_SUCCESS;
-    } else if (res->exited) {
-        a.outcome = AX_OUTCOME_FAILED;
-        a.error_class = "exit";
-        a.exit_code = res->exit_code;
-        a.exit_code_set = 1;
-        snprintf(errtext, sizeof errtext, "exited with status %d", res->exit_code);
-        a.retryable = 1;
-    } else {
-        a.outcome = ex->svc.stopping ? AX_OUTCOME_CANCELLED : AX_OUTCOME_FAILED;
-        a.error_class = ex->svc.stopping ? "shutdown" : "signal";
-        snprintf(errtext, sizeof errtext, "killed by signal %d (%s)", res->term_signal,
-                 strsignal(res->term_signal));
-        a.retryable = 1;
+    snprintf(text, sizeof text, "%s", res->error);
+    if (r->stop_why) { /* stopped by us: say why, whatever the handler saw */
+        a.error_class = (char *)r->stop_why;
+        a.retryable = strcmp(r->stop_why, "cancelled") != 0;
+        a.outcome = strcmp(r->stop_why, "lease_lost") == 0 ? AX_OUTCOME_TIMEOUT
+                                                            : AX_OUTCOME_CANCELLED;
+        a.exit_code_set = 0;
+        snprintf(text, sizeof text, "%s",
+                 strcmp(r->stop_why, "cancelled") == 0
+                     ? "cancelled: a newer run of the job started (overlap=cancel)"
+                 : strcmp(r->stop_why, "shutdown") == 0
+                     ? "cancelled: the executor's shutdown grace ran out"
+                     : "the lease could not be renewed: stopped (the instance is recovered "
+                       "elsewhere)");
     }
-    if (a.outcome == AX_OUTCOME_SUCCESS && res->exited) {
-        a.exit_code = 0;
-        a.exit_code_set = 1;
+    char *out = NULL;
+    if (res->output && res->output_len) {
+        out = malloc(res->output_len + 1);
+        if (out) {
+            memcpy(out, res->output, res->output_len);
+            out[res->output_len] = 0;
+            ax_utf8_sanitize(out, res->output_len);
+        }
     }
-    if (a.outcome != AX_OUTCOME_SUCCESS)
-        a.error = errtext;
-    r->cmd = NULL;
-    ex->running--;
-    /* A slot is free: fetch more now. The queue's wake-up pipe only fires
-     * when the queue goes from empty to non-empty, and it is not empty. */
-    event_active(ex->ev_kick, 0, 0);
+    a.output = out ? out : "";
+    if (r->state == RUN_RUNNING) {
+        ex->running--;
+        r->pool->running--;
+    }
     ax_info("instance %lld attempt %d: %s%s%s (%lld ms)", (long long)a.instance_id,
-            (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "",
-            a.error ? a.error : "", (long long)res->duration_ms);
-    if (ax_attempt_encode(&a, &r->result_buf, &r->result_len) < 0) {
+            (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "", a.error ? a.error : "",
+            (long long)(ax_mono_ms() - r->started_mono));
+    int rc = ax_attempt_encode(&a, &r->result_buf, &r->result_len);
+    free(out);
+    /* A slot is free: start what waits, fetch more. */
+    maybe_resume(ex);
+    event_active(ex->ev_kick, 0, 0);
+    if (rc < 0) {
         ax_error("instance %lld: cannot encode result", (long long)a.instance_id);
         r->state = RUN_DONE;
         commit_ready(ex);
@@ -216,180 +438,288 @@ static void on_cmd_done(const ax_cmd_result_t *res, void *arg) {
     produce_result(r);
 }
 
-/* ---- claim and start -------------------------------------------------------- */
+/* ---- the environment of commands --------------------------------------------------- */
 
-static char **child_env(executor_t *ex, const run_t *r) {
+char **child_env(executor_t *ex, const run_t *r) {
     char **env = calloc(ex->child_env_n + 8, sizeof *env);
     if (!env)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < ex->child_env_n; i++)
         env[k++] = ex->child_env_base[i];
-    asprintf(&env[k++], "AX_INSTANCE_ID=%lld", (long long)r->d.instance_id);
-    asprintf(&env[k++], "AX_JOB=%s", r->d.job ? r->d.job : "");
-    asprintf(&env[k++], "AX_ATTEMPT=%d", (int)r->d.attempt);
-    asprintf(&env[k++], "AX_IDEMPOTENCY_KEY=%s", r->d.idempotency_key);
-    asprintf(&env[k++], "AX_TRACE_ID=%s", r->d.trace_id);
-    asprintf(&env[k++], "AX_SHARD_INDEX=0");
-    asprintf(&env[k++], "AX_SHARD_TOTAL=1");
+    if (asprintf(&env[k++], "AX_INSTANCE_ID=%lld", (long long)r->d.instance_id) < 0 ||
+        asprintf(&env[k++], "AX_JOB=%s", r->d.job ? r->d.job : "") < 0 ||
+        asprintf(&env[k++], "AX_ATTEMPT=%d", (int)r->d.attempt) < 0 ||
+        asprintf(&env[k++], "AX_IDEMPOTENCY_KEY=%s", r->d.idempotency_key) < 0 ||
+        asprintf(&env[k++], "AX_TRACE_ID=%s", r->d.trace_id) < 0 ||
+        asprintf(&env[k++], "AX_SHARD_INDEX=0") < 0 || asprintf(&env[k++], "AX_SHARD_TOTAL=1") < 0)
+        env[--k] = NULL;
     return env;
 }
 
-static void start_run(executor_t *ex, run_t *r) {
-    char err[256];
-    char **env = child_env(ex, r);
-    ax_cmd_spec_t spec = {
-        .argv = r->d.command,
-        .env = env,
-        .stdin_data = r->d.payload,
-        .stdin_len = r->d.payload_len,
-        .timeout_ms = r->d.timeout_ms,
-        .kill_grace_ms = ex->svc.conf.executor_kill_grace_ms,
-        .output_cap = (size_t)ex->svc.conf.executor_output_cap,
-    };
-    r->started_at_ms = ax_now_ms();
-    r->state = RUN_RUNNING;
-    ex->running++;
-    r->cmd = ax_cmd_start(ex->svc.base, &spec, on_cmd_done, r, err, sizeof err);
+void free_child_env(executor_t *ex, char **env) {
     for (size_t i = ex->child_env_n; env && env[i]; i++)
         free(env[i]);
     free(env);
-    if (!r->cmd) {
-        ax_cmd_result_t res = {.spawn_errno = ENOMEM};
-        ax_error("instance %lld: %s", (long long)r->d.instance_id, err);
-        on_cmd_done(&res, r);
-    }
 }
 
-/* Claim every RUN_NEW run (CAS), mark the winners RUNNING, start them. A
- * run already LOCKED by this worker (a retried claim) counts as won. */
+/* ---- claim ------------------------------------------------------------------------- */
+
+static char lease_args[3][32];
+static void lease_params(executor_t *ex) {
+    const ax_conf_t *c = &ex->svc.conf;
+    snprintf(lease_args[0], 32, "%lld", (long long)c->executor_lease_factor);
+    snprintf(lease_args[1], 32, "%lld", (long long)c->executor_lease_min_ms);
+    snprintf(lease_args[2], 32, "%lld", (long long)c->executor_lease_max_ms);
+}
+
+/* One statement claims every instance of jobs without a concurrency limit:
+ * LOCKED, this worker, lease = factor x the job's average run time within
+ * the bounds. */
+static const char sql_claim[] =
+    "UPDATE job_instance i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
+    "  lease_expires_at = now() + x.lease * interval '1 millisecond'"
+    " FROM (SELECT u.id, u.attempt, least(greatest($4::bigint * coalesce(j.avg_run_ms, 0),"
+    "         $5::bigint), $6::bigint)::bigint AS lease"
+    "       FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt)"
+    "       JOIN job_instance ii ON ii.id = u.id"
+    "       LEFT JOIN job j ON j.id = ii.job_id"
+    "       WHERE j.concurrency_limit IS NULL) x"
+    " WHERE i.id = x.id AND i.attempt = x.attempt AND i.state = 'SCHEDULED'"
+    " RETURNING i.id, x.lease";
+
+/* Claim one instance of a job with a concurrency limit: lock it, take a
+ * slot of job.running_count or hand it back to the trigger for a while.
+ * Returns 1 claimed (*lease set), 0 handed back, -1 not claimable
+ * (duplicate / stale), <0 error. */
+static int claim_limited(executor_t *ex, run_t *r, int64_t *lease, char *err, size_t errlen) {
+    ax_svc_t *svc = &ex->svc;
+    char id[32], att[16];
+    snprintf(id, sizeof id, "%lld", (long long)r->d.instance_id);
+    snprintf(att, sizeof att, "%d", (int)r->d.attempt);
+    int rc = ax_pg_begin(svc->pg, err, errlen);
+    if (rc < 0)
+        return rc;
+    PGresult *res = NULL;
+    const char *p[] = {id, att};
+    rc = ax_pg_exec(svc->pg,
+                    "SELECT job_id FROM job_instance WHERE id = $1::bigint AND attempt = $2::int"
+                    " AND state = 'SCHEDULED' FOR UPDATE",
+                    2, p, NULL, NULL, &res, err, errlen);
+    if (rc < 0 || PQntuples(res) == 0 || PQgetisnull(res, 0, 0)) {
+        PQclear(res);
+        ax_pg_rollback(svc->pg);
+        return rc < 0 ? rc : -1;
+    }
+    char job[32];
+    snprintf(job, sizeof job, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    const char *q[] = {job, lease_args[0], lease_args[1], lease_args[2]};
+    rc = ax_pg_exec(svc->pg,
+                    "UPDATE job SET running_count = running_count + 1 WHERE id = $1::bigint"
+                    " AND (concurrency_limit IS NULL OR running_count < concurrency_limit)"
+                    " RETURNING least(greatest($2::bigint * coalesce(avg_run_ms, 0), $3::bigint),"
+                    "   $4::bigint)::bigint",
+                    4, q, NULL, NULL, &res, err, errlen);
+    int won = rc == 0 && PQntuples(res) == 1;
+    if (won)
+        *lease = ax_pg_int(res, 0, 0);
+    PQclear(res);
+    if (rc == 0 && won) {
+        char ls[32];
+        snprintf(ls, sizeof ls, "%lld", (long long)*lease);
+        const char *w[] = {id, svc->worker_id, ls};
+        rc = ax_pg_exec(svc->pg,
+                        "UPDATE job_instance SET state = 'LOCKED', worker = $2, holds_slot = true,"
+                        "  locked_at = clock_timestamp(),"
+                        "  lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
+                        " WHERE id = $1::bigint",
+                        3, w, NULL, NULL, NULL, err, errlen);
+    } else if (rc == 0) {
+        /* No slot: back to the trigger, due again shortly. */
+        rc = ax_pg_exec(svc->pg,
+                        "UPDATE job_instance SET dispatched_at = NULL,"
+                        "  due_at = now() + interval '500 milliseconds' WHERE id = $1::bigint",
+                        1, p, NULL, NULL, NULL, err, errlen);
+    }
+    if (rc == 0)
+        rc = ax_pg_commit(svc->pg, err, errlen);
+    if (rc < 0) {
+        ax_pg_rollback(svc->pg);
+        return rc;
+    }
+    return won ? 1 : 0;
+}
+
+/* Claim every RUN_NEW run; the winners wait in their pools. */
 static int claim_new(executor_t *ex) {
     ax_svc_t *svc = &ex->svc;
-    ax_strbuf_t ids = {0}, att = {0}, lease = {0};
+    ax_strbuf_t ids = {0}, att = {0};
     ax_pgarr_begin(&ids);
     ax_pgarr_begin(&att);
-    ax_pgarr_begin(&lease);
     size_t n = 0;
     for (run_t *r = ex->head; r; r = r->next)
         if (r->state == RUN_NEW) {
             ax_pgarr_int(&ids, r->d.instance_id);
             ax_pgarr_int(&att, r->d.attempt);
-            ax_pgarr_int(&lease, r->d.timeout_ms + svc->conf.executor_lease_grace_ms);
             n++;
         }
     ax_pgarr_end(&ids);
     ax_pgarr_end(&att);
-    ax_pgarr_end(&lease);
     int rc = 0;
+    PGresult *res = NULL;
+    char err[1024];
     if (n == 0)
         goto out;
-    char err[1024];
-    const char *p[] = {svc->worker_id, ids.s, att.s, lease.s};
-    PGresult *res;
-    /* One statement claims the batch and marks the winners RUNNING: two
-     * transitions, each timestamped, in one commit. */
-    rc = ax_pg_exec(svc->pg,
-                    "WITH claimed AS ("
-                    "  UPDATE job_instance j SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
-                    "    lease_expires_at = now() + u.lease * interval '1 millisecond'"
-                    "  FROM unnest($2::bigint[], $3::int[], $4::bigint[]) AS u(id, attempt, lease)"
-                    "  WHERE j.id = u.id AND j.attempt = u.attempt AND j.state = 'SCHEDULED'"
-                    "  RETURNING j.id)"
-                    " SELECT id FROM claimed",
-                    4, p, NULL, NULL, &res, err, sizeof err);
+    lease_params(ex);
+    const char *p[] = {svc->worker_id, ids.s, att.s, lease_args[0], lease_args[1], lease_args[2]};
+    rc = ax_pg_exec(svc->pg, sql_claim, 6, p, NULL, NULL, &res, err, sizeof err);
     if (rc < 0) {
         ax_warn("claim: %s", err);
         goto out;
     }
     int won = PQntuples(res);
-    ax_strbuf_t wids = {0};
-    ax_pgarr_begin(&wids);
-    for (int i = 0; i < won; i++)
-        ax_pgarr_int(&wids, ax_pg_int(res, i, 0));
-    ax_pgarr_end(&wids);
-    PQclear(res);
-    /* LOCKED -> RUNNING for every instance this worker holds in this batch
-     * (also ones locked by an earlier try whose RUNNING step failed). */
-    const char *q[] = {svc->worker_id, ids.s};
-    rc = ax_pg_exec(svc->pg,
-                    "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp()"
-                    " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
-                    " RETURNING id, cancel_requested_at IS NOT NULL",
-                    2, q, NULL, NULL, &res, err, sizeof err);
-    ax_strbuf_free(&wids);
-    if (rc < 0) {
-        ax_warn("mark running: %s", err);
-        goto out;
-    }
-    int nrun = PQntuples(res);
+    int64_t lost = 0;
     for (run_t *r = ex->head; r; r = r->next) {
         if (r->state != RUN_NEW)
             continue;
-        int mine = 0, cancel = 0;
-        for (int i = 0; i < nrun && !mine; i++)
-            if (ax_pg_int(res, i, 0) == r->d.instance_id) {
-                mine = 1;
-                cancel = strcmp(PQgetvalue(res, i, 1), "t") == 0;
+        int64_t lease = -1;
+        for (int i = 0; i < won && lease < 0; i++)
+            if (ax_pg_int(res, i, 0) == r->d.instance_id)
+                lease = ax_pg_int(res, i, 1);
+        if (lease < 0) { /* a job with a concurrency limit, or a lost claim */
+            int c = claim_limited(ex, r, &lease, err, sizeof err);
+            if (c < -1) {
+                ax_warn("claim: %s", err);
+                rc = c;
+                break; /* the rest stays RUN_NEW for the retry */
             }
-        if (mine && cancel) {
-            ax_cmd_result_t none = {0};
-            r->cancelled = 1;
-            r->state = RUN_RUNNING;
-            r->started_at_ms = ax_now_ms();
-            ex->running++;
-            on_cmd_done(&none, r);
-        } else if (mine) {
-            start_run(ex, r);
-        } else {
-            ex->duplicates++;
-            ax_info("instance %lld attempt %d: claim lost (duplicate or stale dispatch); dropped",
-                    (long long)r->d.instance_id, (int)r->d.attempt);
-            r->state = RUN_DONE;
+            if (c == 0) {
+                ax_debug("instance %lld: job at its concurrency limit; back to the trigger",
+                         (long long)r->d.instance_id);
+                run_drop(r);
+                continue;
+            }
+            if (c < 0) {
+                ex->duplicates++;
+                lost++;
+                ax_info("instance %lld attempt %d: claim lost (duplicate or stale dispatch); "
+                        "dropped",
+                        (long long)r->d.instance_id, (int)r->d.attempt);
+                run_drop(r);
+                continue;
+            }
         }
+        r->lease_ms = lease;
+        r->state = RUN_CLAIMED;
+        pool_push(r->pool, r);
     }
-    PQclear(res);
-    if ((int)n > nrun)
-        ax_pg_count(svc->pg, "executor.claims_lost", (int64_t)n - nrun);
-    ex->claim_failures = 0;
+    if (lost)
+        ax_pg_count(svc->pg, "executor.claims_lost", lost);
+    if (rc == 0)
+        ex->claim_failures = 0;
 out:
+    PQclear(res);
     ax_strbuf_free(&ids);
     ax_strbuf_free(&att);
-    ax_strbuf_free(&lease);
     return rc;
 }
 
-/* Cancel requests (a newer run of a job with overlap=cancel started): look
- * at the running instances once a second and kill the cancelled ones. */
-static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
-    executor_t *ex = arg;
-    if (ex->running == 0)
+/* ---- start waves --------------------------------------------------------------------- */
+
+static void start_run(executor_t *ex, run_t *r) {
+    handler_result_t res = {0};
+    r->started_at_ms = ax_now_ms();
+    r->started_mono = ax_mono_ms();
+    r->state = RUN_RUNNING;
+    r->pool->waiting--;
+    r->pool->running++;
+    ex->running++;
+    if (r->ops->start(ex, r, &res) < 0)
+        run_done(r, &res);
+}
+
+/* Mark RUNNING (one statement) and start as many waiting runs as the pools
+ * have free slots. */
+static void start_ready(executor_t *ex) {
+    ax_svc_t *svc = &ex->svc;
+    if (svc->stopping)
         return;
     ax_strbuf_t ids = {0};
     ax_pgarr_begin(&ids);
-    for (run_t *r = ex->head; r; r = r->next)
-        if (r->state == RUN_RUNNING && r->cmd && !r->cancelled)
+    size_t n = 0;
+    run_t *wave = NULL, **wtail = &wave;
+    for (size_t i = 0; i < ex->npools; i++) {
+        pool_t *p = &ex->pools[i];
+        size_t taken = 0;
+        for (run_t *r = p->qhead; r && (int64_t)(p->running + taken) < p->slots; r = r->qnext) {
             ax_pgarr_int(&ids, r->d.instance_id);
-    ax_pgarr_end(&ids);
-    char err[512];
-    const char *p[] = {ids.s};
-    PGresult *res;
-    if (ax_pg_exec(ex->svc.pg,
-                   "SELECT id FROM job_instance WHERE id = ANY($1::bigint[])"
-                   " AND cancel_requested_at IS NOT NULL",
-                   1, p, NULL, NULL, &res, err, sizeof err) == 0) {
-        for (int i = 0; i < PQntuples(res); i++)
-            for (run_t *r = ex->head; r; r = r->next)
-                if (r->state == RUN_RUNNING && r->cmd && !r->cancelled &&
-                    r->d.instance_id == ax_pg_int(res, i, 0)) {
-                    ax_info("instance %lld: cancel requested; killing its process group",
-                            (long long)r->d.instance_id);
-                    r->cancelled = 1;
-                    ax_cmd_cancel(r->cmd);
-                }
-        PQclear(res);
+            taken++;
+            n++;
+        }
     }
+    ax_pgarr_end(&ids);
+    if (n == 0) {
+        ax_strbuf_free(&ids);
+        return;
+    }
+    char err[1024];
+    const char *p[] = {svc->worker_id, ids.s};
+    PGresult *res;
+    int rc = ax_pg_exec(svc->pg,
+                        "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp()"
+                        " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
+                        " RETURNING id, cancel_requested_at IS NOT NULL",
+                        2, p, NULL, NULL, &res, err, sizeof err);
     ax_strbuf_free(&ids);
+    if (rc < 0) {
+        ax_warn("mark running: %s", err);
+        event_add(ex->ev_retry, &(struct timeval){0, 200000});
+        return;
+    }
+    int rows = PQntuples(res);
+    for (size_t i = 0; i < ex->npools; i++) {
+        pool_t *pl = &ex->pools[i];
+        size_t k = 0;
+        while (pl->qhead && (int64_t)(pl->running + k) < pl->slots) {
+            run_t *r = pool_pop(pl);
+            k++;
+            *wtail = r;
+            wtail = &r->qnext;
+        }
+    }
+    for (run_t *r = wave, *nx; r; r = nx) {
+        nx = r->qnext;
+        r->qnext = NULL;
+        int row = -1;
+        for (int i = 0; i < rows && row < 0; i++)
+            if (ax_pg_int(res, i, 0) == r->d.instance_id)
+                row = i;
+        if (row < 0) { /* lost meanwhile (lease swept, cancelled) */
+            ax_info("instance %lld: no longer ours before it started; dropped",
+                    (long long)r->d.instance_id);
+            r->pool->waiting--;
+            r->state = RUN_DONE;
+            continue;
+        }
+        if (strcmp(PQgetvalue(res, row, 1), "t") == 0) {
+            handler_result_t none = {.outcome = AX_OUTCOME_CANCELLED};
+            r->stop_why = "cancelled";
+            r->started_at_ms = ax_now_ms();
+            r->started_mono = ax_mono_ms();
+            r->state = RUN_RUNNING;
+            r->pool->waiting--;
+            r->pool->running++;
+            ex->running++;
+            run_done(r, &none);
+            continue;
+        }
+        start_run(ex, r);
+    }
+    PQclear(res);
 }
+
+/* ---- the consume loop ------------------------------------------------------------------- */
 
 static void schedule_retry(executor_t *ex) {
     int64_t ms = ax_backoff_ms(ex->claim_failures++, ex->svc.conf.backoff_initial_ms,
@@ -409,21 +739,19 @@ static void on_retry(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     if (claim_new(ex) < 0)
         schedule_retry(ex);
+    start_ready(ex);
     commit_ready(ex);
+    event_active(ex->ev_kick, 0, 0);
 }
 
 static void on_dispatch_ready(void *arg) {
     executor_t *ex = arg;
     ax_svc_t *svc = &ex->svc;
     if (svc->stopping || has_new(ex))
-        return; /* a claim is waiting for PostgreSQL: consume nothing more */
-    size_t slots = (size_t)svc->conf.executor_slots;
-    while (!svc->stopping && ex->running < slots) {
-        size_t want = slots - ex->running;
-        if (want > 256)
-            want = 256;
+        return; /* a claim is waiting for PostgreSQL: take nothing more */
+    for (int round = 0; round < 64 && !svc->stopping; round++) {
         rd_kafka_message_t *msgs[256];
-        ssize_t n = rd_kafka_consume_batch_queue(svc->cqueue, 0, msgs, want);
+        ssize_t n = rd_kafka_consume_batch_queue(svc->cqueue, 0, msgs, 256);
         if (n <= 0)
             break;
         int dlq = 0;
@@ -436,6 +764,10 @@ static void on_dispatch_ready(void *arg) {
                 continue;
             }
             run_t *r = calloc(1, sizeof *r);
+            if (!r) {
+                rd_kafka_message_destroy(m);
+                continue;
+            }
             r->ex = ex;
             r->msg = m;
             char reason[512];
@@ -445,14 +777,20 @@ static void on_dispatch_ready(void *arg) {
                 ax_svc_reject(svc, m, reason);
                 ex->dead_lettered++;
                 dlq = 1;
-            } else if (strcmp(r->d.handler_kind, "command") != 0) {
-                snprintf(reason, sizeof reason, "handler kind '%s' is not supported by this executor",
+            } else if (!(r->ops = handler_for(r->d.handler_kind)) ||
+                       !(r->pool = pool_for(ex, &r->d))) {
+                snprintf(reason, sizeof reason,
+                         "handler kind '%s' has no pool in this executor (executor.pools)",
                          r->d.handler_kind);
                 r->state = RUN_DONE;
                 ax_svc_reject(svc, m, reason);
+                ex->dead_lettered++;
                 dlq = 1;
             } else {
                 r->state = RUN_NEW;
+                r->pool->waiting++;
+                if (pool_full(r->pool))
+                    pause_for_pool(ex, r->pool, m);
             }
             track(ex, r);
         }
@@ -462,82 +800,446 @@ static void on_dispatch_ready(void *arg) {
             schedule_retry(ex);
             break;
         }
+        start_ready(ex);
         commit_ready(ex);
+    }
+    start_ready(ex);
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg) {
+    executor_t *ex = arg;
+    start_ready(ex);
+    commit_ready(ex);
+    on_dispatch_ready(ex);
+}
+
+/* ---- leases, cancel requests, heartbeat, watermarks ------------------------------------ */
+
+static void stop_run(executor_t *ex, run_t *r, const char *why) {
+    if (r->stop_why)
+        return;
+    r->stop_why = why;
+    if (r->state == RUN_RUNNING) {
+        ax_info("instance %lld: stopping its handler (%s)", (long long)r->d.instance_id, why);
+        r->ops->cancel(ex, r, why);
+    } else if (r->state == RUN_CLAIMED) {
+        run_drop(r);
     }
 }
 
-static void on_kick(evutil_socket_t fd, short what, void *arg) { on_dispatch_ready(arg); }
+/* Renew every held lease in one statement; learn about cancel requests. */
+static void on_lease(evutil_socket_t fd, short what, void *arg) {
+    executor_t *ex = arg;
+    ax_svc_t *svc = &ex->svc;
+    ax_strbuf_t ids = {0}, leases = {0};
+    ax_pgarr_begin(&ids);
+    ax_pgarr_begin(&leases);
+    size_t n = 0;
+    for (run_t *r = ex->head; r; r = r->next)
+        if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING) && !r->stop_why) {
+            ax_pgarr_int(&ids, r->d.instance_id);
+            ax_pgarr_int(&leases, r->lease_ms);
+            n++;
+        }
+    ax_pgarr_end(&ids);
+    ax_pgarr_end(&leases);
+    if (n == 0) {
+        st.lease_ok_mono = ax_mono_ms();
+        goto out;
+    }
+    char err[1024];
+    const char *p[] = {svc->worker_id, ids.s, leases.s};
+    PGresult *res;
+    int64_t m0 = ax_mono_ms();
+    if (ax_pg_exec(svc->pg,
+                   "UPDATE job_instance i SET lease_expires_at = now() + u.lease * interval '1 ms'"
+                   " FROM unnest($2::bigint[], $3::bigint[]) AS u(id, lease)"
+                   " WHERE i.id = u.id AND i.worker = $1 AND i.state IN ('LOCKED', 'RUNNING')"
+                   " RETURNING i.id, i.cancel_requested_at IS NOT NULL",
+                   3, p, NULL, NULL, &res, err, sizeof err) < 0) {
+        ax_warn("lease renewal: %s", err);
+        if (ax_mono_ms() - st.lease_ok_mono > svc->conf.executor_lease_min_ms) {
+            ax_error("leases not renewed for %lld ms: stopping every handler (their instances "
+                     "are recovered elsewhere)",
+                     (long long)(ax_mono_ms() - st.lease_ok_mono));
+            for (run_t *r = ex->head; r; r = r->next)
+                stop_run(ex, r, "lease_lost");
+            commit_ready(ex);
+        }
+        goto out;
+    }
+    st.lease_ok_mono = m0;
+    int rows = PQntuples(res);
+    for (run_t *r = ex->head; r; r = r->next) {
+        if ((r->state != RUN_CLAIMED && r->state != RUN_RUNNING) || r->stop_why)
+            continue;
+        int row = -1;
+        for (int i = 0; i < rows && row < 0; i++)
+            if (ax_pg_int(res, i, 0) == r->d.instance_id)
+                row = i;
+        if (row < 0) {
+            ex->lost_leases++;
+            stop_run(ex, r, "lease_lost");
+        } else if (strcmp(PQgetvalue(res, row, 1), "t") == 0) {
+            stop_run(ex, r, "cancelled");
+        }
+    }
+    PQclear(res);
+    commit_ready(ex);
+out:
+    ax_strbuf_free(&ids);
+    ax_strbuf_free(&leases);
+}
+
+static void read_machine_load(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        unsigned long long v[8] = {0};
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]) == 8) {
+            uint64_t total = 0;
+            for (int i = 0; i < 8; i++)
+                total += v[i];
+            uint64_t idle = v[3] + v[4];
+            uint64_t busy = total - idle;
+            if (st.cpu_total && total > st.cpu_total)
+                st.cpu_pct = 100.0 * (double)(busy - st.cpu_busy) / (double)(total - st.cpu_total);
+            st.cpu_busy = busy;
+            st.cpu_total = total;
+        }
+        fclose(f);
+    }
+    f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long total = 0, avail = 0, v;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemTotal: %llu", &v) == 1)
+                total = v;
+            else if (sscanf(line, "MemAvailable: %llu", &v) == 1)
+                avail = v;
+        }
+        if (total)
+            st.mem_pct = 100.0 * (double)(total - avail) / (double)total;
+        fclose(f);
+    }
+}
+
+static long rss_bytes(void) {
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return rss * sysconf(_SC_PAGESIZE);
+}
+
+static void heartbeat(executor_t *ex, const char *state) {
+    ax_svc_t *svc = &ex->svc;
+    const ax_conf_t *c = &svc->conf;
+    read_machine_load();
+    int over = (c->executor_watermark_cpu > 0 && st.cpu_pct > (double)c->executor_watermark_cpu) ||
+               (c->executor_watermark_mem > 0 && st.mem_pct > (double)c->executor_watermark_mem);
+    int under = !((c->executor_watermark_cpu > 0 &&
+                   st.cpu_pct > (double)c->executor_watermark_cpu - 5) ||
+                  (c->executor_watermark_mem > 0 &&
+                   st.mem_pct > (double)c->executor_watermark_mem - 5));
+    if (st.fetching && over) {
+        ax_warn("above a watermark (cpu %.0f%%, memory %.0f%%): fetching stopped", st.cpu_pct,
+                st.mem_pct);
+        st.fetching = 0;
+    } else if (!st.fetching && under) {
+        ax_info("below the watermarks again (cpu %.0f%%, memory %.0f%%): fetching",
+                st.cpu_pct, st.mem_pct);
+        st.fetching = 1;
+        pause_all(ex, 0);
+        event_active(ex->ev_kick, 0, 0);
+    }
+    if (!st.fetching || svc->stopping)
+        pause_all(ex, 1); /* again: a rebalance may have added partitions */
+    char pools[4096], *w = pools;
+    size_t left = sizeof pools;
+    int k = snprintf(w, left, "{");
+    for (size_t i = 0; i < ex->npools && k > 0 && (size_t)k < left; i++) {
+        w += k;
+        left -= (size_t)k;
+        pool_t *p = &ex->pools[i];
+        k = snprintf(w, left, "%s\"%s\": {\"slots\": %lld, \"queue\": %lld, \"running\": %zu,"
+                              " \"waiting\": %zu, \"full\": %s}",
+                     i ? ", " : "", p->name, (long long)p->slots, (long long)p->queue,
+                     p->running, p->waiting, p->full ? "true" : "false");
+    }
+    if (k > 0 && (size_t)k < left)
+        snprintf(w + k, left - (size_t)k, "}");
+    size_t waiting = 0;
+    for (size_t i = 0; i < ex->npools; i++)
+        waiting += ex->pools[i].waiting;
+    char host[256] = "", pid[16], cpu[32], mem[32], rss[32], run[16], wait[16];
+    gethostname(host, sizeof host - 1);
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    snprintf(cpu, sizeof cpu, "%.1f", st.cpu_pct);
+    snprintf(mem, sizeof mem, "%.1f", st.mem_pct);
+    snprintf(rss, sizeof rss, "%ld", rss_bytes());
+    snprintf(run, sizeof run, "%zu", ex->running);
+    snprintf(wait, sizeof wait, "%zu", waiting);
+    ax_strbuf_t groups = {0};
+    ax_pgarr_begin(&groups);
+    char *gl = strdup(c->executor_groups);
+    for (char *save = NULL, *g = strtok_r(gl, ", ", &save); g; g = strtok_r(NULL, ", ", &save))
+        ax_pgarr_text(&groups, g);
+    free(gl);
+    ax_pgarr_end(&groups);
+    const char *p[] = {svc->worker_id, host, pid, groups.s, cpu, mem, rss, run, wait, pools,
+                       st.fetching && !svc->stopping ? "t" : "f", state};
+    char err[512];
+    if (ax_pg_exec(svc->pg,
+                   "INSERT INTO worker (id, host, pid, groups, cpu_pct, mem_pct, rss_bytes,"
+                   "  running, waiting, pools, fetching, state)"
+                   " VALUES ($1, $2, $3::int, $4::text[], $5::real, $6::real, $7::bigint,"
+                   "  $8::int, $9::int, $10::jsonb, $11::boolean, $12)"
+                   " ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3::int, groups = $4::text[],"
+                   "  heartbeat_at = now(), cpu_pct = $5::real, mem_pct = $6::real,"
+                   "  rss_bytes = $7::bigint, running = $8::int, waiting = $9::int,"
+                   "  pools = $10::jsonb, fetching = $11::boolean, state = $12,"
+                   "  started_at = CASE WHEN worker.pid = $3::int THEN worker.started_at"
+                   "                    ELSE now() END",
+                   12, p, NULL, NULL, NULL, err, sizeof err) < 0)
+        ax_debug("worker heartbeat: %s", err);
+    ax_strbuf_free(&groups);
+}
+
+static void on_heartbeat(evutil_socket_t fd, short what, void *arg) {
+    heartbeat(arg, g_ex.svc.stopping ? "draining" : "running");
+}
+
+/* ---- SIGHUP ---------------------------------------------------------------------------- */
+
+static void on_sighup(evutil_socket_t sig, short what, void *arg) {
+    executor_t *ex = arg;
+    ax_conf_t n;
+    char err[1024];
+    ax_conf_init(&n);
+    if (ax_conf_reload(&n, g_argc, g_argv, err, sizeof err) < 0 ||
+        pools_configure(ex, &n, err, sizeof err) < 0) {
+        ax_error("SIGHUP: configuration not reloaded: %s", err);
+        ax_conf_free(&n);
+        return;
+    }
+    ax_conf_t *c = &ex->svc.conf;
+#define TAKE_STR(f)      \
+    do {                 \
+        char *t_ = c->f; \
+        c->f = n.f;      \
+        n.f = t_;        \
+    } while (0)
+    c->executor_slots = n.executor_slots;
+    c->executor_queue = n.executor_queue;
+    TAKE_STR(executor_pools);
+    TAKE_STR(executor_pool_routes);
+    c->executor_output_cap = n.executor_output_cap;
+    c->executor_kill_grace_ms = n.executor_kill_grace_ms;
+    c->executor_lease_min_ms = n.executor_lease_min_ms;
+    c->executor_lease_max_ms = n.executor_lease_max_ms;
+    c->executor_lease_factor = n.executor_lease_factor;
+    c->executor_watermark_cpu = n.executor_watermark_cpu;
+    c->executor_watermark_mem = n.executor_watermark_mem;
+    c->executor_shutdown_grace_ms = n.executor_shutdown_grace_ms;
+#undef TAKE_STR
+    if (strcmp(n.executor_groups, c->executor_groups) != 0 ||
+        n.executor_heartbeat_ms != c->executor_heartbeat_ms)
+        ax_warn("SIGHUP: executor.groups and executor.heartbeat.ms take effect on restart");
+    ax_conf_free(&n);
+    for (size_t i = 0; i < ex->npools; i++)
+        ax_info("pool %s: %lld slots, queue %lld", ex->pools[i].name,
+                (long long)ex->pools[i].slots, (long long)ex->pools[i].queue);
+    ax_info("SIGHUP: configuration reloaded");
+    maybe_resume(ex);
+    event_active(ex->ev_kick, 0, 0);
+}
+
+/* ---- shutdown --------------------------------------------------------------------------- */
 
 static void on_shutdown_deadline(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
-    ax_warn("shutdown grace over: cancelling %zu running command(s)", ex->running);
+    ax_warn("shutdown grace over: stopping %zu running handler(s)", ex->running);
     for (run_t *r = ex->head; r; r = r->next)
-        if (r->cmd)
-            ax_cmd_cancel(r->cmd);
+        if (r->state == RUN_RUNNING)
+            stop_run(ex, r, "shutdown");
 }
 
-/* SIGTERM: stop fetching, let running commands finish until the shutdown
- * grace (then cancel them), deliver their results, commit, leave the group.
- * Messages not yet claimed are not committed: the group gets them again. */
+/* Instances we claimed but never started go back to SCHEDULED (their
+ * concurrency slots too); their messages are not committed, so the group
+ * delivers them again. */
+static void release_waiting(executor_t *ex) {
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    size_t n = 0;
+    for (run_t *r = ex->head; r; r = r->next)
+        if (r->state == RUN_CLAIMED) {
+            ax_pgarr_int(&ids, r->d.instance_id);
+            pool_remove(r->pool, r);
+            r->pool->waiting--;
+            r->state = RUN_NEW; /* not committed */
+            n++;
+        }
+    ax_pgarr_end(&ids);
+    if (n) {
+        char err[512];
+        const char *p[] = {ex->svc.worker_id, ids.s};
+        if (ax_pg_begin(ex->svc.pg, err, sizeof err) == 0 &&
+            ax_pg_exec(ex->svc.pg,
+                       "UPDATE job SET running_count = running_count - c.n"
+                       " FROM (SELECT job_id, count(*) AS n FROM job_instance"
+                       "   WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
+                       "   AND holds_slot GROUP BY job_id) c WHERE job.id = c.job_id",
+                       2, p, NULL, NULL, NULL, err, sizeof err) == 0 &&
+            ax_pg_exec(ex->svc.pg,
+                       "UPDATE job_instance SET state = 'SCHEDULED', worker = NULL,"
+                       "  locked_at = NULL, lease_expires_at = NULL, holds_slot = false"
+                       " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1",
+                       2, p, NULL, NULL, NULL, err, sizeof err) == 0 &&
+            ax_pg_commit(ex->svc.pg, err, sizeof err) == 0)
+            ax_info("%zu claimed instance(s) that had not started handed back", n);
+        else {
+            ax_pg_rollback(ex->svc.pg);
+            ax_warn("handing back claimed instances: %s (their leases expire instead)", err);
+        }
+    }
+    ax_strbuf_free(&ids);
+}
+
+/* SIGTERM: stop fetching, hand back what has not started, let running
+ * handlers finish until the shutdown grace (then stop them), deliver their
+ * results, commit, leave the group. */
 static void on_stop(ax_svc_t *svc) {
     executor_t *ex = (executor_t *)svc;
+    pause_all(ex, 1);
+    release_waiting(ex);
     ax_info("draining: %zu running, %zu uncommitted", ex->running, ex->tracked);
+    heartbeat(ex, "draining");
     int64_t ms = svc->conf.executor_shutdown_grace_ms;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     event_add(ex->ev_deadline, &tv);
     commit_ready(ex);
 }
 
+/* ---- main ----------------------------------------------------------------------------- */
+
+static struct event *every(executor_t *ex, int64_t ms, event_callback_fn fn) {
+    struct event *ev = event_new(ex->svc.base, -1, EV_PERSIST, fn, ex);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(ev, &tv);
+    return ev;
+}
+
 int main(int argc, char **argv) {
-    static executor_t ex;
-    if (ax_svc_init(&ex.svc, "ax-executor", &argc, argv, usage, "executor") < 0)
+    executor_t *ex = &g_ex;
+    g_argc = argc;
+    g_argv = calloc((size_t)argc + 1, sizeof *g_argv);
+    for (int i = 0; i < argc; i++)
+        g_argv[i] = strdup(argv[i]);
+    if (ax_svc_init(&ex->svc, "ax-executor", &argc, argv, usage, "executor") < 0)
         return 1;
-    ax_svc_t *svc = &ex.svc;
+    ax_svc_t *svc = &ex->svc;
+    char err[1024];
+    if (pools_configure(ex, &svc->conf, err, sizeof err) < 0) {
+        fprintf(stderr, "ax-executor: configuration error: %s\n", err);
+        return 2;
+    }
     svc->on_stop = on_stop;
     for (char **e = environ; *e; e++)
         if (strncmp(*e, "AXCONF_", 7) != 0 && strncmp(*e, "AX_", 3) != 0)
-            ex.child_env_n++;
-    ex.child_env_base = calloc(ex.child_env_n + 1, sizeof *ex.child_env_base);
+            ex->child_env_n++;
+    ex->child_env_base = calloc(ex->child_env_n + 1, sizeof *ex->child_env_base);
     size_t k = 0;
     for (char **e = environ; *e; e++)
         if (strncmp(*e, "AXCONF_", 7) != 0 && strncmp(*e, "AX_", 3) != 0)
-            ex.child_env_base[k++] = *e;
-    ex.ev_retry = evtimer_new(svc->base, on_retry, &ex);
-    ex.ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, &ex);
-    ex.ev_kick = event_new(svc->base, -1, 0, on_kick, &ex);
-    ex.ev_cancel = event_new(svc->base, -1, EV_PERSIST, on_cancel_poll, &ex);
-    struct timeval one_s = {1, 0};
-    event_add(ex.ev_cancel, &one_s);
+            ex->child_env_base[k++] = *e;
+    st.paused = rd_kafka_topic_partition_list_new(8);
+    st.lease_ok_mono = ax_mono_ms();
+    for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
+        if (handlers[i]->init && handlers[i]->init(ex) < 0) {
+            ax_error("handler %s could not start", handlers[i]->kind);
+            return 1;
+        }
+    ex->ev_retry = evtimer_new(svc->base, on_retry, ex);
+    ex->ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, ex);
+    ex->ev_kick = event_new(svc->base, -1, 0, on_kick, ex);
+    int64_t renew = svc->conf.executor_lease_min_ms / 3;
+    ex->ev_lease = every(ex, renew, on_lease);
+    struct event *ev_heart = every(ex, svc->conf.executor_heartbeat_ms, on_heartbeat);
+    struct event *ev_hup = evsignal_new(svc->base, SIGHUP, on_sighup, ex);
+    event_add(ev_hup, NULL);
+
     char group[300];
     ax_conf_topic(&svc->conf, "executor", group, sizeof group);
-    svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, NULL, 0);
+    svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, err, sizeof err);
     if (!svc->consumer) {
-        fprintf(stderr, "ax-executor: configuration error in kafka.* keys\n");
+        fprintf(stderr, "ax-executor: configuration error: %s\n", err);
         return 2;
     }
-    char err[512];
-    const char *topics[] = {svc->topic_dispatch};
-    if (ax_kafka_subscribe(svc->consumer, topics, 1, err, sizeof err) < 0) {
+    /* One dispatch topic per executor group served. */
+    char *topics[64];
+    size_t nt = 0;
+    char *gl = strdup(svc->conf.executor_groups);
+    for (char *save = NULL, *g = strtok_r(gl, ", ", &save); g && nt < 64;
+         g = strtok_r(NULL, ", ", &save)) {
+        char name[300], sfx[128];
+        if (strcmp(g, "default") == 0)
+            snprintf(sfx, sizeof sfx, "dispatch");
+        else
+            snprintf(sfx, sizeof sfx, "dispatch.%s", g);
+        topics[nt++] = strdup(ax_conf_topic(&svc->conf, sfx, name, sizeof name));
+    }
+    free(gl);
+    if (nt == 0) {
+        fprintf(stderr, "ax-executor: configuration error: executor.groups is empty\n");
+        return 2;
+    }
+    if (ax_kafka_subscribe(svc->consumer, (const char *const *)topics, nt, err, sizeof err) < 0) {
         ax_error("%s", err);
         return 1;
     }
     svc->cqueue = rd_kafka_queue_get_consumer(svc->consumer);
-    svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, on_dispatch_ready, &ex);
-    ax_info("executing %s with %lld slots", svc->topic_dispatch, (long long)svc->conf.executor_slots);
+    svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, on_dispatch_ready, ex);
+    for (size_t i = 0; i < ex->npools; i++)
+        ax_info("pool %s: %lld slots, queue %lld", ex->pools[i].name,
+                (long long)ex->pools[i].slots, (long long)ex->pools[i].queue);
+    for (size_t i = 0; i < nt; i++)
+        ax_info("executing %s", topics[i]);
+    heartbeat(ex, "running");
     event_base_dispatch(svc->base);
-    ax_info("stopped: %lld attempts run, %lld duplicate dispatches dropped, %lld dead-lettered",
-            (long long)ex.ran, (long long)ex.duplicates, (long long)ex.dead_lettered);
+    ax_info("stopped: %lld attempts run, %lld duplicate dispatches dropped, %lld dead-lettered, "
+            "%lld leases lost",
+            (long long)ex->ran, (long long)ex->duplicates, (long long)ex->dead_lettered,
+            (long long)ex->lost_leases);
+    heartbeat(ex, "stopped");
     ax_kafka_watch_free(svc->cwatch);
     svc->cwatch = NULL;
     rd_kafka_queue_destroy(svc->cqueue);
     svc->cqueue = NULL;
     rd_kafka_consumer_close(svc->consumer);
     rd_kafka_flush(svc->producer, 10000);
-    event_free(ex.ev_retry);
-    event_free(ex.ev_deadline);
-    event_free(ex.ev_kick);
-    event_free(ex.ev_cancel);
-    free(ex.child_env_base);
+    for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
+        if (handlers[i]->fini)
+            handlers[i]->fini(ex);
+    for (size_t i = 0; i < nt; i++)
+        free(topics[i]);
+    event_free(ex->ev_retry);
+    event_free(ex->ev_deadline);
+    event_free(ex->ev_kick);
+    event_free(ex->ev_lease);
+    event_free(ev_heart);
+    event_free(ev_hup);
+    rd_kafka_topic_partition_list_destroy(st.paused);
+    free(routes);
+    free(ex->pools);
+    free(ex->child_env_base);
+    for (int i = 0; i < g_argc; i++)
+        free(g_argv[i]);
+    free(g_argv);
     ax_svc_destroy(svc);
     return 0;
 }

@@ -34,161 +34,219 @@ void arm_scan(trigger_t *t, int64_t ms) {
 
 /* ---- ingest: ax.submit -> SCHEDULED ------------------------------------- */
 
-static const char sql_insert_job[] =
+/* One statement inserts a batch of submissions, of defined jobs (joined by
+ * name; an unknown name inserts nothing) and inline commands (argv as a JSON
+ * array). submit_key dedups redelivered submissions. Payloads travel hex. */
+static const char sql_ingest[] =
     "INSERT INTO job_instance (job_id, job_name, handler_kind, command, payload, timeout_ms,"
-    "  priority, due_at, trace_id, idempotency_key, submit_key)"
-    " SELECT j.id, j.name, j.handler_kind, j.command, $2::bytea, COALESCE($3::bigint, j.timeout_ms),"
-    "  COALESCE($4::smallint, j.priority),"
-    "  CASE WHEN $5::bigint IS NOT NULL THEN to_timestamp($5::bigint / 1000.0)"
-    "       ELSE now() + make_interval(secs => COALESCE($6::bigint, 0) / 1000.0) END,"
-    "  $7, $8, $9"
-    " FROM job j WHERE j.name = $1"
-    " ON CONFLICT (submit_key) DO NOTHING RETURNING id";
+    "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
+    "  routing_field)"
+    " SELECT j.id, j.name, coalesce(j.handler_kind, 'command'),"
+    "  CASE WHEN u.job IS NULL"
+    "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE j.command END,"
+    "  decode(u.payload, 'hex'), coalesce(u.timeout, j.timeout_ms, $11::bigint),"
+    "  coalesce(u.prio, j.priority, 2),"
+    "  CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
+    "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
+    "  u.trace, u.idem, u.skey, $12, coalesce(j.executor_group, 'default'), j.routing_key"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
+    "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
+    "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
+    " LEFT JOIN job j ON j.name = u.job"
+    " WHERE u.job IS NULL OR j.id IS NOT NULL"
+    " ON CONFLICT (submit_key) DO NOTHING RETURNING submit_key";
 
-static const char sql_insert_inline[] =
-    "INSERT INTO job_instance (handler_kind, command, payload, timeout_ms, priority, due_at,"
-    "  trace_id, idempotency_key, submit_key)"
-    " VALUES ('command', $1::text[], $2::bytea, COALESCE($3::bigint, $10::bigint),"
-    "  COALESCE($4::smallint, 2),"
-    "  CASE WHEN $5::bigint IS NOT NULL THEN to_timestamp($5::bigint / 1000.0)"
-    "       ELSE now() + make_interval(secs => COALESCE($6::bigint, 0) / 1000.0) END,"
-    "  $7, $8, $9)"
-    " ON CONFLICT (submit_key) DO NOTHING RETURNING id";
+typedef struct ingest_row {
+    ax_submit_t s;
+    char submit_key[600];
+    int state; /* 0 pending, 1 poison (dead-letter with reason), 2 inserted, 3 duplicate */
+    char reason[512];
+} ingest_row_t;
 
-/* Insert one decoded submission. Returns 1 inserted, 0 duplicate,
- * AX_ERR_NOTFOUND unknown job, <0 other errors. */
-static int ingest_one(trigger_t *t, const rd_kafka_message_t *msg, const ax_submit_t *s,
-                      char *err, size_t errlen) {
-    char submit_key[512], trace[40], timeout[32], prio[16], run_at[32], delay[32], deftmo[32];
-    if (s->idempotency_key)
-        snprintf(submit_key, sizeof submit_key, "idem:%s", s->idempotency_key);
-    else
-        snprintf(submit_key, sizeof submit_key, "kafka:%s:%d:%lld", rd_kafka_topic_name(msg->rkt),
-                 (int)msg->partition, (long long)msg->offset);
-    if (!s->trace_id)
-        ax_random_hex(trace, 16);
-    snprintf(timeout, sizeof timeout, "%lld", (long long)s->timeout_ms);
-    snprintf(prio, sizeof prio, "%d", (int)s->priority);
-    snprintf(run_at, sizeof run_at, "%lld", (long long)s->run_at_ms);
-    snprintf(delay, sizeof delay, "%lld", (long long)s->delay_ms);
-    snprintf(deftmo, sizeof deftmo, "%lld", (long long)t->svc.conf.executor_default_timeout_ms);
-    const char *idem = s->idempotency_key ? s->idempotency_key : submit_key;
-    ax_strbuf_t argv = {0};
-    const char *p[10] = {
-        NULL,
-        (const char *)s->payload,
-        s->timeout_ms > 0 ? timeout : NULL,
-        s->priority >= 0 ? prio : NULL,
-        s->run_at_ms > 0 ? run_at : NULL,
-        s->delay_ms >= 0 ? delay : NULL,
-        s->trace_id ? s->trace_id : trace,
-        idem,
-        submit_key,
-        deftmo,
-    };
-    int lengths[10] = {0, (int)s->payload_len};
-    int formats[10] = {0, 1};
-    static const uint8_t empty = 0;
-    if (!p[1])
-        p[1] = (const char *)&empty;
-    PGresult *r = NULL;
-    int rc;
-    if (s->job) {
-        p[0] = s->job;
-        rc = ax_pg_exec(t->svc.pg, sql_insert_job, 9, p, lengths, formats, &r, err, errlen);
-    } else {
-        ax_pgarr_begin(&argv);
-        for (size_t i = 0; i < s->command_len; i++)
-            ax_pgarr_text(&argv, s->command[i]);
-        ax_pgarr_end(&argv);
-        p[0] = argv.s;
-        rc = ax_pg_exec(t->svc.pg, sql_insert_inline, 10, p, lengths, formats, &r, err, errlen);
-    }
-    ax_strbuf_free(&argv);
-    if (rc < 0)
-        return rc;
-    int inserted = PQntuples(r);
-    PQclear(r);
-    if (inserted)
-        return 1;
-    if (s->job) {
-        const char *q[] = {s->job};
-        if ((rc = ax_pg_exec(t->svc.pg, "SELECT 1 FROM job WHERE name = $1", 1, q, NULL, NULL, &r,
-                             err, errlen)) < 0)
-            return rc;
-        int exists = PQntuples(r);
-        PQclear(r);
-        if (!exists) {
-            snprintf(err, errlen, "unknown job '%s'", s->job);
-            return AX_ERR_NOTFOUND;
+static void hex(ax_strbuf_t *b, const uint8_t *p, size_t n) {
+    static const char d[] = "0123456789abcdef";
+    char tmp[512];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        tmp[k++] = d[p[i] >> 4];
+        tmp[k++] = d[p[i] & 15];
+        if (k == sizeof tmp) {
+            ax_strbuf_add(b, tmp, k);
+            k = 0;
         }
     }
-    return 0;
+    ax_strbuf_add(b, tmp, k);
+}
+
+/* Insert rows [from, to) that are pending; sets their state. Returns 0,
+ * or <0 (AX_ERR_INVALID: the statement refused the data). */
+static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to, char *err,
+                       size_t errlen) {
+    ax_svc_t *svc = &t->svc;
+    ax_strbuf_t a[10] = {{0}}, pl = {0};
+    for (int k = 0; k < 10; k++)
+        ax_pgarr_begin(&a[k]);
+    size_t used = 0;
+    for (size_t i = from; i < to; i++) {
+        ingest_row_t *w = &rows[i];
+        if (w->state)
+            continue;
+        const ax_submit_t *s = &w->s;
+        ax_pgarr_text(&a[0], s->job);
+        if (s->job) {
+            ax_pgarr_text(&a[1], NULL);
+        } else {
+            json_t *arr = json_array();
+            for (size_t k = 0; k < s->command_len; k++)
+                json_array_append_new(arr, json_string(s->command[k]));
+            char *js = json_dumps(arr, JSON_COMPACT);
+            ax_pgarr_text(&a[1], js);
+            free(js);
+            json_decref(arr);
+        }
+        pl.len = 0;
+        hex(&pl, s->payload, s->payload_len);
+        ax_strbuf_add(&pl, "", 1);
+        ax_pgarr_text(&a[2], pl.s);
+        if (s->timeout_ms > 0)
+            ax_pgarr_int(&a[3], s->timeout_ms);
+        else
+            ax_pgarr_text(&a[3], NULL);
+        if (s->priority >= 0)
+            ax_pgarr_int(&a[4], s->priority);
+        else
+            ax_pgarr_text(&a[4], NULL);
+        if (s->run_at_ms > 0)
+            ax_pgarr_int(&a[5], s->run_at_ms);
+        else
+            ax_pgarr_text(&a[5], NULL);
+        if (s->delay_ms >= 0)
+            ax_pgarr_int(&a[6], s->delay_ms);
+        else
+            ax_pgarr_text(&a[6], NULL);
+        char trace[40];
+        if (!s->trace_id)
+            ax_random_hex(trace, 16);
+        ax_pgarr_text(&a[7], s->trace_id ? s->trace_id : trace);
+        ax_pgarr_text(&a[8], s->idempotency_key ? s->idempotency_key : w->submit_key);
+        ax_pgarr_text(&a[9], w->submit_key);
+        used++;
+    }
+    int rc = 0;
+    PGresult *r = NULL;
+    if (used) {
+        for (int k = 0; k < 10; k++)
+            ax_pgarr_end(&a[k]);
+        char deftmo[32];
+        snprintf(deftmo, sizeof deftmo, "%lld", (long long)svc->conf.executor_default_timeout_ms);
+        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
+                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix};
+        rc = ax_pg_exec(svc->pg, sql_ingest, 12, p, NULL, NULL, &r, err, errlen);
+    }
+    for (int k = 0; k < 10; k++)
+        ax_strbuf_free(&a[k]);
+    ax_strbuf_free(&pl);
+    if (rc < 0 || !used)
+        return rc;
+    /* Inserted, duplicate (same submit_key seen before), or unknown job. */
+    int n = PQntuples(r);
+    ax_strbuf_t names = {0};
+    ax_pgarr_begin(&names);
+    int missing = 0;
+    for (size_t i = from; i < to; i++) {
+        ingest_row_t *w = &rows[i];
+        if (w->state)
+            continue;
+        for (int k = 0; k < n && !w->state; k++)
+            if (strcmp(PQgetvalue(r, k, 0), w->submit_key) == 0)
+                w->state = 2;
+        if (!w->state && w->s.job) {
+            ax_pgarr_text(&names, w->s.job);
+            missing = 1;
+        }
+        if (!w->state && !w->s.job)
+            w->state = 3;
+    }
+    PQclear(r);
+    ax_pgarr_end(&names);
+    if (missing) {
+        const char *q[] = {names.s};
+        rc = ax_pg_exec(svc->pg, "SELECT name FROM job WHERE name = ANY($1::text[])", 1, q, NULL,
+                        NULL, &r, err, errlen);
+        if (rc == 0) {
+            for (size_t i = from; i < to; i++) {
+                ingest_row_t *w = &rows[i];
+                if (w->state)
+                    continue;
+                int exists = 0;
+                for (int k = 0; k < PQntuples(r) && !exists; k++)
+                    exists = strcmp(PQgetvalue(r, k, 0), w->s.job) == 0;
+                if (exists) {
+                    w->state = 3;
+                } else {
+                    w->state = 1;
+                    snprintf(w->reason, sizeof w->reason, "unknown job '%.400s'", w->s.job);
+                }
+            }
+            PQclear(r);
+        }
+    }
+    ax_strbuf_free(&names);
+    return rc;
 }
 
 static int on_submit_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) {
     trigger_t *t = arg;
-    char err[1024], reason[512];
-    char *poison = calloc(n, 1);
-    if (!poison)
+    char err[1024];
+    ingest_row_t *rows = calloc(n, sizeof *rows);
+    if (!rows)
         return AX_ERR_NOMEM;
-    int rc;
-    /* A statement that fails for one message (bad data) aborts the
-     * transaction: mark that message poison, dead-letter it, and redo. */
-again:
-    rc = ax_pg_begin(svc->pg, err, sizeof err);
-    if (rc < 0)
-        goto out;
-    int64_t added = 0, dups = 0;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (poison[i])
-            continue;
         rd_kafka_message_t *m = msgs[i];
-        ax_submit_t s;
-        if (ax_svc_precheck(svc, m, AX_SCHEMA_SUBMIT, reason, sizeof reason) < 0 ||
-            ax_submit_decode(m->payload, m->len, &s, reason, sizeof reason) < 0) {
-            poison[i] = 2;
+        ingest_row_t *w = &rows[i];
+        if (ax_svc_precheck(svc, m, AX_SCHEMA_SUBMIT, w->reason, sizeof w->reason) < 0 ||
+            ax_submit_decode(m->payload, m->len, &w->s, w->reason, sizeof w->reason) < 0) {
+            w->state = 1;
             continue;
         }
-        rc = ingest_one(t, m, &s, err, sizeof err);
-        ax_submit_clear(&s);
-        if (rc == AX_ERR_INVALID || rc == AX_ERR_NOTFOUND || rc == AX_ERR_CONFLICT) {
-            ax_pg_rollback(svc->pg);
-            ax_warn("submission %s [%d] @%lld rejected: %s", rd_kafka_topic_name(m->rkt),
-                    (int)m->partition, (long long)m->offset, err);
-            poison[i] = 1;
-            if (ax_svc_reject(svc, m, err) < 0) {
+        if (w->s.idempotency_key)
+            snprintf(w->submit_key, sizeof w->submit_key, "idem:%.512s", w->s.idempotency_key);
+        else
+            snprintf(w->submit_key, sizeof w->submit_key, "kafka:%s:%d:%lld",
+                     rd_kafka_topic_name(m->rkt), (int)m->partition, (long long)m->offset);
+    }
+    /* One statement for the batch; if it refuses the data, one row at a
+     * time so only the bad submission is dead-lettered. */
+    rc = ingest_rows(t, rows, 0, n, err, sizeof err);
+    if (rc == AX_ERR_INVALID || rc == AX_ERR_CONFLICT) {
+        ax_warn("ingest: %s; retrying one submission at a time", err);
+        rc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            rc = ingest_rows(t, rows, i, i + 1, err, sizeof err);
+            if (rc == AX_ERR_INVALID || rc == AX_ERR_CONFLICT) {
+                rows[i].state = 1;
+                snprintf(rows[i].reason, sizeof rows[i].reason, "cannot persist: %.450s", err);
+                rc = 0;
+            }
+        }
+    }
+    if (rc < 0) {
+        ax_warn("ingest: %s", err);
+        goto out;
+    }
+    int64_t added = 0, dups = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].state == 1) {
+            ax_warn("submission %s [%d] @%lld rejected: %s", rd_kafka_topic_name(msgs[i]->rkt),
+                    (int)msgs[i]->partition, (long long)msgs[i]->offset, rows[i].reason);
+            if (ax_svc_reject(svc, msgs[i], rows[i].reason) < 0) {
                 rc = AX_ERR_IO;
                 goto out;
             }
-            goto again;
         }
-        if (rc < 0) {
-            ax_pg_rollback(svc->pg);
-            ax_warn("ingest: %s", err);
-            goto out;
-        }
-        if (rc == 1)
-            added++;
-        else
-            dups++;
-    }
-    if ((rc = ax_pg_commit(svc->pg, err, sizeof err)) < 0) {
-        ax_warn("ingest commit: %s", err);
-        goto out;
-    }
-    /* Undecodable messages are dead-lettered once the batch is durable. */
-    for (size_t i = 0; i < n; i++) {
-        if (poison[i] != 2)
-            continue;
-        ax_submit_t s;
-        if (ax_svc_precheck(svc, msgs[i], AX_SCHEMA_SUBMIT, reason, sizeof reason) == 0 &&
-            ax_submit_decode(msgs[i]->payload, msgs[i]->len, &s, reason, sizeof reason) == 0)
-            ax_submit_clear(&s);
-        if (ax_svc_reject(svc, msgs[i], reason) < 0) {
-            rc = AX_ERR_IO;
-            goto out;
-        }
+        added += rows[i].state == 2;
+        dups += rows[i].state == 3;
     }
     t->submitted += added;
     t->duplicates += dups;
@@ -200,9 +258,10 @@ again:
         ax_debug("%lld instance(s) scheduled", (long long)added);
     if (added && t->leader)
         arm_scan(t, 0);
-    rc = 0;
 out:
-    free(poison);
+    for (size_t i = 0; i < n; i++)
+        ax_submit_clear(&rows[i].s);
+    free(rows);
     return rc;
 }
 
@@ -216,7 +275,7 @@ out:
 static const char sql_due[] =
     "SELECT " DISPATCH_COLS
     " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND due_at <= now()"
-    NOT_WAITING " ORDER BY due_at LIMIT $1";
+    " AND deployment = $2" NOT_WAITING " ORDER BY due_at LIMIT $1";
 
 static int json_argv(const char *text, ax_dispatch_t *d) {
     json_error_t je;
@@ -234,11 +293,41 @@ static int json_argv(const char *text, ax_dispatch_t *d) {
     return d->command ? 0 : -1;
 }
 
+/* The dispatch topic of an executor group. */
+static void dispatch_topic(trigger_t *t, const char *group, char *buf, size_t len) {
+    char sfx[128];
+    if (!group || !*group || strcmp(group, "default") == 0)
+        snprintf(sfx, sizeof sfx, "dispatch");
+    else
+        snprintf(sfx, sizeof sfx, "dispatch.%.100s", group);
+    ax_conf_topic(&t->svc.conf, sfx, buf, len);
+}
+
+/* The message key: the value of the payload's routing field when the job
+ * names one and the payload is a JSON object holding it as a string or an
+ * integer, so one key always lands on one partition (murmur2, as Java
+ * clients hash); else the instance id, which spreads evenly. */
+static int routing_key(const char *field, const ax_dispatch_t *d, char *key, size_t len) {
+    if (field && d->payload_len) {
+        json_error_t je;
+        json_t *o = json_loadb((const char *)d->payload, d->payload_len, 0, &je);
+        json_t *v = json_is_object(o) ? json_object_get(o, field) : NULL;
+        int n = -1;
+        if (json_is_string(v) && json_string_length(v) < len)
+            n = snprintf(key, len, "%s", json_string_value(v));
+        else if (json_is_integer(v))
+            n = snprintf(key, len, "%lld", (long long)json_integer_value(v));
+        json_decref(o);
+        if (n > 0)
+            return n;
+    }
+    return snprintf(key, len, "%lld", (long long)d->instance_id);
+}
+
 /* Produce rows of r (DISPATCH_COLS first) through the leader's
  * transactional producer, skipping rows whose column skip_col (if >= 0) is
  * not NULL; their ids are appended to `ids`. Returns rows produced. */
 int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids) {
-    ax_svc_t *svc = &t->svc;
     char err[512];
     int produced = 0;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -265,12 +354,14 @@ int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *
         d.idempotency_key = strdup(PQgetvalue(r, i, 11));
         void *buf;
         size_t len;
-        char key[32];
-        int klen = snprintf(key, sizeof key, "%lld", (long long)d.instance_id);
+        char key[256], topic[300];
+        int klen = routing_key(PQgetisnull(r, i, 13) ? NULL : PQgetvalue(r, i, 13), &d, key,
+                               sizeof key);
+        dispatch_topic(t, PQgetvalue(r, i, 12), topic, sizeof topic);
         int rc = ax_dispatch_encode(&d, &buf, &len);
         if (rc == 0) {
-            rc = ax_kafka_produce(t->txp, svc->topic_dispatch, key, (size_t)klen, buf, len, NULL,
-                                  NULL, err, sizeof err);
+            rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL, NULL, err,
+                                  sizeof err);
             free(buf);
             if (rc < 0)
                 ax_warn("%s", err);
@@ -308,9 +399,9 @@ static int dispatch_batch(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
     char err[1024], lim[32];
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
-    const char *p[] = {lim};
+    const char *p[] = {lim, svc->conf.topic_prefix};
     PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_due, 1, p, NULL, NULL, &r, err, sizeof err);
+    int rc = ax_pg_exec(svc->pg, sql_due, 2, p, NULL, NULL, &r, err, sizeof err);
     if (rc < 0) {
         ax_warn("due scan: %s", err);
         return rc;
@@ -368,8 +459,9 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
     if (ax_pg_exec(svc->pg,
                    "SELECT ceil(extract(epoch FROM (min(due_at) - now())) * 1000)::bigint"
                    " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
-                   NOT_WAITING,
-                   0, NULL, NULL, NULL, &r, err, sizeof err) == 0) {
+                   " AND deployment = $1" NOT_WAITING,
+                   1, (const char *[]){svc->conf.topic_prefix}, NULL, NULL, &r, err,
+                   sizeof err) == 0) {
         if (!PQgetisnull(r, 0, 0) && ax_pg_int(r, 0, 0) < next)
             next = ax_pg_int(r, 0, 0);
         PQclear(r);
@@ -389,13 +481,13 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
      * say) would leave the instance SCHEDULED forever: produce it again. */
     char after[32];
     snprintf(after, sizeof after, "%lld", (long long)svc->conf.trigger_redispatch_after_ms);
-    const char *ra[] = {after};
+    const char *ra[] = {after, svc->conf.topic_prefix};
     PGresult *r;
     if (ax_pg_exec(svc->pg,
                    "UPDATE job_instance SET dispatched_at = NULL WHERE state = 'SCHEDULED'"
                    " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
-                   " RETURNING id",
-                   1, ra, NULL, NULL, &r, err, sizeof err) == 0) {
+                   " AND deployment = $2 RETURNING id",
+                   2, ra, NULL, NULL, &r, err, sizeof err) == 0) {
         if (PQntuples(r) > 0) {
             ax_warn("%d instance(s) dispatched but never claimed: producing them again",
                     PQntuples(r));
@@ -404,13 +496,14 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
         PQclear(r);
     }
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
-    const char *p[] = {lim};
+    const char *p[] = {lim, svc->conf.topic_prefix};
     if (ax_pg_exec(svc->pg,
                    "SELECT id, attempt, trace_id, coalesce(worker, ''),"
                    "  (extract(epoch FROM coalesce(running_at, locked_at)) * 1000)::bigint"
                    " FROM job_instance WHERE state IN ('LOCKED', 'RUNNING')"
-                   " AND lease_expires_at < now() ORDER BY lease_expires_at LIMIT $1",
-                   1, p, NULL, NULL, &r, err, sizeof err) < 0) {
+                   " AND lease_expires_at < now() AND deployment = $2"
+                   " ORDER BY lease_expires_at LIMIT $1",
+                   2, p, NULL, NULL, &r, err, sizeof err) < 0) {
         ax_warn("lease sweep: %s", err);
         return;
     }

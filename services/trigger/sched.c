@@ -313,7 +313,7 @@ static const char sql_load[] =
     "  (extract(epoch FROM j.schedule_from) * 1000)::bigint,"
     "  j.misfire_policy, j.misfire_threshold_ms, j.catchup_max, j.overlap_policy,"
     "  (extract(epoch FROM lf.nominal_time) * 1000)::bigint, lf.instance_id, i.state,"
-    "  (extract(epoch FROM i.finished_at) * 1000)::bigint,"
+    "  ceil(extract(epoch FROM i.finished_at) * 1000)::bigint,"
     "  (j.enabled AND j.schedule_kind <> 'none')"
     " FROM job j"
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.instance_id FROM job_fire f"
@@ -454,10 +454,12 @@ static const char sql_fire[] =
     "  ON CONFLICT DO NOTHING RETURNING job_id, nominal_time, instance_id"
     ")"
     " INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
-    "   priority, nominal_time, due_at, trace_id, idempotency_key, wait_for)"
+    "   priority, nominal_time, due_at, trace_id, idempotency_key, wait_for, deployment,"
+    "   executor_group, routing_field)"
     " SELECT led.instance_id, j.id, j.name, j.handler_kind, j.command, j.payload, j.timeout_ms,"
     "   j.priority, led.nominal_time, led.nominal_time, replace(gen_random_uuid()::text, '-', ''),"
-    "   j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for"
+    "   j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for, $7,"
+    "   j.executor_group, j.routing_key"
     " FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
     " WHERE led.instance_id IS NOT NULL"
     " RETURNING " DISPATCH_COLS ", wait_for, job_id";
@@ -591,8 +593,8 @@ static int flush_batch(trigger_t *t) {
             ax_pgarr_end(&a[k]);
         char epoch[32];
         snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
-        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, epoch};
-        rc = ax_pg_exec(svc->pg, sql_fire, 6, p, NULL, NULL, &r, err, sizeof err);
+        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, epoch, svc->conf.topic_prefix};
+        rc = ax_pg_exec(svc->pg, sql_fire, 7, p, NULL, NULL, &r, err, sizeof err);
         for (int k = 0; k < 5; k++)
             ax_strbuf_free(&a[k]);
     }
@@ -612,7 +614,7 @@ static int flush_batch(trigger_t *t) {
      * instance; the rest is dispatch. */
     int rows = PQntuples(r);
     for (int i = 0; i < rows; i++) {
-        sjob_t *j = job_find(t, ax_pg_int(r, i, 13));
+        sjob_t *j = job_find(t, ax_pg_int(r, i, 15));
         if (j && j->sched.kind == AX_SCHED_FIXED_DELAY && j->pending_fd) {
             j->pending_fd = 0;
             j->wait_instance = ax_pg_int(r, i, 0);
@@ -634,7 +636,7 @@ static int flush_batch(trigger_t *t) {
     ax_pgarr_begin(&ids);
     int produced = -1;
     if (lead_txn_begin(t) == 0) {
-        produced = produce_dispatch_rows(t, r, 12, &ids);
+        produced = produce_dispatch_rows(t, r, 14, &ids);
         if (produced < 0 || lead_txn_commit(t) < 0)
             produced = -1;
     }
@@ -794,7 +796,7 @@ static void poll_fixed_delay(trigger_t *t) {
         const char *p[] = {ids.s};
         PGresult *r;
         if (ax_pg_exec(t->svc.pg,
-                       "SELECT job_id, id, (extract(epoch FROM finished_at) * 1000)::bigint"
+                       "SELECT job_id, id, ceil(extract(epoch FROM finished_at) * 1000)::bigint"
                        " FROM job_instance WHERE id = ANY($1::bigint[]) AND state = 'FINISHED'",
                        1, p, NULL, NULL, &r, err, sizeof err) == 0) {
             for (int i = 0; i < PQntuples(r); i++) {

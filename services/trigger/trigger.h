@@ -82,7 +82,8 @@ void sched_tick(trigger_t *t);          /* fixed-delay waits, flush retries */
 #define DISPATCH_COLS                                                                     \
     "id, attempt, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"  \
     " (extract(epoch FROM nominal_time) * 1000)::bigint,"                                \
-    " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key"
+    " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key,"    \
+    " executor_group, routing_field"
 /* Produce rows [0, n) of r (DISPATCH_COLS first) with rows skipped where
  * skip(r,i) is true; appends produced ids to `ids` (an open array literal).
  * Returns rows produced, or <0. Caller has begun a Kafka transaction. */

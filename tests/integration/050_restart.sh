@@ -5,7 +5,7 @@
 # expires.
 source "$(dirname "$0")/lib.sh"
 create_topics 2
-fast=(--set executor.lease.grace.ms=1000 --set trigger.sweep.interval.ms=300)
+fast=(--set executor.lease.min.ms=1000 --set trigger.sweep.interval.ms=300)
 start_all "${fast[@]}"
 
 # 1. Callback down while a command runs and finishes.

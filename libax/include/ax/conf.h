@@ -45,10 +45,19 @@ typedef struct ax_conf {
     int64_t trigger_clock_jump_ms;
     int64_t trigger_misfire_record_max;
     /* executor */
+    char *executor_groups;
     int64_t executor_slots;
+    int64_t executor_queue;
+    char *executor_pools;
+    char *executor_pool_routes;
     int64_t executor_output_cap;
     int64_t executor_kill_grace_ms;
-    int64_t executor_lease_grace_ms;
+    int64_t executor_lease_min_ms;
+    int64_t executor_lease_max_ms;
+    int64_t executor_lease_factor;
+    int64_t executor_heartbeat_ms;
+    int64_t executor_watermark_cpu;
+    int64_t executor_watermark_mem;
     int64_t executor_default_timeout_ms;
     int64_t executor_shutdown_grace_ms;
     /* callback */
@@ -104,6 +113,12 @@ void ax_conf_help(FILE *out, const char *used_by);
  * prints `usage` plus the options and exits 0. */
 void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program,
                        const char *usage, const char *used_by);
+
+/* Load the configuration again from the same sources as
+ * ax_conf_from_args() with the ORIGINAL argv (a copy taken before that call
+ * compacted it): for SIGHUP. On error returns <0 with the reason and leaves
+ * *c untouched. */
+int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size_t errlen);
 
 /* Full topic name for a suffix ("submit" -> "ax.submit"), in a static
  * per-suffix buffer owned by the conf. */

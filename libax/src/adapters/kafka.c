@@ -75,7 +75,7 @@ fail:
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen) {
     static const char *const defaults[] = {
-        "enable.idempotence", "true", "acks", "all", "linger.ms", "5",
+        "enable.idempotence", "true", "acks", "all", "linger.ms", "5", "partitioner", "murmur2_random",
         "message.timeout.ms", "30000", "socket.keepalive.enable", "true",
         "reconnect.backoff.max.ms", "5000", NULL, NULL};
     rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
@@ -95,7 +95,7 @@ rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_
                                       const char *txn_id, int timeout_ms, char *errbuf,
                                       size_t errlen) {
     static const char *const defaults[] = {
-        "enable.idempotence", "true", "acks", "all", "linger.ms", "5",
+        "enable.idempotence", "true", "acks", "all", "linger.ms", "5", "partitioner", "murmur2_random",
         "message.timeout.ms", "30000", "socket.keepalive.enable", "true",
         "reconnect.backoff.max.ms", "5000", "transaction.timeout.ms", "60000", NULL, NULL};
     rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);

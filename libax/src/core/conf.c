@@ -56,16 +56,50 @@ const ax_conf_def_t ax_conf_table[] = {
      1000000, "trigger",
      "Most missed fire times of one job recorded one by one in the ledger after an outage; "
      "older ones are summed up in the detail of the oldest recorded row."},
+    {"executor.groups", AX_CONF_STR, OFF(executor_groups), "default", 0, 0, "executor",
+     "Executor groups this executor serves, comma-separated. Group default reads "
+     "<prefix>dispatch; group G reads <prefix>dispatch.G (a job names its group)."},
     {"executor.slots", AX_CONF_INT, OFF(executor_slots), "8", 1, 4096, "executor",
-     "Most commands one executor runs at once."},
+     "Worker slots of the command pool: commands one executor runs at once. Reloaded on "
+     "SIGHUP."},
+    {"executor.queue", AX_CONF_INT, OFF(executor_queue), "64", 0, 1000000, "executor",
+     "Claimed instances one pool holds beyond its slots (the command pool, and pools in "
+     "executor.pools that name no queue). When a pool is full, the partitions feeding it "
+     "are paused until it drains. Reloaded on SIGHUP."},
+    {"executor.pools", AX_CONF_STR, OFF(executor_pools), "http:64:256,plugin:16:4096", 0, 0,
+     "executor",
+     "More pools as NAME:SLOTS[:QUEUE], comma-separated. A pool named after a handler kind "
+     "(command, http, plugin) runs that kind; other pools run the jobs routed to them by "
+     "executor.pool.routes. Reloaded on SIGHUP."},
+    {"executor.pool.routes", AX_CONF_STR, OFF(executor_pool_routes), "", 0, 0, "executor",
+     "JOB=POOL pairs, comma-separated: the job's instances run in that pool (so a slow job "
+     "cannot take the slots of others). Reloaded on SIGHUP."},
     {"executor.output.cap", AX_CONF_INT, OFF(executor_output_cap), "65536", 0, 16 << 20,
      "executor", "Bytes of a command's stdout+stderr kept (the rest is read and dropped)."},
     {"executor.kill.grace.ms", AX_CONF_INT, OFF(executor_kill_grace_ms), "2000", 1, 600000,
      "executor", "Time between SIGTERM and SIGKILL of a timed-out command's process group."},
-    {"executor.lease.grace.ms", AX_CONF_INT, OFF(executor_lease_grace_ms), "30000", 1000,
-     86400000, "executor",
-     "Lease length beyond an attempt's timeout: after timeout+grace without a result the "
-     "attempt is declared lost (TIMEOUT)."},
+    {"executor.lease.min.ms", AX_CONF_INT, OFF(executor_lease_min_ms), "5000", 500, 86400000,
+     "executor",
+     "Shortest lease of a claimed instance. The executor renews its leases (one statement) "
+     "every third of this; a dead executor's instances are recovered (TIMEOUT, worker_lost) "
+     "once their lease expired, by the trigger's next sweep."},
+    {"executor.lease.max.ms", AX_CONF_INT, OFF(executor_lease_max_ms), "60000", 500, 86400000,
+     "executor", "Longest lease of a claimed instance."},
+    {"executor.lease.factor", AX_CONF_INT, OFF(executor_lease_factor), "3", 1, 100, "executor",
+     "A job's lease is this multiple of its observed average run time, within "
+     "executor.lease.min.ms and executor.lease.max.ms."},
+    {"executor.heartbeat.ms", AX_CONF_INT, OFF(executor_heartbeat_ms), "2000", 100, 600000,
+     "executor",
+     "How often an executor records CPU, memory, pool occupancy and queue depth in the "
+     "worker table and checks its watermarks."},
+    {"executor.watermark.cpu", AX_CONF_INT, OFF(executor_watermark_cpu), "0", 0, 100,
+     "executor",
+     "Machine CPU busy % above which the executor stops fetching (pauses its partitions) "
+     "until it is 5 points below; 0 = off. Reloaded on SIGHUP."},
+    {"executor.watermark.mem", AX_CONF_INT, OFF(executor_watermark_mem), "0", 0, 100,
+     "executor",
+     "Machine memory in use % above which the executor stops fetching, as for "
+     "executor.watermark.cpu; 0 = off. Reloaded on SIGHUP."},
     {"submit.default.timeout.ms", AX_CONF_INT, OFF(executor_default_timeout_ms), "3600000", 1,
      I64MAX, "trigger", "Timeout of an inline command whose submission names none."},
     {"executor.shutdown.grace.ms", AX_CONF_INT, OFF(executor_shutdown_grace_ms), "30000", 0,
@@ -368,6 +402,51 @@ static void die2(const char *program, const char *msg) {
 }
 
 extern char **environ;
+
+int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size_t errlen) {
+    const char *path = NULL;
+    int must_exist = 1;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            path = argv[i] + 9;
+    }
+    if (!path && getenv("AX_CONFIG") && *getenv("AX_CONFIG"))
+        path = getenv("AX_CONFIG");
+    if (!path) {
+        path = AX_DEFAULT_CONFIG;
+        must_exist = 0;
+    }
+    ax_conf_t n;
+    ax_conf_init(&n);
+    int rc = ax_conf_load_file(&n, path, must_exist, errbuf, errlen);
+    if (rc == 0)
+        rc = ax_conf_load_env(&n, environ, errbuf, errlen);
+    for (int i = 1; rc == 0 && i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--config") == 0) {
+            i++;
+        } else if (strcmp(a, "--set") == 0 || strncmp(a, "--set=", 6) == 0) {
+            const char *kv = a[5] == '=' ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
+            const char *eq = kv ? strchr(kv, '=') : NULL;
+            if (!eq) {
+                rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "--set needs KEY=VALUE");
+                break;
+            }
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+            rc = ax_conf_set(&n, key, eq + 1, "--set", errbuf, errlen);
+        }
+    }
+    if (rc < 0) {
+        ax_conf_free(&n);
+        return rc;
+    }
+    ax_conf_free(c);
+    *c = n;
+    return 0;
+}
 
 void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program,
                        const char *usage, const char *used_by) {

@@ -1,0 +1,745 @@
+/*
+ * h_plugin.c — the plugin handler: runs the ax/plugin.h API of shared
+ * objects on a pool of worker threads.
+ *
+ * A run's command is {"/abs/path/plugin.so", args...}. start() copies what
+ * the plugin will see into a task and queues it; a worker takes it, loads
+ * the .so if this is its first use (dlopen RTLD_NOW | RTLD_LOCAL, cached by
+ * path for the life of the executor), calls init() once per distinct
+ * (path, args) if not done yet, then run(). The finished task goes on the
+ * done list and an eventfd wakes the loop thread, which calls run_done().
+ *
+ * Timeout: a timer on the loop thread fires at d.timeout_ms; the run is
+ * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
+ * task is "detached": the result the plugin returns later is dropped. The
+ * worker stays busy until the plugin returns — plugins must poll
+ * should_stop(). Cancel works the same way, except that the plugin gets
+ * executor.kill.grace.ms to return (its result is then reported, and main.c
+ * turns it into the cancel outcome) before the run is reported without it.
+ *
+ * Workers: as many as the "plugin" pool's slots (executor.slots if there
+ * is no such pool), fixed at start-up.
+ *
+ * Threads: the loop thread owns every run_t, the timers and the live list;
+ * workers touch only tasks they popped, the queue and done list (under mu),
+ * the library/instance cache (under lib_mu, init under each instance's own
+ * mutex) and their own PostgreSQL connection (for idem_claim, opened on
+ * first use). A task's `stop` flag is the only field both sides write.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "ax/common.h"
+#include "ax/idem.h"
+#include "ax/log.h"
+#include "ax/pg.h"
+#include "ax/plugin.h"
+#include "executor.h"
+
+#define MAX_INSTANCES 256 /* distinct (path, args) combinations */
+
+typedef struct plugin_h plugin_h_t;
+
+typedef struct plib { /* one loaded .so */
+    struct plib *next;
+    char *path;
+    void *dl;
+    const ax_plugin_t *api;
+} plib_t;
+
+typedef struct pinst { /* one (path, args) combination */
+    struct pinst *next;
+    plib_t *lib;
+    char **args; /* NULL-terminated */
+    size_t nargs;
+    pthread_mutex_t init_mu; /* held around init() */
+    int inited;              /* under init_mu */
+    void *state;
+} pinst_t;
+
+typedef struct worker {
+    plugin_h_t *ph;
+    pthread_t th;
+    int started, joined;
+    ax_pg_t *pg; /* for idem_claim, opened on first use */
+} worker_t;
+
+typedef struct ptask {
+    struct ptask *next;         /* queue or done list (under mu) */
+    struct ptask *lprev, *lnext; /* live list (loop thread) */
+    plugin_h_t *ph;
+    run_t *r;                   /* loop thread; NULL once reported */
+    struct event *timer;        /* the deadline, then the cancel grace */
+    atomic_int stop;            /* should_stop() */
+    int cancelled;              /* loop thread */
+    const char *why;            /* the cancel's error_class */
+    int64_t timeout_ms;
+    int64_t deadline_mono;
+    int64_t reported_mono;      /* when it was reported without its result */
+    /* what the plugin sees; owned copies */
+    char **argv;                /* path, args..., NULL */
+    size_t argc;
+    char *job_name, *trace_id, *idem_key;
+    uint8_t *payload;
+    ax_plugin_job_t job;
+    /* filled by the worker */
+    worker_t *w;
+    const char *plugin_name;    /* valid while the .so is loaded */
+    ax_outcome_t outcome;
+    const char *error_class;
+    char error[512];
+    int retryable;
+    char *output;
+    size_t output_len;
+} ptask_t;
+
+struct plugin_h {
+    executor_t *ex;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ptask_t *qhead, *qtail;
+    ptask_t *done; /* finished, newest first */
+    int quit;
+    atomic_int stopping;
+    pthread_mutex_t lib_mu;
+    plib_t *libs;
+    pinst_t *insts;
+    size_t ninsts;
+    int efd;
+    struct event *ev_done;
+    worker_t *workers;
+    size_t nworkers;
+    ptask_t *live; /* every task not freed yet (loop thread) */
+};
+
+/* ---- host functions (worker threads) --------------------------------------- */
+
+static int host_should_stop(const ax_plugin_job_t *job) {
+    ptask_t *t = job->host_data;
+    return atomic_load(&t->stop) || atomic_load(&t->ph->stopping) ||
+           ax_mono_ms() >= t->deadline_mono;
+}
+
+static int host_idem_claim(const ax_plugin_job_t *job, const char *key, char *err,
+                           size_t errlen) {
+    ptask_t *t = job->host_data;
+    worker_t *w = t->w;
+    char e[512] = "";
+    int rc;
+    if (!w->pg) {
+        w->pg = ax_pg_new(&t->ph->ex->svc.conf, "ax-executor-plugin", e, sizeof e);
+        if (!w->pg) {
+            ax_seterr(err, errlen, AX_PLUGIN_IDEM_ERROR, "idempotency claim: %s",
+                      *e ? e : "out of memory");
+            return AX_PLUGIN_IDEM_ERROR;
+        }
+    }
+    /* A dropped connection shows up as AX_ERR_IO once; reconnect and retry. */
+    for (int i = 0; i < 2; i++) {
+        rc = ax_pg_ensure(w->pg, e, sizeof e);
+        if (rc == 0)
+            rc = ax_idem_claim(w->pg, job->job, key, job->instance_id, NULL, e, sizeof e);
+        if (rc != AX_ERR_IO)
+            break;
+    }
+    if (rc == AX_IDEM_NEW)
+        return AX_PLUGIN_IDEM_NEW;
+    if (rc == AX_IDEM_TAKEN)
+        return AX_PLUGIN_IDEM_TAKEN;
+    ax_seterr(err, errlen, AX_PLUGIN_IDEM_ERROR, "idempotency claim: %s", e);
+    return AX_PLUGIN_IDEM_ERROR;
+}
+
+static void host_log(const ax_plugin_job_t *job, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void host_log(const ax_plugin_job_t *job, int level, const char *fmt, ...) {
+    ptask_t *t = job->host_data;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (level < AX_LOG_DEBUG)
+        level = AX_LOG_DEBUG;
+    if (level > AX_LOG_ERROR)
+        level = AX_LOG_ERROR;
+    ax_log((ax_log_level_t)level, "plugin %s: %s instance=%lld attempt=%d trace=%s",
+           t->plugin_name ? t->plugin_name : "?", msg, (long long)job->instance_id,
+           (int)job->attempt, job->trace_id);
+}
+
+static const ax_plugin_host_t host = {host_idem_claim, host_should_stop, host_log};
+
+/* ---- loading (worker threads) ----------------------------------------------- */
+
+static void lib_free(plib_t *l) {
+    if (!l)
+        return;
+    if (l->dl)
+        dlclose(l->dl);
+    free(l->path);
+    free(l);
+}
+
+/* Under lib_mu. */
+static plib_t *lib_get(plugin_h_t *ph, const char *path, char *err, size_t errlen) {
+    for (plib_t *l = ph->libs; l; l = l->next)
+        if (strcmp(l->path, path) == 0)
+            return l;
+    plib_t *l = calloc(1, sizeof *l);
+    if (!l || !(l->path = strdup(path))) {
+        free(l);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!l->dl) {
+        const char *de = dlerror();
+        snprintf(err, errlen, "cannot load plugin: %s", de ? de : path);
+        lib_free(l);
+        return NULL;
+    }
+    dlerror();
+    void *sym = dlsym(l->dl, AX_PLUGIN_ENTRY_SYMBOL);
+    if (!sym) {
+        snprintf(err, errlen, "%s is not an ax plugin: it has no symbol %s", path,
+                 AX_PLUGIN_ENTRY_SYMBOL);
+        lib_free(l);
+        return NULL;
+    }
+    ax_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    l->api = entry();
+    if (!l->api) {
+        snprintf(err, errlen, "%s: %s() returned NULL", path, AX_PLUGIN_ENTRY_SYMBOL);
+        lib_free(l);
+        return NULL;
+    }
+    if (l->api->api_version != AX_PLUGIN_API_VERSION) {
+        snprintf(err, errlen,
+                 "%s: plugin API version %u, but this executor supports version %u only", path,
+                 (unsigned)l->api->api_version, (unsigned)AX_PLUGIN_API_VERSION);
+        lib_free(l);
+        return NULL;
+    }
+    if (!l->api->run) {
+        snprintf(err, errlen, "%s: the plugin has no run function", path);
+        lib_free(l);
+        return NULL;
+    }
+    l->next = ph->libs;
+    ph->libs = l;
+    ax_info("plugin %s loaded from %s", l->api->name ? l->api->name : "?", path);
+    return l;
+}
+
+static int args_equal(char *const *a, size_t na, char *const *b, size_t nb) {
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return 0;
+    return 1;
+}
+
+static void inst_free(pinst_t *pi) {
+    if (!pi)
+        return;
+    for (size_t i = 0; pi->args && i < pi->nargs; i++)
+        free(pi->args[i]);
+    free(pi->args);
+    pthread_mutex_destroy(&pi->init_mu);
+    free(pi);
+}
+
+/* The instance for the task's (path, args), created if new. */
+static pinst_t *inst_get(plugin_h_t *ph, ptask_t *t, char *err, size_t errlen) {
+    char *const *args = t->argv + 1;
+    size_t nargs = t->argc - 1;
+    pinst_t *pi = NULL;
+    pthread_mutex_lock(&ph->lib_mu);
+    plib_t *l = lib_get(ph, t->argv[0], err, errlen);
+    if (!l)
+        goto out;
+    for (pi = ph->insts; pi; pi = pi->next)
+        if (pi->lib == l && args_equal(pi->args, pi->nargs, args, nargs))
+            goto out;
+    if (ph->ninsts >= MAX_INSTANCES) {
+        snprintf(err, errlen,
+                 "too many distinct plugin argument lists (%d); plugin arguments are "
+                 "configuration, pass per-run data in the payload",
+                 MAX_INSTANCES);
+        goto out;
+    }
+    pi = calloc(1, sizeof *pi);
+    if (!pi || !(pi->args = calloc(nargs + 1, sizeof *pi->args))) {
+        free(pi);
+        pi = NULL;
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    pthread_mutex_init(&pi->init_mu, NULL);
+    pi->lib = l;
+    for (; pi->nargs < nargs; pi->nargs++)
+        if (!(pi->args[pi->nargs] = strdup(args[pi->nargs]))) {
+            inst_free(pi);
+            pi = NULL;
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+    pi->next = ph->insts;
+    ph->insts = pi;
+    ph->ninsts++;
+out:
+    pthread_mutex_unlock(&ph->lib_mu);
+    return pi;
+}
+
+/* init() once; returns 0, or the plugin's failure code with err filled. */
+static int inst_ready(pinst_t *pi, char *err, size_t errlen) {
+    int rc = 0;
+    pthread_mutex_lock(&pi->init_mu);
+    if (!pi->inited) {
+        const ax_plugin_t *api = pi->lib->api;
+        void *state = NULL;
+        err[0] = '\0';
+        if (api->init)
+            rc = api->init((const char *const *)pi->args, pi->nargs, &state, err, errlen);
+        if (rc == 0) {
+            pi->state = state;
+            pi->inited = 1;
+        } else if (!err[0]) {
+            snprintf(err, errlen, "init failed (%d)", rc);
+        }
+    }
+    pthread_mutex_unlock(&pi->init_mu);
+    return rc;
+}
+
+/* ---- running (worker threads) ----------------------------------------------- */
+
+static void task_fail(ptask_t *t, int retryable, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void task_fail(ptask_t *t, int retryable, const char *fmt, ...) {
+    va_list ap;
+    t->outcome = AX_OUTCOME_FAILED;
+    t->error_class = "plugin";
+    t->retryable = retryable;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+}
+
+static void task_exec(worker_t *w, ptask_t *t) {
+    char err[512];
+    t->w = w;
+    if (atomic_load(&t->stop)) {
+        task_fail(t, 1, "stopped before a plugin worker was free");
+        return;
+    }
+    pinst_t *pi = inst_get(w->ph, t, err, sizeof err);
+    if (!pi) {
+        task_fail(t, 0, "%s", err);
+        return;
+    }
+    t->plugin_name = pi->lib->api->name ? pi->lib->api->name : "?";
+    int rc = inst_ready(pi, err, sizeof err);
+    if (rc != 0) {
+        task_fail(t, rc == AX_PLUGIN_INIT_RETRY, "plugin %s: init: %s", t->plugin_name, err);
+        return;
+    }
+    ax_plugin_result_t res;
+    memset(&res, 0, sizeof res);
+    pi->lib->api->run(pi->state, &t->job, &res);
+    res.message[sizeof res.message - 1] = '\0';
+    if (res.output) {
+        size_t cap = (size_t)w->ph->ex->svc.conf.executor_output_cap;
+        size_t n = res.output_len ? res.output_len : strlen(res.output);
+        t->output = res.output; /* ours now */
+        t->output_len = n < cap ? n : cap;
+        ax_utf8_sanitize(t->output, t->output_len);
+    }
+    if (res.status == AX_PLUGIN_OK) {
+        t->outcome = AX_OUTCOME_SUCCESS;
+    } else {
+        task_fail(t, res.retryable != 0, "%s",
+                  res.message[0] ? res.message : "the plugin reported a failure");
+        ax_utf8_sanitize(t->error, strlen(t->error));
+    }
+}
+
+static void *worker_main(void *arg) {
+    worker_t *w = arg;
+    plugin_h_t *ph = w->ph;
+    for (;;) {
+        pthread_mutex_lock(&ph->mu);
+        while (!ph->qhead && !ph->quit)
+            pthread_cond_wait(&ph->cv, &ph->mu);
+        ptask_t *t = ph->qhead;
+        if (!t) {
+            pthread_mutex_unlock(&ph->mu);
+            break;
+        }
+        ph->qhead = t->next;
+        if (!ph->qhead)
+            ph->qtail = NULL;
+        pthread_mutex_unlock(&ph->mu);
+
+        task_exec(w, t);
+
+        pthread_mutex_lock(&ph->mu);
+        t->next = ph->done;
+        ph->done = t;
+        pthread_mutex_unlock(&ph->mu);
+        uint64_t one = 1;
+        ssize_t n = write(ph->efd, &one, sizeof one);
+        (void)n; /* EAGAIN only if the counter is near 2^64: already readable */
+    }
+    ax_pg_destroy(w->pg);
+    w->pg = NULL;
+    return NULL;
+}
+
+/* ---- loop thread ---------------------------------------------------------------- */
+
+static void task_free(ptask_t *t) {
+    plugin_h_t *ph = t->ph;
+    if (t->lprev)
+        t->lprev->lnext = t->lnext;
+    else if (ph->live == t)
+        ph->live = t->lnext;
+    if (t->lnext)
+        t->lnext->lprev = t->lprev;
+    if (t->timer)
+        event_free(t->timer);
+    for (size_t i = 0; t->argv && i < t->argc; i++)
+        free(t->argv[i]);
+    free(t->argv);
+    free(t->job_name);
+    free(t->trace_id);
+    free(t->idem_key);
+    free(t->payload);
+    free(t->output);
+    free(t);
+}
+
+static void report(ptask_t *t, const handler_result_t *h) {
+    run_t *r = t->r;
+    t->r = NULL;
+    r->hstate = NULL;
+    run_done(r, h);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg) {
+    ptask_t *t = arg;
+    if (!t->r)
+        return;
+    handler_result_t h = {.retryable = 1};
+    atomic_store(&t->stop, 1);
+    if (t->cancelled) {
+        h.outcome = AX_OUTCOME_FAILED;
+        h.error_class = t->why ? t->why : "cancelled";
+        snprintf(h.error, sizeof h.error,
+                 "the plugin did not return within %lld ms of being stopped; its worker "
+                 "stays busy until it does",
+                 (long long)t->ph->ex->svc.conf.executor_kill_grace_ms);
+    } else {
+        h.outcome = AX_OUTCOME_TIMEOUT;
+        h.error_class = "timeout";
+        snprintf(h.error, sizeof h.error, "timed out after %lld ms", (long long)t->timeout_ms);
+    }
+    t->reported_mono = ax_mono_ms();
+    report(t, &h);
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg) {
+    plugin_h_t *ph = arg;
+    uint64_t v;
+    ssize_t n = read(ph->efd, &v, sizeof v);
+    (void)n;
+    pthread_mutex_lock(&ph->mu);
+    ptask_t *list = ph->done;
+    ph->done = NULL;
+    pthread_mutex_unlock(&ph->mu);
+    /* Oldest first. */
+    ptask_t *rev = NULL;
+    while (list) {
+        ptask_t *next = list->next;
+        list->next = rev;
+        rev = list;
+        list = next;
+    }
+    while (rev) {
+        ptask_t *t = rev;
+        rev = t->next;
+        if (t->r && t->outcome != AX_OUTCOME_SUCCESS && !t->cancelled &&
+            ax_mono_ms() >= t->deadline_mono) {
+            /* It failed because should_stop() saw the deadline, just before
+             * our timer fired: that is the timeout. */
+            on_timer(-1, 0, t);
+        } else if (t->r) {
+            handler_result_t h = {
+                .outcome = t->outcome,
+                .error_class = t->error_class,
+                .retryable = t->retryable,
+                .output = t->output,
+                .output_len = t->output_len,
+            };
+            snprintf(h.error, sizeof h.error, "%s", t->error);
+            report(t, &h);
+        } else if (t->reported_mono) {
+            ax_info("plugin %s returned %lld ms after its run was reported (%s); result "
+                    "dropped instance=%lld attempt=%d",
+                    t->plugin_name ? t->plugin_name : "?",
+                    (long long)(ax_mono_ms() - t->reported_mono),
+                    t->error[0] ? t->error : "ok", (long long)t->job.instance_id,
+                    (int)t->job.attempt);
+        }
+        task_free(t);
+    }
+}
+
+static void fini(executor_t *ex);
+
+static int init(executor_t *ex) {
+    if (ex->plugin)
+        return 0;
+    plugin_h_t *ph = calloc(1, sizeof *ph);
+    if (!ph)
+        return AX_ERR_NOMEM;
+    ph->ex = ex;
+    ph->efd = -1;
+    pthread_mutex_init(&ph->mu, NULL);
+    pthread_cond_init(&ph->cv, NULL);
+    pthread_mutex_init(&ph->lib_mu, NULL);
+    ex->plugin = ph;
+    ph->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ph->efd < 0) {
+        ax_error("plugin handler: eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    ph->ev_done = event_new(ex->svc.base, ph->efd, EV_READ | EV_PERSIST, on_done, ph);
+    if (!ph->ev_done || event_add(ph->ev_done, NULL) < 0)
+        goto fail;
+    /* As many workers as the "plugin" pool runs at once (executor.slots
+     * without one). Plugin jobs routed to other pools share them. */
+    ph->nworkers = (size_t)ex->svc.conf.executor_slots;
+    for (size_t i = 0; i < ex->npools; i++)
+        if (strcmp(ex->pools[i].name, "plugin") == 0 && ex->pools[i].slots > 0)
+            ph->nworkers = (size_t)ex->pools[i].slots;
+    if (ph->nworkers < 1)
+        ph->nworkers = 1;
+    ph->workers = calloc(ph->nworkers, sizeof *ph->workers);
+    if (!ph->workers)
+        goto fail;
+    /* Workers never take signals: the loop thread handles them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (size_t i = 0; i < ph->nworkers; i++) {
+        worker_t *w = &ph->workers[i];
+        w->ph = ph;
+        int rc = pthread_create(&w->th, NULL, worker_main, w);
+        if (rc != 0) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            ax_error("plugin handler: cannot start worker thread: %s", strerror(rc));
+            goto fail;
+        }
+        w->started = 1;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ax_info("plugin handler: %zu worker thread(s)", ph->nworkers);
+    return 0;
+fail:
+    fini(ex);
+    return AX_ERR_IO;
+}
+
+static void fini(executor_t *ex) {
+    plugin_h_t *ph = ex->plugin;
+    if (!ph)
+        return;
+    atomic_store(&ph->stopping, 1);
+    for (ptask_t *t = ph->live; t; t = t->lnext)
+        atomic_store(&t->stop, 1);
+    pthread_mutex_lock(&ph->mu);
+    ph->quit = 1;
+    pthread_cond_broadcast(&ph->cv);
+    pthread_mutex_unlock(&ph->mu);
+
+    /* Give plugins the shutdown grace to notice should_stop(). */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t grace = ex->svc.conf.executor_shutdown_grace_ms;
+    until.tv_sec += grace / 1000;
+    until.tv_nsec += (grace % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    size_t stuck = 0;
+    for (size_t i = 0; ph->workers && i < ph->nworkers; i++) {
+        worker_t *w = &ph->workers[i];
+        if (!w->started)
+            continue;
+        if (pthread_timedjoin_np(w->th, NULL, &until) == 0)
+            w->joined = 1;
+        else
+            stuck++;
+    }
+    if (ph->ev_done)
+        event_free(ph->ev_done);
+    ph->ev_done = NULL;
+    ex->plugin = NULL;
+    if (stuck) {
+        /* They may still read ph and the instances: leave it all be. */
+        ax_warn("plugin handler: %zu worker thread(s) still inside a plugin at shutdown; "
+                "leaving them",
+                stuck);
+        for (ptask_t *t = ph->live; t; t = t->lnext)
+            if (t->r) {
+                t->r->hstate = NULL;
+                t->r = NULL;
+            }
+        return;
+    }
+    /* Every task is on the done list or still live; none is reported now. */
+    while (ph->live) {
+        if (ph->live->r)
+            ph->live->r->hstate = NULL;
+        task_free(ph->live);
+    }
+    for (pinst_t *pi = ph->insts, *next; pi; pi = next) {
+        next = pi->next;
+        if (pi->inited && pi->lib->api->fini)
+            pi->lib->api->fini(pi->state);
+        inst_free(pi);
+    }
+    for (plib_t *l = ph->libs, *next; l; l = next) {
+        next = l->next;
+        lib_free(l);
+    }
+    if (ph->efd >= 0)
+        close(ph->efd);
+    free(ph->workers);
+    pthread_mutex_destroy(&ph->lib_mu);
+    pthread_cond_destroy(&ph->cv);
+    pthread_mutex_destroy(&ph->mu);
+    free(ph);
+}
+
+static int fail_now(handler_result_t *res, int retryable, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_now(handler_result_t *res, int retryable, const char *fmt, ...) {
+    va_list ap;
+    res->outcome = AX_OUTCOME_FAILED;
+    res->error_class = "plugin";
+    res->retryable = retryable;
+    va_start(ap, fmt);
+    vsnprintf(res->error, sizeof res->error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+static int start(executor_t *ex, run_t *r, handler_result_t *res) {
+    const ax_dispatch_t *d = &r->d;
+    if (!ex->plugin && init(ex) < 0)
+        return fail_now(res, 1, "the plugin handler could not start its workers");
+    plugin_h_t *ph = ex->plugin;
+    if (d->command_len < 1 || !d->command || !d->command[0] || !d->command[0][0])
+        return fail_now(res, 0, "a plugin job's command must be {\"/path/to/plugin.so\", args...}");
+    if (d->command[0][0] != '/')
+        return fail_now(res, 0, "plugin path '%s' is not absolute", d->command[0]);
+
+    ptask_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return fail_now(res, 1, "out of memory");
+    t->ph = ph;
+    t->lnext = ph->live; /* linked first: task_free() unlinks */
+    if (ph->live)
+        ph->live->lprev = t;
+    ph->live = t;
+    t->argc = d->command_len;
+    t->argv = calloc(t->argc + 1, sizeof *t->argv);
+    if (!t->argv)
+        goto nomem;
+    for (size_t i = 0; i < t->argc; i++)
+        if (!(t->argv[i] = dup_or_empty(d->command[i])))
+            goto nomem;
+    t->job_name = dup_or_empty(d->job);
+    t->trace_id = dup_or_empty(d->trace_id);
+    t->idem_key = d->idempotency_key ? strdup(d->idempotency_key) : NULL;
+    t->payload = malloc(d->payload_len + 1);
+    if (!t->job_name || !t->trace_id || (d->idempotency_key && !t->idem_key) || !t->payload)
+        goto nomem;
+    if (d->payload_len)
+        memcpy(t->payload, d->payload, d->payload_len);
+    t->payload[d->payload_len] = '\0'; /* not part of the payload; convenient for text */
+
+    t->timeout_ms = d->timeout_ms > 0 ? d->timeout_ms : ex->svc.conf.executor_default_timeout_ms;
+    t->deadline_mono = ax_mono_ms() + t->timeout_ms;
+    t->job = (ax_plugin_job_t){
+        .instance_id = d->instance_id,
+        .attempt = d->attempt,
+        .job = t->job_name,
+        .payload = t->payload,
+        .payload_len = d->payload_len,
+        .idempotency_key = t->idem_key,
+        .trace_id = t->trace_id,
+        .shard_index = 0,
+        .shard_total = 1,
+        .deadline_ms = ax_now_ms() + t->timeout_ms,
+        .args = (const char *const *)(t->argv + 1),
+        .nargs = t->argc - 1,
+        .host = &host,
+        .host_data = t,
+    };
+    t->timer = evtimer_new(ex->svc.base, on_timer, t);
+    if (!t->timer)
+        goto nomem;
+    struct timeval tv = {t->timeout_ms / 1000, (t->timeout_ms % 1000) * 1000};
+    evtimer_add(t->timer, &tv);
+
+    t->r = r;
+    r->hstate = t;
+    pthread_mutex_lock(&ph->mu);
+    if (ph->qtail)
+        ph->qtail->next = t;
+    else
+        ph->qhead = t;
+    ph->qtail = t;
+    pthread_cond_signal(&ph->cv);
+    pthread_mutex_unlock(&ph->mu);
+    return 0;
+nomem:
+    task_free(t);
+    return fail_now(res, 1, "out of memory");
+}
+
+static void cancel(executor_t *ex, run_t *r, const char *why) {
+    ptask_t *t = r->hstate;
+    if (!t || !t->r || t->cancelled)
+        return;
+    t->cancelled = 1;
+    t->why = why;
+    atomic_store(&t->stop, 1);
+    int64_t g = ex->svc.conf.executor_kill_grace_ms;
+    struct timeval tv = {g / 1000, (g % 1000) * 1000};
+    evtimer_add(t->timer, &tv); /* replaces the deadline */
+}
+
+const handler_ops_t handler_plugin = {"plugin", init, fini, start, cancel};
