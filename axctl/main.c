@@ -25,12 +25,13 @@ static const char usage[] =
     "Commands:\n"
     "  submit [--job NAME] [--delay MS] [--at TIME] [--priority 0-4] [--timeout MS]\n"
     "         [--payload TEXT | --payload-file FILE] [--idempotency-key KEY]\n"
-    "         [--trace-id ID] [--wait] [--wait-timeout SECONDS] [-- COMMAND ARG...]\n"
+    "         [--trace-id ID] [--wait] [--wait-timeout SECONDS] [--count N]\n"
+    "         [-- COMMAND ARG...]\n"
     "      Produce one submission to <prefix>submit: of a defined job (--job) or an\n"
     "      inline command (after --). TIME is ISO-8601 with offset\n"
     "      (2026-12-01T02:30:00Z) or epoch milliseconds. Prints the trace id; with\n"
     "      --wait, waits for the final outcome, prints it as JSON and exits 0 only\n"
-    "      on SUCCESS.\n"
+    "      on SUCCESS. --count N submits N instances, trace ids TRACE-1..TRACE-N.\n"
     "  job create NAME [SCHEDULE] [POLICY...] [RUN...] [--disabled] -- COMMAND ARG...\n"
     "  job update NAME [SCHEDULE] [POLICY...] [RUN...] [-- COMMAND ARG...]\n"
     "      Define a job, or change only the given settings of one. SCHEDULE is one\n"
@@ -49,10 +50,23 @@ static const char usage[] =
     "      POLICY: --misfire fire_once|skip|catch_up  --misfire-threshold MS\n"
     "        --catchup-max N  --overlap allow|skip|queue|cancel\n"
     "      RUN: --timeout MS  --priority 0-4  --payload TEXT | --payload-file FILE\n"
+    "        --handler command|http|plugin (default command) says what follows --:\n"
+    "          command  a program and its arguments (no shell)\n"
+    "          http     one URL, http://HOST[:PORT]/PATH, POSTed the instance\n"
+    "          plugin   the absolute path of a plugin .so, then its arguments\n"
+    "        --group NAME       executor group (default 'default'): only executors\n"
+    "                           serving it run the job (topic <prefix>dispatch.NAME)\n"
+    "        --routing-key FIELD  the payload's JSON field whose value keys the\n"
+    "                           dispatch, so equal values run in order on one\n"
+    "                           partition ('' clears)\n"
+    "        --concurrency N    at most N instances LOCKED or RUNNING at once,\n"
+    "                           cluster-wide (0 clears: no limit)\n"
     "      Invalid values exit 2 before anything is written.\n"
     "  job enable NAME | job disable NAME | job delete NAME\n"
     "  job list\n"
-    "      One line per job: name, enabled/disabled, schedule, next fire time.\n"
+    "      One line per job: name, enabled/disabled, schedule, next fire time, and\n"
+    "      the run settings that are not the defaults (handler=, group=,\n"
+    "      concurrency=LIMIT running=N, routing-key=).\n"
     "  job show NAME\n"
     "      Every setting as 'key: value' lines, the last fire and the next 5 fires.\n"
     "  job next NAME [-n N] [--from TIME]\n"
@@ -65,7 +79,20 @@ static const char usage[] =
     "      (fired, queued, skipped_misfire, skipped_overlap, skipped_circuit,\n"
     "      deferred), instance id, its state/outcome, detail.\n"
     "  instance show ID | instance list [--limit N] [--trace ID]\n"
-    "  topics create [--partitions N] [--replication N]\n"
+    "  topics create [--partitions N] [--replication N] [--group G]...\n"
+    "      Create the topics (default 6 partitions, replication 1), and\n"
+    "      <prefix>dispatch.G for each executor group G; existing ones are kept.\n"
+    "  workers [--all]\n"
+    "      One line per executor (the worker table), newest heartbeat first: id,\n"
+    "      state, heartbeat age, groups, machine cpu% and mem%, RSS MB, running,\n"
+    "      waiting, fetching yes/no, and per pool NAME RUNNING/SLOTS+WAITING/QUEUE.\n"
+    "      Executors silent for over a minute are shown only with --all.\n"
+    "  idem claim KEY [--scope JOB] [--instance ID]\n"
+    "      For commands run by ax: claim a business key once per scope (default\n"
+    "      $AX_JOB, else ''). ID defaults to $AX_INSTANCE_ID (set by the executor).\n"
+    "      Exit 0: the key is new, or was claimed by this same instance (a retry)\n"
+    "      - go ahead; 3: another instance holds it ('taken by instance N' on\n"
+    "      stderr) - skip the work; 1: error (try again); 2: usage.\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
     "  config reference         the configuration reference (Markdown)\n"
     "  config print             the effective configuration, secrets redacted\n"
@@ -221,6 +248,7 @@ static int cmd_submit(int argc, char **argv) {
     ax_submit_t s;
     ax_submit_init(&s);
     int wait = 0, wait_timeout = 300;
+    int64_t count = 1;
     char trace[40];
     char *payload_buf = NULL;
     int i = 0;
@@ -259,6 +287,8 @@ static int cmd_submit(int argc, char **argv) {
             s.trace_id = (char *)v;
         else if (strcmp(a, "--wait-timeout") == 0)
             wait_timeout = (int)parse_int(v, a);
+        else if (strcmp(a, "--count") == 0)
+            count = parse_int(v, a);
         else
             die_usage("unknown submit option");
         i++;
@@ -275,36 +305,54 @@ static int cmd_submit(int argc, char **argv) {
         ax_random_hex(trace, 16);
         s.trace_id = trace;
     }
+    if (count < 1 || count > 10000000)
+        die_usage("--count must be 1..10000000");
+    if (count > 1 && (wait || s.idempotency_key))
+        die_usage("--count does not go with --wait or --idempotency-key");
     char err[512], topic[256];
-    void *buf;
-    size_t len;
-    if (ax_submit_encode(&s, &buf, &len) < 0) {
-        fprintf(stderr, "axctl: cannot encode the submission\n");
-        return 1;
-    }
     rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
     if (!rk) {
         fprintf(stderr, "axctl: configuration error: %s\n", err);
         return 2;
     }
+    ax_conf_topic(&conf, "submit", topic, sizeof topic);
+    /* --count N: N instances, trace ids TRACE-1 ... TRACE-N. */
     ax_delivery_t d = {0};
-    const char *key = s.idempotency_key ? s.idempotency_key : s.trace_id;
-    int rc = ax_kafka_produce(rk, ax_conf_topic(&conf, "submit", topic, sizeof topic), key,
-                              strlen(key), buf, len, NULL, &d, err, sizeof err);
-    free(buf);
+    char *base = strdup(s.trace_id), one[200];
+    int rc = 0;
+    for (int64_t k = 1; k <= count && rc == 0; k++) {
+        if (count > 1) {
+            snprintf(one, sizeof one, "%.150s-%lld", base, (long long)k);
+            s.trace_id = one;
+        }
+        void *buf;
+        size_t len;
+        if (ax_submit_encode(&s, &buf, &len) < 0) {
+            fprintf(stderr, "axctl: cannot encode the submission\n");
+            return 1;
+        }
+        const char *key = s.idempotency_key ? s.idempotency_key : s.trace_id;
+        rc = ax_kafka_produce(rk, topic, key, strlen(key), buf, len, NULL, &d, err, sizeof err);
+        free(buf);
+    }
+    if (count > 1)
+        s.trace_id = base;
     free(payload_buf);
     if (rc == 0)
-        rc = ax_kafka_wait(rk, &d, 35000);
+        rc = ax_kafka_wait(rk, &d, 60000);
     rd_kafka_destroy(rk);
     if (rc < 0) {
         fprintf(stderr, "axctl: submission not acknowledged by Kafka: %s\n",
                 d.err ? rd_kafka_err2str(d.err) : err);
+        free(base);
         return 1;
     }
     if (!wait) {
         printf("%s\n", s.trace_id);
+        free(base);
         return 0;
     }
+    free(base);
     return wait_outcome(s.trace_id, wait_timeout);
 }
 
@@ -456,21 +504,11 @@ int main(int argc, char **argv) {
     } else if (strcmp(cmd, "instance") == 0) {
         rc = cmd_instance(argc - 2, argv + 2);
     } else if (strcmp(cmd, "topics") == 0) {
-        if (argc < 3 || strcmp(argv[2], "create") != 0)
-            die_usage("topics needs: create");
-        int parts = 6, repl = 1;
-        for (int i = 3; i + 1 < argc; i += 2) {
-            if (strcmp(argv[i], "--partitions") == 0)
-                parts = (int)parse_int(argv[i + 1], "--partitions");
-            else if (strcmp(argv[i], "--replication") == 0)
-                repl = (int)parse_int(argv[i + 1], "--replication");
-            else
-                die_usage("unknown topics option");
-        }
-        rc = ax_kafka_create_topics(&conf, parts, repl, err, sizeof err);
-        if (rc < 0)
-            fprintf(stderr, "axctl: %s\n", err);
-        rc = rc < 0 ? 1 : 0;
+        rc = cmd_topics(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "workers") == 0) {
+        rc = cmd_workers(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "idem") == 0) {
+        rc = cmd_idem(argc - 2, argv + 2);
     } else if (strcmp(cmd, "counters") == 0) {
         ax_pg_t *pg = pg_open();
         print_rows(q(pg, "SELECT name || ' ' || value FROM ax_counter ORDER BY name", 0, NULL));

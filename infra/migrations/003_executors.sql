@@ -86,4 +86,43 @@ CREATE TRIGGER job_notify_update AFTER UPDATE ON job
 -- Which deployment (topic.prefix) created an instance: its triggers
 -- dispatch and sweep only their own, so deployments sharing one database do
 -- not take each other's work (and concurrent test runs stay apart).
-ALTER TABLE job_instance ADD COLUMN deployment text NOT NULL DEFAULT '';
+ALTER TABLE job_instance ADD COLUMN deployment text NOT NULL DEFAULT 'ax.';
+
+-- Hot-path inserts (20,000 fires/s: a ledger row and an instance each) do
+-- not pay for foreign-key checks against job; what the keys did on delete
+-- a statement trigger on job does instead (measured: the FK checks were a
+-- fifth of the fire statement's time; BENCHMARKS.md).
+ALTER TABLE job_fire DROP CONSTRAINT job_fire_job_id_fkey;
+ALTER TABLE job_instance DROP CONSTRAINT job_instance_job_id_fkey;
+CREATE FUNCTION ax_job_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM job_fire f USING old_jobs o WHERE f.job_id = o.id;
+    UPDATE job_instance i SET job_id = NULL FROM old_jobs o WHERE i.job_id = o.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER job_after_delete AFTER DELETE ON job
+    REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION ax_job_after_delete();
+
+-- Instances produced in a Kafka transaction that has not been confirmed yet.
+-- A dispatch marks the instance dispatched and adds its row here in the same
+-- statement; the row is deleted once the Kafka transaction committed (a
+-- narrow table: far cheaper than a second update of job_instance, which
+-- touches every index of it). Rows left behind — the Kafka commit failed,
+-- or the leader died in between — are turned back into undispatched
+-- instances by the next leader (older epoch) or after a minute.
+CREATE TABLE dispatch_pending (
+    instance_id bigint PRIMARY KEY,
+    epoch       bigint NOT NULL,
+    deployment  text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Deployments sharing one database stay apart: every ax session sets
+-- ax.deployment to its topic.prefix (libax/src/adapters/pg.c), rows
+-- default to it, and a trigger loads only its deployment's jobs and
+-- dispatches only its deployment's instances. Job names stay unique across
+-- the database.
+ALTER TABLE job ADD COLUMN deployment text NOT NULL
+    DEFAULT coalesce(nullif(current_setting('ax.deployment', true), ''), 'ax.');
+ALTER TABLE job_instance ALTER COLUMN deployment
+    SET DEFAULT coalesce(nullif(current_setting('ax.deployment', true), ''), 'ax.');

@@ -96,9 +96,20 @@ static int become_leader(trigger_t *t, int64_t epoch) {
         return -1;
     }
     ax_info("leader (epoch %lld): scheduling, dispatching and sweeping", (long long)epoch);
+    recover_pending(t); /* what an older leader left unconfirmed */
     sched_on_leader(t);
     arm_scan(t, 0);
     return 0;
+}
+
+void lead_note_reconnect(trigger_t *t) {
+    if (!ax_pg_reconnected(t->svc.pg))
+        return;
+    t->pg_up_since = ax_mono_ms();
+    if (t->leader) {
+        t->listening = 0; /* LISTEN died with the old session */
+        t->reload_all = 1;
+    }
 }
 
 /* The lease timer: renew (leader) or try to take over (standby). */
@@ -112,6 +123,7 @@ void lead_tick(trigger_t *t) {
             lead_lost(t, err);
         return;
     }
+    lead_note_reconnect(t);
     snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
     snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
     PGresult *r;
@@ -148,7 +160,7 @@ void lead_tick(trigger_t *t) {
                NULL, NULL, NULL, err, sizeof err);
     const char *p[] = {t->role, t->holder, lease};
     int rc = ax_pg_exec(svc->pg,
-                        "UPDATE ax_leader SET holder = $2, epoch = epoch + 1, acquired_at = now(),"
+                        "UPDATE ax_leader SET holder = $2, epoch = epoch + 1, acquired_at = clock_timestamp(),"
                         "  expires_at = now() + $3::bigint * interval '1 ms'"
                         " WHERE role = $1 AND expires_at <= now()"
                         " RETURNING epoch, (extract(epoch FROM now()) * 1000)::bigint",

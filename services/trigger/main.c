@@ -273,9 +273,18 @@ out:
     " AND (wait_for IS NULL OR NOT EXISTS (SELECT 1 FROM job_instance p"              \
     " WHERE p.id = job_instance.wait_for AND p.state <> 'FINISHED'))"
 static const char sql_due[] =
-    "SELECT " DISPATCH_COLS
-    " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND due_at <= now()"
-    " AND deployment = $2" NOT_WAITING " ORDER BY due_at LIMIT $1";
+    "WITH d AS ("
+    "  SELECT id AS due_id FROM job_instance WHERE state = 'SCHEDULED'"
+    "  AND dispatched_at IS NULL AND due_at <= now() AND deployment = $2" NOT_WAITING
+    "  ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED"
+    "), u AS ("
+    "  UPDATE job_instance SET dispatched_at = now() FROM d WHERE job_instance.id = d.due_id"
+    "  RETURNING " DISPATCH_COLS
+    "), pend AS ("
+    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
+    "  SELECT id, $3::bigint, $2 FROM u"
+    ")"
+    " SELECT * FROM u";
 
 static int json_argv(const char *text, ax_dispatch_t *d) {
     json_error_t je;
@@ -327,7 +336,7 @@ static int routing_key(const char *field, const ax_dispatch_t *d, char *key, siz
 /* Produce rows of r (DISPATCH_COLS first) through the leader's
  * transactional producer, skipping rows whose column skip_col (if >= 0) is
  * not NULL; their ids are appended to `ids`. Returns rows produced. */
-int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids) {
+static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids) {
     char err[512];
     int produced = 0;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -380,51 +389,93 @@ int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *
     return produced;
 }
 
-int mark_dispatched(trigger_t *t, const char *ids) {
+int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
+    ax_svc_t *svc = &t->svc;
     char err[512];
-    const char *q[] = {ids};
-    int rc = ax_pg_exec(t->svc.pg,
-                        "UPDATE job_instance SET dispatched_at = now()"
-                        " WHERE id = ANY($1::bigint[]) AND dispatched_at IS NULL",
-                        1, q, NULL, NULL, NULL, err, sizeof err);
-    if (rc < 0)
-        ax_warn("mark dispatched: %s (instances will be produced again; executors drop "
-                "the duplicates)", err);
-    return rc;
+    ax_strbuf_t ids = {0}, all = {0};
+    ax_pgarr_begin(&ids);
+    ax_pgarr_begin(&all);
+    int rows = 0;
+    for (int i = 0; i < PQntuples(r); i++)
+        if (skip_col < 0 || PQgetisnull(r, i, skip_col)) {
+            ax_pgarr_int(&all, ax_pg_int(r, i, 0));
+            rows++;
+        }
+    ax_pgarr_end(&all);
+    int produced = 0;
+    if (rows) {
+        produced = AX_ERR_IO;
+        if (lead_txn_begin(t) == 0) {
+            produced = produce_dispatch_rows(t, r, skip_col, &ids);
+            if (produced >= 0 && lead_txn_commit(t) < 0)
+                produced = AX_ERR_IO;
+        }
+    }
+    ax_pgarr_end(&ids);
+    const char *p[] = {all.s};
+    if (rows && produced >= 0) {
+        if (ax_pg_exec(svc->pg, "DELETE FROM dispatch_pending WHERE instance_id = ANY($1::bigint[])",
+                       1, p, NULL, NULL, NULL, err, sizeof err) < 0)
+            ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
+                    "twice; executors drop the duplicates)", err);
+        t->dispatched += produced;
+    } else if (rows) {
+        /* Nothing of the transaction is visible: back to the due scan. */
+        if (ax_pg_exec(svc->pg,
+                       "WITH p AS (DELETE FROM dispatch_pending"
+                       "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
+                       " UPDATE job_instance SET dispatched_at = NULL FROM p"
+                       " WHERE id = p.instance_id AND state = 'SCHEDULED'",
+                       1, p, NULL, NULL, NULL, err, sizeof err) < 0)
+            ax_warn("dispatch undo: %s (recovered later)", err);
+        arm_scan(t, svc->conf.backoff_initial_ms);
+    }
+    ax_strbuf_free(&ids);
+    ax_strbuf_free(&all);
+    return produced;
+}
+
+void recover_pending(trigger_t *t) {
+    ax_svc_t *svc = &t->svc;
+    char err[512], epoch[32];
+    snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
+    const char *p[] = {svc->conf.topic_prefix, epoch};
+    PGresult *r;
+    if (ax_pg_exec(svc->pg,
+                   "WITH p AS (DELETE FROM dispatch_pending WHERE deployment = $1"
+                   "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
+                   "  RETURNING instance_id)"
+                   " UPDATE job_instance SET dispatched_at = NULL FROM p"
+                   " WHERE id = p.instance_id AND state = 'SCHEDULED' RETURNING id",
+                   2, p, NULL, NULL, &r, err, sizeof err) < 0) {
+        ax_warn("dispatch recovery: %s", err);
+        return;
+    }
+    if (PQntuples(r)) {
+        ax_warn("%d instance(s) whose dispatch was not confirmed: producing them again",
+                PQntuples(r));
+        arm_scan(t, 0);
+    }
+    PQclear(r);
 }
 
 /* Produce up to one batch of due instances in one Kafka transaction;
  * returns rows handled or <0. */
 static int dispatch_batch(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
-    char err[1024], lim[32];
+    char err[1024], lim[32], epoch[32];
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
-    const char *p[] = {lim, svc->conf.topic_prefix};
+    snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
+    const char *p[] = {lim, svc->conf.topic_prefix, epoch};
     PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_due, 2, p, NULL, NULL, &r, err, sizeof err);
+    int rc = ax_pg_exec(svc->pg, sql_due, 3, p, NULL, NULL, &r, err, sizeof err);
     if (rc < 0) {
         ax_warn("due scan: %s", err);
         return rc;
     }
     int rows = PQntuples(r);
-    if (!rows) {
-        PQclear(r);
-        return 0;
-    }
-    ax_strbuf_t ids = {0};
-    ax_pgarr_begin(&ids);
-    if ((rc = lead_txn_begin(t)) == 0) {
-        rc = produce_dispatch_rows(t, r, -1, &ids);
-        if (rc >= 0)
-            rc = lead_txn_commit(t);
-    }
+    rc = rows ? produce_settle(t, r, -1) : 0;
     PQclear(r);
-    ax_pgarr_end(&ids);
-    if (rc == 0) {
-        rc = mark_dispatched(t, ids.s);
-        t->dispatched += rows;
-    }
-    ax_strbuf_free(&ids);
     return rc < 0 ? rc : rows;
 }
 
@@ -477,6 +528,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     char err[1024], lim[32];
     if (svc->stopping || !lead_active(t))
         return;
+    lead_note_reconnect(t);
+    recover_pending(t);
+    if (ax_mono_ms() - t->pg_up_since < svc->conf.trigger_sweep_grace_ms)
+        return; /* executors renew their leases first */
     /* A dispatch nobody claimed (its message dead-lettered by an executor,
      * say) would leave the instance SCHEDULED forever: produce it again. */
     char after[32];

@@ -78,6 +78,8 @@ static int job_table_grow(trigger_t *t) {
 }
 
 static void job_free(trigger_t *t, sjob_t *j) {
+    if (j->sched.kind == AX_SCHED_FIXED_DELAY)
+        t->nfixed_delay--;
     ax_wheel_unlink(&j->e);
     ax_schedule_clear(&j->sched);
     free(j);
@@ -319,7 +321,8 @@ static const char sql_load[] =
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.instance_id FROM job_fire f"
     "   WHERE f.job_id = j.id ORDER BY f.nominal_time DESC LIMIT 1) lf ON true"
     " LEFT JOIN job_instance i ON i.id = lf.instance_id"
-    " WHERE CASE WHEN $1::bigint[] IS NULL THEN j.enabled AND j.schedule_kind <> 'none'"
+    " WHERE j.deployment = $2"
+    "   AND CASE WHEN $1::bigint[] IS NULL THEN j.enabled AND j.schedule_kind <> 'none'"
     "            ELSE j.id = ANY($1::bigint[]) END";
 
 static int pick(const char *v, const char *const *names) {
@@ -371,8 +374,12 @@ static void load_row(trigger_t *t, PGresult *r, int i) {
         t->njobs++;
     } else {
         ax_wheel_unlink(&j->e);
+        if (j->sched.kind == AX_SCHED_FIXED_DELAY)
+            t->nfixed_delay--;
         ax_schedule_clear(&j->sched);
     }
+    if (s.kind == AX_SCHED_FIXED_DELAY)
+        t->nfixed_delay++;
     static const char *const misfires[] = {"fire_once", "skip", "catch_up", NULL};
     static const char *const overlaps[] = {"allow", "skip", "queue", "cancel", NULL};
     j->version = version;
@@ -420,10 +427,10 @@ static void load_row(trigger_t *t, PGresult *r, int i) {
 /* Load all scheduled jobs (ids == NULL) or the listed ones. */
 static int load_jobs(trigger_t *t, const char *ids) {
     char err[1024];
-    const char *p[] = {ids};
+    const char *p[] = {ids, t->svc.conf.topic_prefix};
     PGresult *r;
     int64_t t0 = ax_mono_ms();
-    int rc = ax_pg_exec(t->svc.pg, sql_load, 1, p, NULL, NULL, &r, err, sizeof err);
+    int rc = ax_pg_exec(t->svc.pg, sql_load, 2, p, NULL, NULL, &r, err, sizeof err);
     if (rc < 0) {
         ax_warn("loading jobs: %s", err);
         return rc;
@@ -452,17 +459,23 @@ static const char sql_fire[] =
     "  INSERT INTO job_fire (job_id, nominal_time, decision, instance_id, epoch, detail)"
     "  SELECT job_id, nominal, decision, iid, $6::bigint, detail FROM f"
     "  ON CONFLICT DO NOTHING RETURNING job_id, nominal_time, instance_id"
+    "), ins AS ("
+    "  INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload,"
+    "    timeout_ms, priority, nominal_time, due_at, trace_id, idempotency_key, wait_for,"
+    "    deployment, executor_group, routing_field, dispatched_at)"
+    "  SELECT led.instance_id, j.id, j.name, j.handler_kind, j.command, j.payload, j.timeout_ms,"
+    "    j.priority, led.nominal_time, led.nominal_time,"
+    "    replace(gen_random_uuid()::text, '-', ''),"
+    "    j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for, $7,"
+    "    j.executor_group, j.routing_key, CASE WHEN f.wait_for IS NULL THEN now() END"
+    "  FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
+    "  WHERE led.instance_id IS NOT NULL"
+    "  RETURNING " DISPATCH_COLS ", wait_for, job_id"
+    "), pend AS ("
+    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
+    "  SELECT id, $6::bigint, $7 FROM ins WHERE wait_for IS NULL"
     ")"
-    " INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
-    "   priority, nominal_time, due_at, trace_id, idempotency_key, wait_for, deployment,"
-    "   executor_group, routing_field)"
-    " SELECT led.instance_id, j.id, j.name, j.handler_kind, j.command, j.payload, j.timeout_ms,"
-    "   j.priority, led.nominal_time, led.nominal_time, replace(gen_random_uuid()::text, '-', ''),"
-    "   j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for, $7,"
-    "   j.executor_group, j.routing_key"
-    " FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
-    " WHERE led.instance_id IS NOT NULL"
-    " RETURNING " DISPATCH_COLS ", wait_for, job_id";
+    " SELECT * FROM ins";
 
 /* Overlap: for jobs that do not allow parallel runs, look at their
  * unfinished instances and turn "fired" into skipped/queued/cancel. */
@@ -632,26 +645,22 @@ static int flush_batch(trigger_t *t) {
         PQclear(r);
         return (int)n;
     }
-    ax_strbuf_t ids = {0};
-    ax_pgarr_begin(&ids);
-    int produced = -1;
-    if (lead_txn_begin(t) == 0) {
-        produced = produce_dispatch_rows(t, r, 14, &ids);
-        if (produced < 0 || lead_txn_commit(t) < 0)
-            produced = -1;
-    }
-    ax_pgarr_end(&ids);
+    produce_settle(t, r, 14);
     PQclear(r);
-    if (produced > 0)
-        mark_dispatched(t, ids.s);
-    else if (produced < 0)
-        arm_scan(t, svc->conf.backoff_initial_ms); /* the due scan produces them */
-    ax_strbuf_free(&ids);
     return (int)n;
 }
 
+/* Flush at most a few batches per turn of the loop, so lease renewal and
+ * everything else keep running under a backlog (a drain longer than the
+ * lease would lose leadership); the wheel timer continues at once. */
+#define FLUSH_BATCHES_PER_TURN 4
 static void flush(trigger_t *t) {
-    while (t->nfires) {
+    for (int turn = 0; t->nfires; turn++) {
+        if (turn == FLUSH_BATCHES_PER_TURN) {
+            /* a zero timeout, not event_active: due timers run first */
+            event_add(t->ev_wheel, &(struct timeval){0, 0});
+            return;
+        }
         int rc = flush_batch(t);
         if (rc == AX_ERR_CONFLICT || !t->leader) {
             fires_drop(t, t->nfires); /* the next leader decides these again */
@@ -761,11 +770,11 @@ void sched_poll_notify(trigger_t *t) {
             for (size_t i = 0; i < n; i++)
                 ax_pgarr_int(&all, t->reload_ids[t->nreload - n + i]);
             ax_pgarr_end(&all);
-            const char *p[] = {all.s};
             PGresult *r;
+            const char *q[] = {all.s, t->svc.conf.topic_prefix};
             if (ax_pg_exec(t->svc.pg, "SELECT x FROM unnest($1::bigint[]) x WHERE NOT EXISTS"
-                                      " (SELECT 1 FROM job WHERE id = x)",
-                           1, p, NULL, NULL, &r, err, sizeof err) == 0) {
+                                      " (SELECT 1 FROM job WHERE id = x AND deployment = $2)",
+                           2, q, NULL, NULL, &r, err, sizeof err) == 0) {
                 for (int i = 0; i < PQntuples(r); i++) {
                     ax_info("job %lld deleted", (long long)ax_pg_int(r, i, 0));
                     job_remove(t, ax_pg_int(r, i, 0));
@@ -781,6 +790,8 @@ void sched_poll_notify(trigger_t *t) {
 
 /* Fixed-delay jobs waiting for their instance: arm them once it finished. */
 static void poll_fixed_delay(trigger_t *t) {
+    if (!t->nfixed_delay)
+        return; /* no walk over 100,000 cron jobs five times a second */
     ax_strbuf_t ids = {0};
     ax_pgarr_begin(&ids);
     int any = 0;

@@ -40,11 +40,12 @@ typedef struct trigger {
     /* clock: now = mono + clock_base, synchronised with PostgreSQL */
     int64_t clock_base;
     int64_t wall_minus_mono;  /* to notice local wall-clock jumps */
+    int64_t pg_up_since;      /* CLOCK_MONOTONIC ms of the last (re)connection */
 
     /* schedules (sched.c) */
     ax_wheel_t *wheel;
     sjob_t **buckets;
-    size_t nbuckets, njobs;
+    size_t nbuckets, njobs, nfixed_delay;
     fire_t *fires;
     size_t nfires, capfires;
     int64_t *reload_ids;      /* from NOTIFY ax_job */
@@ -68,6 +69,9 @@ int lead_check_in_tx(trigger_t *t, char *err, size_t errlen);
 int lead_txn_begin(trigger_t *t);
 int lead_txn_commit(trigger_t *t);
 void lead_release(trigger_t *t);
+/* Notice a new PostgreSQL session (LISTEN again, reload jobs, hold off the
+ * lease sweep for trigger.sweep.grace.ms). */
+void lead_note_reconnect(trigger_t *t);
 
 /* sched.c */
 int sched_init(trigger_t *t);
@@ -84,11 +88,16 @@ void sched_tick(trigger_t *t);          /* fixed-delay waits, flush retries */
     " (extract(epoch FROM nominal_time) * 1000)::bigint,"                                \
     " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key,"    \
     " executor_group, routing_field"
-/* Produce rows [0, n) of r (DISPATCH_COLS first) with rows skipped where
- * skip(r,i) is true; appends produced ids to `ids` (an open array literal).
- * Returns rows produced, or <0. Caller has begun a Kafka transaction. */
-int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids);
-int mark_dispatched(trigger_t *t, const char *ids);
+/* Produce the rows of r (DISPATCH_COLS first; rows whose column skip_col,
+ * if >= 0, is not NULL are skipped) in one Kafka transaction. The rows were
+ * marked dispatched with a dispatch_pending row by the statement that
+ * returned them: on commit the pending rows are deleted; on failure the
+ * instances are made undispatched again (the due scan retries them).
+ * Returns rows produced, or <0. */
+int produce_settle(trigger_t *t, PGresult *r, int skip_col);
+/* Make undispatched again what a failed or abandoned Kafka transaction
+ * left in dispatch_pending: of older epochs, or older than a minute. */
+void recover_pending(trigger_t *t);
 void arm_scan(trigger_t *t, int64_t ms);
 
 #endif

@@ -21,6 +21,8 @@ conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail 
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
        PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
 BOOTSTRAP=$(conf_get kafka.bootstrap.servers)
+# Rows this test's psql creates belong to its deployment (as axctl's do).
+export PGOPTIONS="-c ax.deployment=${AXCONF_TOPIC_PREFIX}"
 
 axctl() { "$AX_BIN/axctl/axctl" "$@"; }
 sql() { psql -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }

@@ -40,6 +40,7 @@ typedef struct ax_conf {
     int64_t trigger_batch;
     int64_t trigger_sweep_interval_ms;
     int64_t trigger_redispatch_after_ms;
+    int64_t trigger_sweep_grace_ms;
     int64_t trigger_fire_batch;
     int64_t trigger_lease_ms;
     int64_t trigger_clock_jump_ms;

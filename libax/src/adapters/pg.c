@@ -20,6 +20,7 @@ struct ax_pg {
     int64_t backoff_initial_ms, backoff_max_ms;
     int reconnected;
     int was_down;
+    char *options; /* "-c ax.deployment=<topic.prefix>" (+ pg.options) */
 };
 
 static int pg_keyword_known(const char *kw) {
@@ -44,19 +45,39 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     if (!pg)
         return NULL;
     size_t n = conf->n_pg;
-    pg->keys = calloc(n + 2, sizeof *pg->keys);
-    pg->values = calloc(n + 2, sizeof *pg->values);
+    pg->keys = calloc(n + 3, sizeof *pg->keys);
+    pg->values = calloc(n + 3, sizeof *pg->values);
     if (!pg->keys || !pg->values) {
         ax_pg_destroy(pg);
         return NULL;
     }
     size_t k = 0;
-    for (size_t i = 0; i < n; i++, k++) {
+    const char *user_options = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(conf->pg[i].key, "options") == 0) {
+            user_options = conf->pg[i].value;
+            continue;
+        }
         pg->keys[k] = conf->pg[i].key;
-        pg->values[k] = conf->pg[i].value;
+        pg->values[k++] = conf->pg[i].value;
     }
     pg->keys[k] = "application_name";
-    pg->values[k] = application_name;
+    pg->values[k++] = application_name;
+    /* Every session says which deployment (topic.prefix) it belongs to, so
+     * rows it creates default to it (job.deployment, job_instance). */
+    const char *pfx = conf->topic_prefix ? conf->topic_prefix : "";
+    int safe = *pfx && strspn(pfx, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                   "0123456789._-") == strlen(pfx);
+    if (safe || user_options) {
+        if (asprintf(&pg->options, "%s%s%s%s", user_options ? user_options : "",
+                     user_options && safe ? " " : "", safe ? "-c ax.deployment=" : "",
+                     safe ? pfx : "") < 0) {
+            ax_pg_destroy(pg);
+            return NULL;
+        }
+        pg->keys[k] = "options";
+        pg->values[k++] = pg->options;
+    }
     pg->backoff_initial_ms = conf->backoff_initial_ms;
     pg->backoff_max_ms = conf->backoff_max_ms;
     return pg;
@@ -69,6 +90,7 @@ void ax_pg_destroy(ax_pg_t *pg) {
         PQfinish(pg->conn);
     free(pg->keys);
     free(pg->values);
+    free(pg->options);
     free(pg);
 }
 

@@ -35,6 +35,10 @@ const ax_conf_def_t ax_conf_table[] = {
     {"trigger.sweep.interval.ms", AX_CONF_INT, OFF(trigger_sweep_interval_ms), "2000", 100,
      600000, "trigger",
      "How often expired leases are looked for (instances of a lost executor end TIMEOUT)."},
+    {"trigger.sweep.grace.ms", AX_CONF_INT, OFF(trigger_sweep_grace_ms), "10000", 0, 600000,
+     "trigger",
+     "After the trigger's PostgreSQL connection comes back, expired leases are left alone "
+     "this long, so executors that could not renew during the outage renew first."},
     {"trigger.redispatch.after.ms", AX_CONF_INT, OFF(trigger_redispatch_after_ms), "600000", 1000,
      I64MAX, "trigger",
      "A dispatched instance still SCHEDULED (never claimed) after this long is produced "
