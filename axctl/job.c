@@ -115,7 +115,8 @@ typedef struct {
     "SELECT j.name, j.enabled, j.schedule_kind, j.schedule_expr, j.time_zone, j.dst_gap,"       \
     " j.dst_overlap, j.interval_ms, " MS("j.start_at") ", " MS("j.schedule_from") ","           \
     " " MS("lf.nominal_time") ", lf.decision, lf.instance_id, li.state,"                        \
-    " " MS("li.finished_at") ", " MS("now()") " FROM job j"                                     \
+    " " MS("li.finished_at") ", " MS("now()") ", j.handler_kind, j.executor_group,"            \
+    " j.concurrency_limit, j.routing_key, j.running_count FROM job j"                           \
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.decision, f.instance_id FROM job_fire f"      \
     "  WHERE f.job_id = j.id ORDER BY f.nominal_time DESC LIMIT 1) lf ON true"                   \
     " LEFT JOIN job_instance li ON li.id = lf.instance_id"
@@ -318,6 +319,11 @@ typedef struct {
     int disabled;
     char **command;
     int ncommand;
+    const char *handler;     /* --handler */
+    const char *group;       /* --group */
+    int has_routing_key, has_concurrency;
+    const char *routing_key; /* NULL: clear */
+    int64_t concurrency;     /* 0: clear */
 } opts_t;
 
 static void set_sched(opts_t *o, const char *opt, int kind) {
@@ -354,6 +360,44 @@ static const char *const gap_values[] = {"shift", "skip", NULL};
 static const char *const dst_overlap_values[] = {"once", "twice", NULL};
 static const char *const misfire_values[] = {"fire_once", "skip", "catch_up", NULL};
 static const char *const overlap_values[] = {"allow", "skip", "queue", "cancel", NULL};
+static const char *const handler_values[] = {"command", "http", "plugin", NULL};
+
+/* An executor group: what the job table's CHECK allows (and what a Kafka
+ * topic name can carry). */
+static int valid_group(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '-')))
+            return 0;
+    }
+    return 1;
+}
+
+/* Exits 2 unless the handler's command is usable by that handler:
+ * command: an argv with a non-empty argv[0]; http: one http:// URL;
+ * plugin: an absolute path to the .so, then its arguments. `given` says
+ * whether the command came from this invocation (after --) or is stored. */
+static void validate_handler(const char *kind, int ncommand, const char *first, int given) {
+    const char *src = given ? "the command after --" : "the job's stored command";
+    if (strcmp(kind, "command") == 0) {
+        if (ncommand < 1 || !first || !*first)
+            die_usagef("--handler command: %s must be a program and its arguments", src);
+    } else if (strcmp(kind, "http") == 0) {
+        if (ncommand != 1 || !first || strncmp(first, "http://", 7) != 0 || !first[7])
+            die_usagef("--handler http: %s must be exactly one URL, http://HOST[:PORT]/PATH "
+                       "(https is not supported)%s",
+                       src, given ? "" : "; give one after --");
+    } else if (strcmp(kind, "plugin") == 0) {
+        if (ncommand < 1 || !first || first[0] != '/')
+            die_usagef("--handler plugin: %s must be the absolute path of the plugin's .so, "
+                       "then its arguments%s",
+                       src, given ? "" : "; give one after --");
+    }
+}
 
 static void parse_opts(const char *sub, int argc, char **argv, int create, opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -384,7 +428,8 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
         static const char *const known[] = {
             "--cron", "--tz", "--dst-gap", "--dst-overlap", "--fixed-rate", "--fixed-delay",
             "--at", "--after", "--start", "--misfire", "--misfire-threshold", "--catchup-max",
-            "--overlap", "--timeout", "--priority", "--payload", "--payload-file", NULL};
+            "--overlap", "--timeout", "--priority", "--payload", "--payload-file", "--handler",
+            "--group", "--routing-key", "--concurrency", NULL};
         int k = 0;
         while (known[k] && strcmp(known[k], a) != 0)
             k++;
@@ -442,6 +487,21 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             } else {
                 o->payload = read_file(v, &o->payload_len);
             }
+        } else if (strcmp(a, "--handler") == 0) {
+            o->handler = one_of(a, v, handler_values);
+        } else if (strcmp(a, "--group") == 0) {
+            if (!valid_group(v))
+                die_usagef("--group must be 1-64 of A-Z a-z 0-9 _ - starting with a letter or "
+                           "digit, not '%s'", v);
+            o->group = v;
+        } else if (strcmp(a, "--routing-key") == 0) {
+            if (strlen(v) > 255)
+                die_usagef("--routing-key must name a payload field of at most 255 bytes");
+            o->has_routing_key = 1;
+            o->routing_key = *v ? v : NULL;
+        } else if (strcmp(a, "--concurrency") == 0) {
+            o->has_concurrency = 1;
+            o->concurrency = int_in(a, v, 0, 1000000);
         }
     }
     if (o->has_start && o->sched_set && o->kind != AX_SCHED_FIXED_RATE &&
@@ -569,6 +629,18 @@ static void sb_opts(sqlb_t *b, const opts_t *o, ax_strbuf_t *cmd) {
         sb_int(b, "priority", "", "::smallint", o->priority);
     if (o->has_payload)
         sb_add(b, "payload", "", "::bytea", o->payload ? o->payload : "", (int)o->payload_len, 1);
+    if (o->handler)
+        sb_add(b, "handler_kind", "", "::text", o->handler, 0, 0);
+    if (o->group)
+        sb_add(b, "executor_group", "", "::text", o->group, 0, 0);
+    if (o->has_routing_key)
+        sb_add(b, "routing_key", "", "::text", o->routing_key, 0, 0);
+    if (o->has_concurrency) {
+        if (o->concurrency > 0)
+            sb_int(b, "concurrency_limit", "", "::int", o->concurrency);
+        else
+            sb_add(b, "concurrency_limit", "", "::int", NULL, 0, 0);
+    }
     if (o->ncommand) {
         ax_pgarr_begin(cmd);
         for (int i = 0; i < o->ncommand; i++)
@@ -591,6 +663,7 @@ static int job_create(int argc, char **argv) {
     if (o.has_start && o.kind != AX_SCHED_FIXED_RATE && o.kind != AX_SCHED_FIXED_DELAY)
         die_usagef("--start goes with --fixed-rate or --fixed-delay");
     validate(o.kind, o.cron, o.tz ? o.tz : "UTC", o.gap, o.overlap);
+    validate_handler(o.handler ? o.handler : "command", o.ncommand, o.command[0], 1);
 
     ax_pg_t *pg = pg_open();
     sqlb_t b = {0};
@@ -649,6 +722,23 @@ static int job_update(int argc, char **argv) {
     validate(kind, o.sched_set ? o.cron : j.expr, o.tz ? o.tz : j.tz_name,
              o.gap ? o.gap : j.gap, o.overlap ? o.overlap : j.overlap);
     PQclear(cur);
+    if (o.handler || o.ncommand) {
+        /* The handler and its command must fit together, whichever of the
+         * two changes. */
+        const char *p[] = {name};
+        PGresult *hr = q(pg,
+                         "SELECT handler_kind, coalesce(cardinality(command), 0), command[1]"
+                         " FROM job WHERE name = $1",
+                         1, p);
+        if (PQntuples(hr) != 1)
+            no_job(name);
+        const char *hkind = o.handler ? o.handler : PQgetvalue(hr, 0, 0);
+        if (o.ncommand)
+            validate_handler(hkind, o.ncommand, o.command[0], 1);
+        else
+            validate_handler(hkind, (int)ax_pg_int(hr, 0, 1), opt_val(hr, 0, 2), 0);
+        PQclear(hr);
+    }
 
     sqlb_t b = {0};
     ax_strbuf_t cmd = {0};
@@ -743,9 +833,23 @@ static int job_list(int argc, char **argv) {
             wsum = strlen(sum[i]);
     }
     for (int i = 0; i < n; i++) {
-        printf("%-*s  %-8s  %-*s  %s\n", (int)wname, PQgetvalue(r, i, 0),
+        /* Run settings that differ from the defaults, after the next fire. */
+        char extra[512] = "";
+        size_t el = 0;
+        if (strcmp(PQgetvalue(r, i, 16), "command") != 0)
+            el += (size_t)snprintf(extra + el, sizeof extra - el, "  handler=%s",
+                                   PQgetvalue(r, i, 16));
+        if (strcmp(PQgetvalue(r, i, 17), "default") != 0 && el < sizeof extra)
+            el += (size_t)snprintf(extra + el, sizeof extra - el, "  group=%s",
+                                   PQgetvalue(r, i, 17));
+        if (!PQgetisnull(r, i, 18) && el < sizeof extra)
+            el += (size_t)snprintf(extra + el, sizeof extra - el, "  concurrency=%s running=%s",
+                                   PQgetvalue(r, i, 18), PQgetvalue(r, i, 20));
+        if (!PQgetisnull(r, i, 19) && el < sizeof extra)
+            snprintf(extra + el, sizeof extra - el, "  routing-key=%.200s", PQgetvalue(r, i, 19));
+        printf("%-*s  %-8s  %-*s  %s%s\n", (int)wname, PQgetvalue(r, i, 0),
                PQgetvalue(r, i, 1)[0] == 't' ? "enabled" : "disabled", (int)wsum, sum[i],
-               next[i] ? next[i] : "?");
+               next[i] ? next[i] : "?", extra);
         free(sum[i]);
         free(next[i]);
     }

@@ -89,5 +89,11 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w);
  * existing topics are left as they are. */
 int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
                            size_t errlen);
+/* Create the topics `names` (full names, prefix included) with `partitions`
+ * partitions and `replication` replicas, in one admin request; existing
+ * topics are left as they are. AX_ERR_INVALID for invalid arguments
+ * (nothing is created), AX_ERR_IO when Kafka refused or did not answer. */
+int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,
+                                int partitions, int replication, char *errbuf, size_t errlen);
 
 #endif

@@ -370,28 +370,51 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w) {
 int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
                            size_t errlen) {
     static const char *const suffixes[] = {"submit", "dispatch", "callback", "results", "dlq"};
-    char err[512];
-    rd_kafka_t *rk = ax_kafka_producer_new(conf, "axctl-admin", errbuf, errlen);
-    if (!rk)
-        return AX_ERR_INVALID;
-    rd_kafka_NewTopic_t *nt[AX_ARRAY_SIZE(suffixes)];
     char names[AX_ARRAY_SIZE(suffixes)][256];
-    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++) {
-        ax_conf_topic(conf, suffixes[i], names[i], sizeof names[i]);
+    const char *np[AX_ARRAY_SIZE(suffixes)];
+    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++)
+        np[i] = ax_conf_topic(conf, suffixes[i], names[i], sizeof names[i]);
+    return ax_kafka_create_topic_names(conf, np, AX_ARRAY_SIZE(suffixes), partitions, replication,
+                                       errbuf, errlen);
+}
+
+int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,
+                                int partitions, int replication, char *errbuf, size_t errlen) {
+    char err[512];
+    if (n == 0)
+        return 0;
+    rd_kafka_NewTopic_t **nt = calloc(n, sizeof *nt);
+    if (!nt)
+        return ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: out of memory");
+    for (size_t i = 0; i < n; i++) {
         nt[i] = rd_kafka_NewTopic_new(names[i], partitions, replication, err, sizeof err);
+        if (!nt[i]) {
+            for (size_t k = 0; k < i; k++)
+                rd_kafka_NewTopic_destroy(nt[k]);
+            free(nt);
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "create topic %s: %s", names[i],
+                             err);
+        }
+    }
+    rd_kafka_t *rk = ax_kafka_producer_new(conf, "axctl-admin", errbuf, errlen);
+    if (!rk) {
+        for (size_t i = 0; i < n; i++)
+            rd_kafka_NewTopic_destroy(nt[i]);
+        free(nt);
+        return AX_ERR_INVALID;
     }
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, err, sizeof err);
     rd_kafka_AdminOptions_set_request_timeout(opt, 30000, err, sizeof err);
-    rd_kafka_CreateTopics(rk, nt, AX_ARRAY_SIZE(suffixes), opt, q);
+    rd_kafka_CreateTopics(rk, nt, n, opt, q);
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
     int rc = 0;
     if (!ev) {
         rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: no answer from Kafka in 60 s");
     } else if (rd_kafka_event_error(ev)) {
         rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: %s",
-                      rd_kafka_event_error_string(ev));
+                       rd_kafka_event_error_string(ev));
     } else {
         const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
         size_t cnt;
@@ -413,8 +436,9 @@ int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replicatio
         rd_kafka_event_destroy(ev);
     rd_kafka_AdminOptions_destroy(opt);
     rd_kafka_queue_destroy(q);
-    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++)
+    for (size_t i = 0; i < n; i++)
         rd_kafka_NewTopic_destroy(nt[i]);
+    free(nt);
     rd_kafka_destroy(rk);
     return rc;
 }
