@@ -467,10 +467,23 @@ static int dispatch_batch(trigger_t *t) {
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
     snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
     const char *p[] = {lim, svc->conf.topic_prefix, epoch};
-    PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_due, 3, p, NULL, NULL, &r, err, sizeof err);
+    PGresult *r = NULL;
+    /* Like every dispatch batch: in a transaction that re-reads the lease
+     * row with our epoch, so a stale leader marks nothing. */
+    int rc = ax_pg_begin(svc->pg, err, sizeof err);
+    if (rc == 0)
+        rc = lead_check_in_tx(t, err, sizeof err);
+    if (rc == 0)
+        rc = ax_pg_exec(svc->pg, sql_due, 3, p, NULL, NULL, &r, err, sizeof err);
+    if (rc == 0)
+        rc = ax_pg_commit(svc->pg, err, sizeof err);
     if (rc < 0) {
-        ax_warn("due scan: %s", err);
+        ax_pg_rollback(svc->pg);
+        PQclear(r);
+        if (rc == AX_ERR_CONFLICT)
+            lead_lost(t, err);
+        else
+            ax_warn("due scan: %s", err);
         return rc;
     }
     int rows = PQntuples(r);
