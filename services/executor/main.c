@@ -106,12 +106,19 @@ static void pool_remove(pool_t *p, run_t *r) {
         }
 }
 
-/* A run that will not start: leaves its pool's count. */
+static void maybe_resume(executor_t *ex);
+
+/* A run that will not start: leaves its pool's count. A full pool may have
+ * drained this way without any run ending (claims lost, leases swept before
+ * the start): resume what it paused, or nothing else would. */
 static void run_drop(run_t *r) {
     if (r->pool && (r->state == RUN_NEW || r->state == RUN_CLAIMED)) {
         if (r->state == RUN_CLAIMED)
             pool_remove(r->pool, r);
         r->pool->waiting--;
+        r->state = RUN_DONE;
+        maybe_resume(r->ex);
+        return;
     }
     r->state = RUN_DONE;
 }
@@ -700,6 +707,7 @@ static void start_ready(executor_t *ex) {
                     (long long)r->d.instance_id);
             r->pool->waiting--;
             r->state = RUN_DONE;
+            maybe_resume(ex);
             continue;
         }
         if (strcmp(PQgetvalue(res, row, 1), "t") == 0) {
@@ -835,8 +843,11 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
     ax_pgarr_begin(&ids);
     ax_pgarr_begin(&leases);
     size_t n = 0;
+    /* Also while a result waits for Kafka's ack: the instance is ours until
+     * the callback records it. */
     for (run_t *r = ex->head; r; r = r->next)
-        if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING) && !r->stop_why) {
+        if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING || r->state == RUN_REPORTING) &&
+            !r->stop_why) {
             ax_pgarr_int(&ids, r->d.instance_id);
             ax_pgarr_int(&leases, r->lease_ms);
             n++;
@@ -872,7 +883,7 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
     int rows = PQntuples(res);
     for (run_t *r = ex->head; r; r = r->next) {
         if ((r->state != RUN_CLAIMED && r->state != RUN_RUNNING) || r->stop_why)
-            continue;
+            continue; /* a REPORTING run has nothing left to stop */
         int row = -1;
         for (int i = 0; i < rows && row < 0; i++)
             if (ax_pg_int(res, i, 0) == r->d.instance_id)
