@@ -36,5 +36,7 @@ int cmd_job(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 int cmd_idem(int argc, char **argv);
 int cmd_topics(int argc, char **argv);
+/* axctl dlq list | replay (dlq.c) */
+int cmd_dlq(int argc, char **argv);
 
 #endif

@@ -94,6 +94,10 @@ static const char usage[] =
     "      - go ahead; 3: another instance holds it ('taken by instance N' on\n"
     "      stderr) - skip the work; 1: error (try again); 2: usage. Commands do not\n"
     "      inherit $AX_CONFIG from the executor: pass --config FILE.\n"
+    "  dlq list [--limit N]     the dead-letter topic: rejected messages (reason, source)\n"
+    "                           and final failures (instance), as PARTITION:OFFSET lines\n"
+    "  dlq replay P:O           produce a rejected message again to its source topic, or\n"
+    "                           resubmit a final failure's job with the same payload\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
     "  config reference         the configuration reference (Markdown)\n"
     "  config print             the effective configuration, secrets redacted\n"
@@ -510,6 +514,8 @@ int main(int argc, char **argv) {
         rc = cmd_workers(argc - 2, argv + 2);
     } else if (strcmp(cmd, "idem") == 0) {
         rc = cmd_idem(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "dlq") == 0) {
+        rc = cmd_dlq(argc - 2, argv + 2);
     } else if (strcmp(cmd, "counters") == 0) {
         ax_pg_t *pg = pg_open();
         print_rows(q(pg, "SELECT name || ' ' || value FROM ax_counter ORDER BY name", 0, NULL));

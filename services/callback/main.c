@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/log.h"
+#include "ax/retry.h"
 #include "ax/service.h"
 
 static const char usage[] =
@@ -21,60 +23,107 @@ static const char usage[] =
 
 typedef struct callback {
     ax_svc_t svc;
-    int64_t finished, stale, published;
+    int64_t finished, stale, published, retried;
 } callback_t;
 
 /* One statement persists a batch: CAS FINISHED fenced by (instance,
  * attempt) — stale and duplicate results match nothing — plus the
  * job_attempt rows, the concurrency slots given back and the jobs' run-time
  * statistics (which size future leases). */
+/* Alerts: logged, counted (ax_counter "alerts.<kind>"); the webhook is
+ * sent by alert_send() when alert.webhook.url is set. */
+static void alert(callback_t *cb, const char *kind, const char *job, const char *text) {
+    char name[96];
+    ax_warn("ALERT %s%s%s: %s", kind, job ? " job " : "", job ? job : "", text);
+    snprintf(name, sizeof name, "alerts.%s", kind);
+    ax_pg_count(cb->svc.pg, name, 1);
+}
+
 static const char sql_finish[] =
     "WITH u AS ("
     "  SELECT * FROM unnest($1::bigint[], $2::int[], $3::ax_outcome[], $4::int[], $5::text[],"
-    "    $6::text[], $7::text[], $8::text[], $9::bigint[])"
-    "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms)"
+    "    $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])"
+    "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms,"
+    "      retry_ms)"
     "), old AS ("
     "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
     "  WHERE (i.id, i.attempt) IN (SELECT id, attempt FROM u)"
     "    AND i.state IN ('LOCKED', 'RUNNING') FOR UPDATE"
     "), fin AS ("
-    "  UPDATE job_instance i SET state = 'FINISHED', outcome = u.outcome,"
-    "    finished_at = clock_timestamp(), exit_code = u.exit_code, error_class = u.error_class,"
+    /* a retry: back to SCHEDULED as the next attempt, due after its delay,
+     * for the trigger to dispatch; otherwise FINISHED */
+    "  UPDATE job_instance i SET"
+    "    state = CASE WHEN u.retry_ms IS NULL THEN 'FINISHED' ELSE 'SCHEDULED' END"
+    "      ::ax_instance_state,"
+    "    outcome = CASE WHEN u.retry_ms IS NULL THEN u.outcome END,"
+    "    finished_at = CASE WHEN u.retry_ms IS NULL THEN clock_timestamp() END,"
+    "    attempt = i.attempt + CASE WHEN u.retry_ms IS NULL THEN 0 ELSE 1 END,"
+    "    due_at = CASE WHEN u.retry_ms IS NULL THEN i.due_at"
+    "             ELSE now() + u.retry_ms * interval '1 millisecond' END,"
+    "    dispatched_at = CASE WHEN u.retry_ms IS NULL THEN i.dispatched_at END,"
+    "    worker = CASE WHEN u.retry_ms IS NULL THEN i.worker END,"
+    "    locked_at = CASE WHEN u.retry_ms IS NULL THEN i.locked_at END,"
+    "    running_at = CASE WHEN u.retry_ms IS NULL THEN i.running_at END,"
+    "    exit_code = u.exit_code, error_class = u.error_class,"
     "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
     "  FROM u JOIN old ON old.id = u.id"
     "  WHERE i.id = u.id AND i.attempt = u.attempt AND i.state IN ('LOCKED', 'RUNNING')"
-    "  RETURNING i.id, i.attempt, i.outcome, i.exit_code, i.error_class, i.error, i.finished_at,"
-    "    old.holds_slot, old.job_id, old.running_at, u.worker, u.started_ms"
+    "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
+    "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
+    "    u.started_ms, u.retry_ms"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"
     "  SELECT id, attempt, worker, outcome, exit_code, error_class, error,"
     "    to_timestamp(started_ms / 1000.0), finished_at FROM fin"
     "  ON CONFLICT DO NOTHING"
+    "), s AS ("
+    "  SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots, count(*) AS n,"
+    "    count(*) FILTER (WHERE outcome = 'SUCCESS') AS ok,"
+    "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')) AS bad,"
+    "    avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
+    "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
     "), jobs AS ("
+    /* statistics, concurrency slots, and the circuit breaker: a success
+     * closes it; failures count, and open it at the threshold (a failed
+     * half-open probe opens it again) */
     "  UPDATE job j SET running_count = j.running_count - s.slots, runs = j.runs + s.n,"
     "    avg_run_ms = CASE WHEN s.mean_ms IS NULL THEN j.avg_run_ms"
     "                      WHEN j.avg_run_ms IS NULL THEN s.mean_ms"
-    "                      ELSE j.avg_run_ms * 0.7 + s.mean_ms * 0.3 END"
-    "  FROM (SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots, count(*) AS n,"
-    "          avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
-    "        FROM fin WHERE job_id IS NOT NULL GROUP BY job_id) s"
-    "  WHERE j.id = s.job_id"
+    "                      ELSE j.avg_run_ms * 0.7 + s.mean_ms * 0.3 END,"
+    "    consecutive_failures = CASE WHEN s.ok > 0 THEN 0"
+    "                                ELSE j.consecutive_failures + s.bad END,"
+    "    circuit_state = CASE"
+    "      WHEN s.ok > 0 THEN 'closed'"
+    "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND (j.circuit_state = 'half_open'"
+    "        OR j.consecutive_failures + s.bad >= j.circuit_threshold) THEN 'open'"
+    "      ELSE j.circuit_state END,"
+    "    circuit_opened_at = CASE"
+    "      WHEN s.ok > 0 THEN NULL"
+    "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND (j.circuit_state = 'half_open'"
+    "        OR (j.circuit_state = 'closed'"
+    "            AND j.consecutive_failures + s.bad >= j.circuit_threshold)) THEN now()"
+    "      ELSE j.circuit_opened_at END"
+    "  FROM s WHERE j.id = s.job_id"
+    "  RETURNING j.name, j.circuit_state, j.consecutive_failures,"
+    "    j.circuit_opened_at = now() AS opened_now"
     ")"
-    " SELECT id FROM fin";
+    " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
+    " UNION ALL SELECT 'j', name, consecutive_failures::text FROM jobs WHERE opened_now";
 
 typedef struct finish_batch {
-    ax_strbuf_t a[9];
+    ax_strbuf_t a[10];
     size_t n;
 } finish_batch_t;
 
 static void fb_begin(finish_batch_t *b) {
     memset(b, 0, sizeof *b);
-    for (int k = 0; k < 9; k++)
+    for (int k = 0; k < 10; k++)
         ax_pgarr_begin(&b->a[k]);
 }
 
-static void fb_add(finish_batch_t *b, const ax_attempt_t *a) {
+/* retry_ms < 0: final. */
+static void fb_add(finish_batch_t *b, const ax_attempt_t *a, int64_t retry_ms) {
     char code[16];
     snprintf(code, sizeof code, "%d", (int)a->exit_code);
     ax_pgarr_int(&b->a[0], a->instance_id);
@@ -92,28 +141,47 @@ static void fb_add(finish_batch_t *b, const ax_attempt_t *a) {
         ax_pgarr_int(&b->a[8], a->started_at_ms);
     else
         ax_pgarr_text(&b->a[8], NULL);
+    if (retry_ms >= 0)
+        ax_pgarr_int(&b->a[9], retry_ms);
+    else
+        ax_pgarr_text(&b->a[9], NULL);
     b->n++;
 }
 
 static void fb_free(finish_batch_t *b) {
-    for (int k = 0; k < 9; k++)
+    for (int k = 0; k < 10; k++)
         ax_strbuf_free(&b->a[k]);
 }
 
-/* Returns the number of results that finished an attempt, or <0. */
-static int fb_exec(ax_svc_t *svc, finish_batch_t *b, char *err, size_t errlen) {
+/* Returns the number of results that ended an attempt (finished or
+ * rescheduled), or <0; counts retries and alerts circuits that opened. */
+static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *err,
+                   size_t errlen) {
+    ax_svc_t *svc = &cb->svc;
     if (!b->n)
         return 0;
-    const char *p[9];
-    for (int k = 0; k < 9; k++) {
+    const char *p[10];
+    for (int k = 0; k < 10; k++) {
         ax_pgarr_end(&b->a[k]);
         p[k] = b->a[k].s;
     }
     PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_finish, 9, p, NULL, NULL, &r, err, errlen);
+    int rc = ax_pg_exec(svc->pg, sql_finish, 10, p, NULL, NULL, &r, err, errlen);
     if (rc < 0)
         return rc;
-    int n = PQntuples(r);
+    int n = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetvalue(r, i, 0)[0] == 'i') {
+            n++;
+            if (strcmp(PQgetvalue(r, i, 2), "true") == 0)
+                (*retried)++;
+        } else {
+            char text[512];
+            snprintf(text, sizeof text, "circuit of job %s opened after %s consecutive failures",
+                     PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
+            alert(cb, "circuit_open", PQgetvalue(r, i, 1), text);
+        }
+    }
     PQclear(r);
     return n;
 }
@@ -172,9 +240,24 @@ static int publish(callback_t *cb, const char *ids) {
         }
         rc = ax_kafka_produce(svc->producer, svc->topic_results, key, (size_t)klen, buf, len, NULL,
                               &dlv, err, sizeof err);
-        free(buf);
         if (rc < 0)
             ax_warn("%s", err);
+        /* A final failure is also recorded on the dead-letter topic (the
+         * same Result record, the reason in headers) for `axctl dlq`. */
+        if (res.outcome != AX_OUTCOME_SUCCESS && res.outcome != AX_OUTCOME_CANCELLED) {
+            rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+            const char *reason = res.error ? res.error : ax_outcome_name(res.outcome);
+            rd_kafka_header_add(h, "ax.reason", -1, reason, -1);
+            rd_kafka_header_add(h, "ax.kind", -1, "final_failure", -1);
+            rd_kafka_header_add(h, "ax.instance.id", -1, key, klen);
+            rd_kafka_header_add(h, "ax.service", -1, svc->name, -1);
+            if (ax_kafka_produce(svc->producer, svc->topic_dlq, key, (size_t)klen, buf, len, h,
+                                 &dlv, err, sizeof err) < 0) {
+                rd_kafka_headers_destroy(h);
+                ax_warn("%s", err);
+            }
+        }
+        free(buf);
     }
     PQclear(r);
     if (rows == 0)
@@ -200,12 +283,111 @@ static int publish(callback_t *cb, const char *ids) {
 /* Persist a batch in one statement. If the statement is refused (bad
  * data in one result), fall back to one result at a time so only the bad
  * one is dead-lettered. */
+/* Which failed results are retried, and after how long (retry_ms[i] >= 0),
+ * by each job's policy (inline commands are not retried) and the global
+ * retry budget. A final failure gets the reason appended to its error. */
+static int decide_retries(callback_t *cb, ax_attempt_t *as, const char *skip, size_t n,
+                          int64_t *retry_ms, char *err, size_t errlen) {
+    ax_svc_t *svc = &cb->svc;
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    size_t failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        retry_ms[i] = -1;
+        if (!skip[i] && as[i].outcome != AX_OUTCOME_SUCCESS) {
+            ax_pgarr_int(&ids, as[i].instance_id);
+            failed++;
+        }
+    }
+    ax_pgarr_end(&ids);
+    int rc = 0;
+    if (!failed)
+        goto out;
+    const char *p[] = {ids.s, svc->conf.topic_prefix};
+    PGresult *r;
+    rc = ax_pg_exec(svc->pg,
+                    "SELECT i.id, i.attempt, j.retry_max, j.retry_initial_ms, j.retry_multiplier,"
+                    "  j.retry_max_ms, j.retry_jitter_ms, j.retry_rules::text, j.name,"
+                    "  (SELECT count(*) FROM job_instance q WHERE q.state = 'SCHEDULED'"
+                    "    AND q.attempt > 1 AND q.deployment = $2)"
+                    " FROM job_instance i JOIN job j ON j.id = i.job_id"
+                    " WHERE i.id = ANY($1::bigint[]) AND i.state IN ('LOCKED', 'RUNNING')",
+                    2, p, NULL, NULL, &r, err, errlen);
+    if (rc < 0)
+        goto out;
+    int64_t pending = PQntuples(r) ? ax_pg_int(r, 0, 9) : 0;
+    int64_t budget = svc->conf.callback_retry_budget - pending, over = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (skip[i] || as[i].outcome == AX_OUTCOME_SUCCESS)
+            continue;
+        int row = -1;
+        for (int k = 0; k < PQntuples(r) && row < 0; k++)
+            if (ax_pg_int(r, k, 0) == as[i].instance_id && ax_pg_int(r, k, 1) == as[i].attempt)
+                row = k;
+        if (row < 0)
+            continue; /* inline, stale or duplicate: the CAS decides */
+        ax_retry_policy_t pol;
+        ax_retry_policy_default(&pol);
+        pol.max_retries = (int)ax_pg_int(r, row, 2);
+        pol.initial_ms = ax_pg_int(r, row, 3);
+        pol.multiplier = atof(PQgetvalue(r, row, 4));
+        pol.max_ms = ax_pg_int(r, row, 5);
+        pol.jitter_ms = ax_pg_int(r, row, 6);
+        char perr[256];
+        if (!PQgetisnull(r, row, 7) &&
+            ax_retry_rules_parse(&pol, PQgetvalue(r, row, 7), perr, sizeof perr) < 0)
+            ax_warn("job %s: retry_rules ignored (%s); default chain used", PQgetvalue(r, row, 8),
+                    perr);
+        ax_retry_decision_t d = ax_retry_decide(&pol, as[i].error_class, as[i].retryable,
+                                                as[i].attempt, drand48());
+        const char *why = d.reason;
+        if (d.retry && budget <= 0) {
+            d.retry = 0;
+            why = "retry budget exhausted";
+            over++;
+        }
+        if (d.retry) {
+            retry_ms[i] = d.delay_ms;
+            budget--;
+            ax_info("instance %lld attempt %d %s (%s): retry in %lld ms",
+                    (long long)as[i].instance_id, (int)as[i].attempt,
+                    ax_outcome_name(as[i].outcome), as[i].error_class ? as[i].error_class : "",
+                    (long long)d.delay_ms);
+            continue;
+        }
+        char *e = NULL;
+        if (asprintf(&e, "%s; not retried: %s (attempt %d of %d)", as[i].error ? as[i].error : "",
+                     why, (int)as[i].attempt, pol.max_retries + 1) >= 0) {
+            free(as[i].error);
+            as[i].error = e;
+        }
+        if (d.alert) {
+            char text[700];
+            snprintf(text, sizeof text, "instance %lld failed for good: %s",
+                     (long long)as[i].instance_id, as[i].error);
+            alert(cb, "final_failure", PQgetvalue(r, row, 8), text);
+        }
+    }
+    if (over) {
+        char text[256];
+        snprintf(text, sizeof text, "%lld retries refused: %lld retries already pending (budget "
+                                    "%lld); those instances ended FAILED",
+                 (long long)over, (long long)pending, (long long)svc->conf.callback_retry_budget);
+        alert(cb, "retry_budget", NULL, text);
+    }
+    PQclear(r);
+out:
+    ax_strbuf_free(&ids);
+    return rc;
+}
+
 static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) {
     callback_t *cb = arg;
     char err[1024], reason[512];
     char *skip = calloc(n, 1);
     ax_strbuf_t ids = {0};
     int rc = 0, one_by_one = 0;
+    int64_t *retry_ms = NULL;
     if (!skip)
         return AX_ERR_NOMEM;
     /* decode once; undecodable results go to the dead-letter topic */
@@ -227,17 +409,26 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
         if (as[i].output)
             ax_utf8_sanitize(as[i].output, strlen(as[i].output));
     }
-    int64_t done = 0, offered = 0;
+    retry_ms = calloc(n, sizeof *retry_ms);
+    if (!retry_ms) {
+        rc = AX_ERR_NOMEM;
+        goto out;
+    }
+    if ((rc = decide_retries(cb, as, skip, n, retry_ms, err, sizeof err)) < 0) {
+        ax_warn("retry policies: %s", err);
+        goto out;
+    }
+    int64_t done = 0, offered = 0, retried = 0;
     for (size_t start = 0; start < n;) {
         finish_batch_t b;
         fb_begin(&b);
         size_t end = one_by_one ? start + 1 : n, used = 0;
         for (size_t i = start; i < end; i++)
             if (!skip[i]) {
-                fb_add(&b, &as[i]);
+                fb_add(&b, &as[i], retry_ms[i]);
                 used++;
             }
-        int got = used ? fb_exec(svc, &b, err, sizeof err) : 0;
+        int got = used ? fb_exec(cb, &b, &retried, err, sizeof err) : 0;
         fb_free(&b);
         if (got == AX_ERR_INVALID || got == AX_ERR_CONFLICT) {
             if (!one_by_one) {
@@ -263,6 +454,13 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
         offered += (int64_t)used;
         start = end;
     }
+    if (retried) {
+        /* wake the trigger: the retries are due in its scan */
+        const char *q[] = {svc->conf.topic_prefix};
+        ax_pg_exec(svc->pg, "SELECT pg_notify('ax_due', $1)", 1, q, NULL, NULL, NULL, err,
+                   sizeof err);
+        cb->retried += retried;
+    }
     int64_t stale = offered - done;
     cb->finished += done;
     cb->stale += stale;
@@ -282,6 +480,7 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
 out:
     for (size_t i = 0; i < n; i++)
         ax_attempt_clear(&as[i]);
+    free(retry_ms);
     free(as);
     ax_strbuf_free(&ids);
     free(skip);
@@ -293,6 +492,7 @@ int main(int argc, char **argv) {
     if (ax_svc_init(&cb.svc, "ax-callback", &argc, argv, usage, "callback") < 0)
         return 1;
     ax_svc_t *svc = &cb.svc;
+    srand48((long)(ax_now_ms() ^ (int64_t)getpid() << 16));
     char group[300];
     if (ax_svc_consume(svc, svc->topic_callback,
                        ax_conf_topic(&svc->conf, "callback", group, sizeof group),
@@ -300,8 +500,10 @@ int main(int argc, char **argv) {
                        on_attempt_batch, &cb) < 0)
         return 1;
     ax_svc_run(svc);
-    ax_info("stopped: %lld finished, %lld stale results ignored, %lld outcomes published",
-            (long long)cb.finished, (long long)cb.stale, (long long)cb.published);
+    ax_info("stopped: %lld attempts recorded, %lld retries scheduled, %lld stale results "
+            "ignored, %lld outcomes published",
+            (long long)cb.finished, (long long)cb.retried, (long long)cb.stale,
+            (long long)cb.published);
     ax_svc_destroy(svc);
     return 0;
 }

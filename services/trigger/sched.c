@@ -482,6 +482,70 @@ static const char sql_fire[] =
     ")"
     " SELECT * FROM ins";
 
+/* Circuit breaker: a job whose circuit is open has its fires recorded as
+ * skipped_circuit; once the cool-down passed, one fire runs as the probe
+ * (the circuit goes half-open; ax-callback closes it on success or opens it
+ * again on failure), and fires meanwhile are skipped. */
+static int apply_circuit(trigger_t *t, fire_t *f, size_t n, char *err, size_t errlen) {
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    for (size_t i = 0; i < n; i++)
+        ax_pgarr_int(&ids, f[i].job_id);
+    ax_pgarr_end(&ids);
+    const char *p[] = {ids.s};
+    PGresult *r;
+    int rc = ax_pg_exec(t->svc.pg,
+                        "SELECT id, circuit_state, consecutive_failures,"
+                        "  circuit_opened_at + circuit_cooldown_ms * interval '1 ms' <= now(),"
+                        "  to_char(circuit_opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+                        " FROM job WHERE id = ANY($1::bigint[]) AND circuit_state <> 'closed'"
+                        " FOR UPDATE",
+                        1, p, NULL, NULL, &r, err, errlen);
+    ax_strbuf_free(&ids);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    char *probed = calloc((size_t)rows + 1, 1);
+    for (size_t i = 0; i < n && rows && probed; i++) {
+        if (strcmp(f[i].decision, "fired") != 0)
+            continue;
+        int row = -1;
+        for (int k = 0; k < rows && row < 0; k++)
+            if (ax_pg_int(r, k, 0) == f[i].job_id)
+                row = k;
+        if (row < 0)
+            continue;
+        char *old = f[i].detail;
+        if (!probed[row] && strcmp(PQgetvalue(r, row, 1), "open") == 0 &&
+            strcmp(PQgetvalue(r, row, 3), "t") == 0) {
+            char id[32];
+            snprintf(id, sizeof id, "%lld", (long long)f[i].job_id);
+            const char *q[] = {id};
+            rc = ax_pg_exec(t->svc.pg,
+                            "UPDATE job SET circuit_state = 'half_open' WHERE id = $1::bigint"
+                            " AND circuit_state = 'open'",
+                            1, q, NULL, NULL, NULL, err, errlen);
+            if (rc < 0)
+                break;
+            f[i].detail = fmt("circuit half-open: this run is the probe%s%s", old ? "; " : "",
+                              old ? old : "");
+            ax_info("job %lld: circuit cool-down over; probing", (long long)f[i].job_id);
+            probed[row] = 1; /* the rest of the batch is skipped */
+        } else {
+            f[i].decision = "skipped_circuit";
+            f[i].detail = fmt("circuit %s since %s after %s consecutive failures%s%s",
+                              PQgetvalue(r, row, 1), PQgetvalue(r, row, 4), PQgetvalue(r, row, 2),
+                              old ? "; " : "", old ? old : "");
+            t->fired--;
+            t->skipped++;
+        }
+        free(old);
+    }
+    free(probed);
+    PQclear(r);
+    return rc;
+}
+
 /* Overlap: for jobs that do not allow parallel runs, look at their
  * unfinished instances and turn "fired" into skipped/queued/cancel. */
 static int apply_overlap(trigger_t *t, fire_t *f, size_t n, char *err, size_t errlen) {
@@ -589,6 +653,8 @@ static int flush_batch(trigger_t *t) {
     int rc = ax_pg_begin(svc->pg, err, sizeof err);
     if (rc == 0)
         rc = lead_check_in_tx(t, err, sizeof err);
+    if (rc == 0)
+        rc = apply_circuit(t, t->fires, n, err, sizeof err);
     if (rc == 0)
         rc = apply_overlap(t, t->fires, n, err, sizeof err);
     PGresult *r = NULL;
@@ -732,7 +798,8 @@ void sched_poll_notify(trigger_t *t) {
         return;
     char err[512];
     if (!t->listening) {
-        if (ax_pg_exec(t->svc.pg, "LISTEN ax_job", 0, NULL, NULL, NULL, NULL, err, sizeof err) < 0)
+        if (ax_pg_exec(t->svc.pg, "LISTEN ax_job", 0, NULL, NULL, NULL, NULL, err, sizeof err) < 0 ||
+            ax_pg_exec(t->svc.pg, "LISTEN ax_due", 0, NULL, NULL, NULL, NULL, err, sizeof err) < 0)
             return;
         t->listening = 1;
     }
@@ -740,6 +807,13 @@ void sched_poll_notify(trigger_t *t) {
     if (c && PQconsumeInput(c)) {
         PGnotify *nf;
         while ((nf = PQnotifies(c))) {
+            if (strcmp(nf->relname, "ax_due") == 0) {
+                /* retries rescheduled by the callback: look at the due scan */
+                if (strcmp(nf->extra, t->svc.conf.topic_prefix) == 0)
+                    arm_scan(t, 0);
+                PQfreemem(nf);
+                continue;
+            }
             char *end;
             long long id = strtoll(nf->extra, &end, 10);
             if (*end == 0 && id > 0)
@@ -868,7 +942,7 @@ void sched_on_follower(trigger_t *t) {
     jobs_clear(t);
     if (t->listening) {
         char err[256];
-        ax_pg_exec(t->svc.pg, "UNLISTEN ax_job", 0, NULL, NULL, NULL, NULL, err, sizeof err);
+        ax_pg_exec(t->svc.pg, "UNLISTEN *", 0, NULL, NULL, NULL, NULL, err, sizeof err);
         t->listening = 0;
     }
 }

@@ -63,6 +63,7 @@ typedef struct ax_conf {
     int64_t executor_shutdown_grace_ms;
     /* callback */
     int64_t callback_batch;
+    int64_t callback_retry_budget;
     /* retry of servers */
     int64_t backoff_initial_ms;
     int64_t backoff_max_ms;

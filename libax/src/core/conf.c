@@ -109,6 +109,11 @@ const ax_conf_def_t ax_conf_table[] = {
     {"executor.shutdown.grace.ms", AX_CONF_INT, OFF(executor_shutdown_grace_ms), "30000", 0,
      86400000, "executor",
      "On SIGTERM, how long running commands may finish before they are cancelled."},
+    {"callback.retry.budget", AX_CONF_INT, OFF(callback_retry_budget), "10000", 0, 100000000,
+     "callback",
+     "Most retries waiting to run in this deployment at once. Beyond it a failed attempt "
+     "that would be retried ends FAILED (retry budget exhausted) and an alert is raised, "
+     "so an outage downstream cannot become a retry storm."},
     {"callback.batch", AX_CONF_INT, OFF(callback_batch), "1000", 1, 100000, "callback",
      "Most attempt results persisted in one database statement."},
     {"backoff.initial.ms", AX_CONF_INT, OFF(backoff_initial_ms), "200", 1, 60000, "all",
