@@ -38,5 +38,7 @@ int cmd_idem(int argc, char **argv);
 int cmd_topics(int argc, char **argv);
 /* axctl dlq list | replay (dlq.c) */
 int cmd_dlq(int argc, char **argv);
+/* axctl flow ... (flow.c) */
+int cmd_flow(int argc, char **argv);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * job.c — axctl job: define and change jobs and their schedules, preview
- * their fire times and read their fire ledger.
+ * job.c — axctl job: define and change jobs, their schedules, retry
+ * policies and circuit breakers, preview their fire times, read their fire
+ * ledger, and close an open circuit (job reset).
  *
  * Fire times are computed here with ax/schedule.h, the code ax-trigger
  * uses, by the trigger's rule: the next fire is the first one strictly
@@ -10,6 +11,7 @@
  * SQL text is made of constants only; every value is a parameter.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "ax/common.h"
 #include "ax/cron.h"
 #include "ax/pg.h"
+#include "ax/retry.h"
 #include "ax/schedule.h"
 #include "axctl.h"
 
@@ -116,7 +119,8 @@ typedef struct {
     " j.dst_overlap, j.interval_ms, " MS("j.start_at") ", " MS("j.schedule_from") ","           \
     " " MS("lf.nominal_time") ", lf.decision, lf.instance_id, li.state,"                        \
     " " MS("li.finished_at") ", " MS("now()") ", j.handler_kind, j.executor_group,"            \
-    " j.concurrency_limit, j.routing_key, j.running_count FROM job j"                           \
+    " j.concurrency_limit, j.routing_key, j.running_count, j.circuit_state,"                     \
+    " j.consecutive_failures FROM job j"                                                         \
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.decision, f.instance_id FROM job_fire f"      \
     "  WHERE f.job_id = j.id ORDER BY f.nominal_time DESC LIMIT 1) lf ON true"                   \
     " LEFT JOIN job_instance li ON li.id = lf.instance_id"
@@ -324,6 +328,14 @@ typedef struct {
     int has_routing_key, has_concurrency;
     const char *routing_key; /* NULL: clear */
     int64_t concurrency;     /* 0: clear */
+    /* retry policy and circuit breaker */
+    int has_retries, has_retry_initial, has_retry_max, has_retry_jitter, has_retry_rules;
+    int64_t retries, retry_initial, retry_max, retry_jitter;
+    const char *retry_mult;  /* normalised number text, NULL: not given */
+    char retry_mult_buf[40];
+    const char *retry_rules; /* NULL: clear (the default chain) */
+    int has_circuit_threshold, has_circuit_cooldown;
+    int64_t circuit_threshold, circuit_cooldown;
 } opts_t;
 
 static void set_sched(opts_t *o, const char *opt, int kind) {
@@ -361,6 +373,10 @@ static const char *const dst_overlap_values[] = {"once", "twice", NULL};
 static const char *const misfire_values[] = {"fire_once", "skip", "catch_up", NULL};
 static const char *const overlap_values[] = {"allow", "skip", "queue", "cancel", NULL};
 static const char *const handler_values[] = {"command", "http", "plugin", NULL};
+
+/* The longest circuit cool-down: a year (beyond, "until axctl job reset"
+ * is meant; a threshold of 0 turns the breaker off). */
+#define CIRCUIT_COOLDOWN_MAX_MS INT64_C(31536000000)
 
 /* An executor group: what the job table's CHECK allows (and what a Kafka
  * topic name can carry). */
@@ -429,7 +445,9 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             "--cron", "--tz", "--dst-gap", "--dst-overlap", "--fixed-rate", "--fixed-delay",
             "--at", "--after", "--start", "--misfire", "--misfire-threshold", "--catchup-max",
             "--overlap", "--timeout", "--priority", "--payload", "--payload-file", "--handler",
-            "--group", "--routing-key", "--concurrency", NULL};
+            "--group", "--routing-key", "--concurrency", "--retries", "--retry-initial",
+            "--retry-multiplier", "--retry-max-delay", "--retry-jitter", "--retry-rules",
+            "--circuit-threshold", "--circuit-cooldown", NULL};
         int k = 0;
         while (known[k] && strcmp(known[k], a) != 0)
             k++;
@@ -502,6 +520,40 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
         } else if (strcmp(a, "--concurrency") == 0) {
             o->has_concurrency = 1;
             o->concurrency = int_in(a, v, 0, 1000000);
+        } else if (strcmp(a, "--retries") == 0) {
+            o->has_retries = 1;
+            o->retries = int_in(a, v, 0, 1000000);
+        } else if (strcmp(a, "--retry-initial") == 0) {
+            o->has_retry_initial = 1;
+            o->retry_initial = int_in(a, v, 0, AX_RETRY_MAX_DELAY_MS);
+        } else if (strcmp(a, "--retry-max-delay") == 0) {
+            o->has_retry_max = 1;
+            o->retry_max = int_in(a, v, 0, AX_RETRY_MAX_DELAY_MS);
+        } else if (strcmp(a, "--retry-jitter") == 0) {
+            o->has_retry_jitter = 1;
+            o->retry_jitter = int_in(a, v, 0, AX_RETRY_MAX_DELAY_MS);
+        } else if (strcmp(a, "--retry-multiplier") == 0) {
+            char *end;
+            double x = strtod(v, &end);
+            if (!*v || *end || !isfinite(x) || x < 1 || x > 1000)
+                die_usagef("%s must be a number 1..1000, not '%s'", a, v);
+            snprintf(o->retry_mult_buf, sizeof o->retry_mult_buf, "%.17g", x);
+            o->retry_mult = o->retry_mult_buf;
+        } else if (strcmp(a, "--retry-rules") == 0) {
+            /* What ax-callback will parse: refuse a chain it would ignore. */
+            ax_retry_policy_t pol;
+            char err[512];
+            ax_retry_policy_default(&pol);
+            if (ax_retry_rules_parse(&pol, v, err, sizeof err) < 0)
+                die_usagef("%s: %s", a, err);
+            o->has_retry_rules = 1;
+            o->retry_rules = v[strspn(v, " \t\r\n")] ? v : NULL;
+        } else if (strcmp(a, "--circuit-threshold") == 0) {
+            o->has_circuit_threshold = 1;
+            o->circuit_threshold = int_in(a, v, 0, 1000000);
+        } else if (strcmp(a, "--circuit-cooldown") == 0) {
+            o->has_circuit_cooldown = 1;
+            o->circuit_cooldown = int_in(a, v, 0, CIRCUIT_COOLDOWN_MAX_MS);
         }
     }
     if (o->has_start && o->sched_set && o->kind != AX_SCHED_FIXED_RATE &&
@@ -536,7 +588,7 @@ static void validate(int kind, const char *cron, const char *tz, const char *gap
 
 /* Column list builder: INSERT (cols / vals) or UPDATE (cols holds
  * "col = value, ..."); values are always parameters. */
-#define SB_MAX 32
+#define SB_MAX 48
 typedef struct {
     ax_strbuf_t cols, vals;
     int update, n, ncols;
@@ -641,6 +693,22 @@ static void sb_opts(sqlb_t *b, const opts_t *o, ax_strbuf_t *cmd) {
         else
             sb_add(b, "concurrency_limit", "", "::int", NULL, 0, 0);
     }
+    if (o->has_retries)
+        sb_int(b, "retry_max", "", "::int", o->retries);
+    if (o->has_retry_initial)
+        sb_int(b, "retry_initial_ms", "", "::bigint", o->retry_initial);
+    if (o->retry_mult)
+        sb_add(b, "retry_multiplier", "", "::double precision", o->retry_mult, 0, 0);
+    if (o->has_retry_max)
+        sb_int(b, "retry_max_ms", "", "::bigint", o->retry_max);
+    if (o->has_retry_jitter)
+        sb_int(b, "retry_jitter_ms", "", "::bigint", o->retry_jitter);
+    if (o->has_retry_rules)
+        sb_add(b, "retry_rules", "", "::jsonb", o->retry_rules, 0, 0);
+    if (o->has_circuit_threshold)
+        sb_int(b, "circuit_threshold", "", "::int", o->circuit_threshold);
+    if (o->has_circuit_cooldown)
+        sb_int(b, "circuit_cooldown_ms", "", "::bigint", o->circuit_cooldown);
     if (o->ncommand) {
         ax_pgarr_begin(cmd);
         for (int i = 0; i < o->ncommand; i++)
@@ -846,7 +914,11 @@ static int job_list(int argc, char **argv) {
             el += (size_t)snprintf(extra + el, sizeof extra - el, "  concurrency=%s running=%s",
                                    PQgetvalue(r, i, 18), PQgetvalue(r, i, 20));
         if (!PQgetisnull(r, i, 19) && el < sizeof extra)
-            snprintf(extra + el, sizeof extra - el, "  routing-key=%.200s", PQgetvalue(r, i, 19));
+            el += (size_t)snprintf(extra + el, sizeof extra - el, "  routing-key=%.200s",
+                                   PQgetvalue(r, i, 19));
+        if (strcmp(PQgetvalue(r, i, 21), "closed") != 0 && el < sizeof extra)
+            snprintf(extra + el, sizeof extra - el, "  circuit=%s failures=%s",
+                     PQgetvalue(r, i, 21), PQgetvalue(r, i, 22));
         printf("%-*s  %-8s  %-*s  %s%s\n", (int)wname, PQgetvalue(r, i, 0),
                PQgetvalue(r, i, 1)[0] == 't' ? "enabled" : "disabled", (int)wsum, sum[i],
                next[i] ? next[i] : "?", extra);
@@ -1069,10 +1141,57 @@ static int job_history(int argc, char **argv) {
     return 0;
 }
 
+/* ---- reset: close a job's circuit breaker ------------------------------------------ */
+
+static int job_reset(int argc, char **argv) {
+    need_name("reset", argc, argv);
+    if (argc > 2)
+        die_usagef("job reset takes only a NAME");
+    const char *name = argv[1];
+    ax_pg_t *pg = pg_open();
+    char err[1024];
+    if (ax_pg_begin(pg, err, sizeof err) < 0)
+        fail_sql(err);
+    const char *p[] = {name};
+    PGresult *r = q(pg,
+                    "SELECT circuit_state, consecutive_failures, " MS("circuit_opened_at") ","
+                    " time_zone, circuit_threshold FROM job WHERE name = $1 FOR UPDATE",
+                    1, p);
+    if (PQntuples(r) != 1)
+        no_job(name);
+    /* Only circuit columns: the job's version stays, the trigger reads the
+     * circuit when the job next fires. */
+    PQclear(q(pg,
+              "UPDATE job SET circuit_state = 'closed', consecutive_failures = 0,"
+              " circuit_opened_at = NULL WHERE name = $1",
+              1, p));
+    if (ax_pg_commit(pg, err, sizeof err) < 0)
+        fail_sql(err);
+    const char *state = PQgetvalue(r, 0, 0), *fails = PQgetvalue(r, 0, 1);
+    if (strcmp(state, "closed") == 0) {
+        printf("job %s: circuit was already closed (%s consecutive failures, threshold %s); "
+               "failure count reset\n",
+               name, fails, PQgetvalue(r, 0, 4));
+    } else {
+        char t[64] = "?";
+        if (!PQgetisnull(r, 0, 2)) {
+            ax_tz_t *tz = zone_open(PQgetvalue(r, 0, 3));
+            fmt_time(tz, ax_pg_int(r, 0, 2), t, sizeof t);
+            ax_tz_destroy(tz);
+        }
+        printf("job %s: circuit was %s%s since %s after %s consecutive failures; now closed\n",
+               name, state, strcmp(state, "half_open") == 0 ? " (a probe was running)" : "", t,
+               fails);
+    }
+    PQclear(r);
+    ax_pg_destroy(pg);
+    return 0;
+}
+
 int cmd_job(int argc, char **argv) {
     if (argc < 1)
         die_usage("job needs a subcommand: create, update, delete, enable, disable, list, show, "
-                  "next, history");
+                  "next, history, reset");
     const char *sub = argv[0];
     if (strcmp(sub, "create") == 0)
         return job_create(argc, argv);
@@ -1092,5 +1211,7 @@ int cmd_job(int argc, char **argv) {
         return job_next(argc, argv);
     if (strcmp(sub, "history") == 0)
         return job_history(argc, argv);
+    if (strcmp(sub, "reset") == 0)
+        return job_reset(argc, argv);
     die_usagef("unknown job subcommand '%s' (see axctl --help)", sub);
 }

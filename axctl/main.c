@@ -32,8 +32,9 @@ static const char usage[] =
     "      (2026-12-01T02:30:00Z) or epoch milliseconds. Prints the trace id; with\n"
     "      --wait, waits for the final outcome, prints it as JSON and exits 0 only\n"
     "      on SUCCESS. --count N submits N instances, trace ids TRACE-1..TRACE-N.\n"
-    "  job create NAME [SCHEDULE] [POLICY...] [RUN...] [--disabled] -- COMMAND ARG...\n"
-    "  job update NAME [SCHEDULE] [POLICY...] [RUN...] [-- COMMAND ARG...]\n"
+    "  job create NAME [SCHEDULE] [POLICY...] [RUN...] [RETRY...] [--disabled]\n"
+    "         -- COMMAND ARG...\n"
+    "  job update NAME [SCHEDULE] [POLICY...] [RUN...] [RETRY...] [-- COMMAND ARG...]\n"
     "      Define a job, or change only the given settings of one. SCHEDULE is one\n"
     "      of (default --no-schedule):\n"
     "        --cron 'EXPR' [--tz ZONE] [--dst-gap shift|skip]\n"
@@ -61,12 +62,22 @@ static const char usage[] =
     "                           partition ('' clears)\n"
     "        --concurrency N    at most N instances LOCKED or RUNNING at once,\n"
     "                           cluster-wide (0 clears: no limit)\n"
+    "      RETRY (a failed attempt runs again as attempt+1; docs/RETRIES.md):\n"
+    "        --retries N        retries after the first attempt (default 3)\n"
+    "        --retry-initial MS  --retry-multiplier X (>= 1)  --retry-max-delay MS\n"
+    "                           backoff: min(MS * X^(attempt-1), max) (defaults\n"
+    "                           2000, 2, 30000) plus 0..--retry-jitter MS (2000)\n"
+    "        --retry-rules JSON  the job's rule chain, before the default one, e.g.\n"
+    "                           '[{\"class\":\"exit\",\"action\":\"fail\"}]' ('' clears)\n"
+    "        --circuit-threshold N  open the circuit after N consecutive failed\n"
+    "                           attempts: fires are skipped (default 5, 0 = off)\n"
+    "        --circuit-cooldown MS  then one fire probes after MS (default 60000)\n"
     "      Invalid values exit 2 before anything is written.\n"
     "  job enable NAME | job disable NAME | job delete NAME\n"
     "  job list\n"
     "      One line per job: name, enabled/disabled, schedule, next fire time, and\n"
     "      the run settings that are not the defaults (handler=, group=,\n"
-    "      concurrency=LIMIT running=N, routing-key=).\n"
+    "      concurrency=LIMIT running=N, routing-key=, circuit=STATE failures=N).\n"
     "  job show NAME\n"
     "      Every setting as 'key: value' lines, the last fire and the next 5 fires.\n"
     "  job next NAME [-n N] [--from TIME]\n"
@@ -78,6 +89,9 @@ static const char usage[] =
     "      The fire ledger, newest first (default 20 rows): nominal time, decision\n"
     "      (fired, queued, skipped_misfire, skipped_overlap, skipped_circuit,\n"
     "      deferred), instance id, its state/outcome, detail.\n"
+    "  job reset NAME\n"
+    "      Close the job's circuit breaker now (consecutive failures 0) and print\n"
+    "      what it was.\n"
     "  instance show ID | instance list [--limit N] [--trace ID]\n"
     "  topics create [--partitions N] [--replication N] [--group G]...\n"
     "      Create the topics (default 6 partitions, replication 1), and\n"
@@ -94,6 +108,11 @@ static const char usage[] =
     "      - go ahead; 3: another instance holds it ('taken by instance N' on\n"
     "      stderr) - skip the work; 1: error (try again); 2: usage. Commands do not\n"
     "      inherit $AX_CONFIG from the executor: pass --config FILE.\n"
+    "  flow create NAME --stage STAGE=JOB[:UPSTREAM,...]... [--on-failure stop|continue]\n"
+    "      A DAG of stages, each running a job; a stage starts when every upstream\n"
+    "      stage succeeded. Cycles and unknown stages or jobs are rejected (exit 2/1).\n"
+    "  flow run NAME            start a run now (prints its id)\n"
+    "  flow show NAME [--run ID] | flow list | flow delete NAME\n"
     "  dlq list [--limit N]     the dead-letter topic: rejected messages (reason, source)\n"
     "                           and final failures (instance), as PARTITION:OFFSET lines\n"
     "  dlq replay P:O           produce a rejected message again to its source topic, or\n"
@@ -516,6 +535,8 @@ int main(int argc, char **argv) {
         rc = cmd_idem(argc - 2, argv + 2);
     } else if (strcmp(cmd, "dlq") == 0) {
         rc = cmd_dlq(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "flow") == 0) {
+        rc = cmd_flow(argc - 2, argv + 2);
     } else if (strcmp(cmd, "counters") == 0) {
         ax_pg_t *pg = pg_open();
         print_rows(q(pg, "SELECT name || ' ' || value FROM ax_counter ORDER BY name", 0, NULL));

@@ -70,7 +70,7 @@ static const char sql_finish[] =
     "  WHERE i.id = u.id AND i.attempt = u.attempt AND i.state IN ('LOCKED', 'RUNNING')"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
-    "    u.started_ms, u.retry_ms"
+    "    u.started_ms, u.retry_ms, i.flow_run_id"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"
@@ -109,6 +109,8 @@ static const char sql_finish[] =
     "    j.circuit_opened_at = now() AS opened_now"
     ")"
     " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
+    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM fin"
+    "   WHERE retry_ms IS NULL AND flow_run_id IS NOT NULL"
     " UNION ALL SELECT 'j', name, consecutive_failures::text FROM jobs WHERE opened_now";
 
 typedef struct finish_batch {
@@ -165,12 +167,43 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
         ax_pgarr_end(&b->a[k]);
         p[k] = b->a[k].s;
     }
-    PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_finish, 10, p, NULL, NULL, &r, err, errlen);
-    if (rc < 0)
+    PGresult *r = NULL;
+    /* One transaction: the batch, and the flows its instances advance. */
+    int rc = ax_pg_begin(svc->pg, err, errlen);
+    if (rc == 0)
+        rc = ax_pg_exec(svc->pg, sql_finish, 10, p, NULL, NULL, &r, err, errlen);
+    ax_strbuf_t fids = {0}, fok = {0};
+    ax_pgarr_begin(&fids);
+    ax_pgarr_begin(&fok);
+    int nflow = 0;
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++)
+        if (PQgetvalue(r, i, 0)[0] == 'f') {
+            ax_pgarr_int(&fids, ax_pg_int(r, i, 1));
+            ax_pgarr_text(&fok, PQgetvalue(r, i, 2));
+            nflow++;
+        }
+    ax_pgarr_end(&fids);
+    ax_pgarr_end(&fok);
+    if (rc == 0 && nflow) {
+        const char *fp[] = {fids.s, fok.s};
+        rc = ax_pg_exec(svc->pg,
+                        "SELECT ax_flow_stage_done(x.id, x.ok)"
+                        " FROM unnest($1::bigint[], $2::boolean[]) AS x(id, ok) ORDER BY x.id",
+                        2, fp, NULL, NULL, NULL, err, errlen);
+    }
+    ax_strbuf_free(&fids);
+    ax_strbuf_free(&fok);
+    if (rc == 0)
+        rc = ax_pg_commit(svc->pg, err, errlen);
+    if (rc < 0) {
+        ax_pg_rollback(svc->pg);
+        PQclear(r);
         return rc;
+    }
     int n = 0;
     for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetvalue(r, i, 0)[0] == 'f')
+            continue;
         if (PQgetvalue(r, i, 0)[0] == 'i') {
             n++;
             if (strcmp(PQgetvalue(r, i, 2), "true") == 0)
