@@ -78,6 +78,8 @@ struct run {
     int64_t started_at_ms;
     int64_t started_mono;
     int64_t lease_ms;        /* renewed by this much each time */
+    int shard_index, shard_total;
+    int probe;               /* dynamic sharding: run as the size probe */
 };
 
 struct pool {

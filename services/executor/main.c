@@ -448,7 +448,7 @@ void run_done(run_t *r, const handler_result_t *res) {
 /* ---- the environment of commands --------------------------------------------------- */
 
 char **child_env(executor_t *ex, const run_t *r) {
-    char **env = calloc(ex->child_env_n + 8, sizeof *env);
+    char **env = calloc(ex->child_env_n + 9, sizeof *env);
     if (!env)
         return NULL;
     size_t k = 0;
@@ -459,7 +459,9 @@ char **child_env(executor_t *ex, const run_t *r) {
         asprintf(&env[k++], "AX_ATTEMPT=%d", (int)r->d.attempt) < 0 ||
         asprintf(&env[k++], "AX_IDEMPOTENCY_KEY=%s", r->d.idempotency_key) < 0 ||
         asprintf(&env[k++], "AX_TRACE_ID=%s", r->d.trace_id) < 0 ||
-        asprintf(&env[k++], "AX_SHARD_INDEX=0") < 0 || asprintf(&env[k++], "AX_SHARD_TOTAL=1") < 0)
+        asprintf(&env[k++], "AX_SHARD_INDEX=%d", r->shard_index) < 0 ||
+        asprintf(&env[k++], "AX_SHARD_TOTAL=%d", r->shard_total) < 0 ||
+        (r->probe && asprintf(&env[k++], "AX_SHARD_PROBE=1") < 0))
         env[--k] = NULL;
     return env;
 }
@@ -493,7 +495,7 @@ static const char sql_claim[] =
     "       LEFT JOIN job j ON j.id = ii.job_id"
     "       WHERE j.concurrency_limit IS NULL) x"
     " WHERE i.id = x.id AND i.attempt = x.attempt AND i.state = 'SCHEDULED'"
-    " RETURNING i.id, x.lease";
+    " RETURNING i.id, x.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'";
 
 /* Claim one instance of a job with a concurrency limit: lock it, take a
  * slot of job.running_count or hand it back to the trigger for a while.
@@ -591,9 +593,14 @@ static int claim_new(executor_t *ex) {
         if (r->state != RUN_NEW)
             continue;
         int64_t lease = -1;
+        r->shard_total = 1;
         for (int i = 0; i < won && lease < 0; i++)
-            if (ax_pg_int(res, i, 0) == r->d.instance_id)
+            if (ax_pg_int(res, i, 0) == r->d.instance_id) {
                 lease = ax_pg_int(res, i, 1);
+                r->shard_index = (int)ax_pg_int(res, i, 2);
+                r->shard_total = (int)ax_pg_int(res, i, 3);
+                r->probe = strcmp(PQgetvalue(res, i, 4), "t") == 0;
+            }
         if (lease < 0) { /* a job with a concurrency limit, or a lost claim */
             int c = claim_limited(ex, r, &lease, err, sizeof err);
             if (c < -1) {

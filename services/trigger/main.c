@@ -40,7 +40,7 @@ void arm_scan(trigger_t *t, int64_t ms) {
 static const char sql_ingest[] =
     "INSERT INTO job_instance (job_id, job_name, handler_kind, command, payload, timeout_ms,"
     "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
-    "  routing_field)"
+    "  routing_field, shard_mode)"
     " SELECT j.id, j.name, coalesce(j.handler_kind, 'command'),"
     "  CASE WHEN u.job IS NULL"
     "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE j.command END,"
@@ -48,7 +48,9 @@ static const char sql_ingest[] =
     "  coalesce(u.prio, j.priority, 2),"
     "  CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
     "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
-    "  u.trace, u.idem, u.skey, $12, coalesce(j.executor_group, 'default'), j.routing_key"
+    "  u.trace, u.idem, u.skey, $12, coalesce(j.executor_group, 'default'), j.routing_key,"
+    "  CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
+    "       WHEN j.shard_base IS NOT NULL THEN 'probe' END"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
     "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
     "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
@@ -276,6 +278,7 @@ static const char sql_due[] =
     "WITH d AS ("
     "  SELECT id AS due_id FROM job_instance WHERE state = 'SCHEDULED'"
     "  AND dispatched_at IS NULL AND due_at <= now() AND deployment = $2" NOT_WAITING
+    "  AND shard_mode IS DISTINCT FROM 'static'"
     "  ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED"
     "), u AS ("
     "  UPDATE job_instance SET dispatched_at = now() FROM d WHERE job_instance.id = d.due_id"
@@ -473,6 +476,14 @@ static int dispatch_batch(trigger_t *t) {
     int rc = ax_pg_begin(svc->pg, err, sizeof err);
     if (rc == 0)
         rc = lead_check_in_tx(t, err, sizeof err);
+    /* statically sharded parents due now become their shards */
+    if (rc == 0)
+        rc = ax_pg_exec(svc->pg,
+                        "SELECT ax_shard_expand(i.id, j.shard_count) FROM job_instance i"
+                        " JOIN job j ON j.id = i.job_id WHERE i.state = 'SCHEDULED'"
+                        " AND i.shard_mode = 'static' AND i.dispatched_at IS NULL"
+                        " AND i.due_at <= now() AND i.deployment = $2 LIMIT $1",
+                        2, p, NULL, NULL, NULL, err, sizeof err);
     if (rc == 0)
         rc = ax_pg_exec(svc->pg, sql_due, 3, p, NULL, NULL, &r, err, sizeof err);
     if (rc == 0)

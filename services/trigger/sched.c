@@ -467,18 +467,25 @@ static const char sql_fire[] =
     "), ins AS ("
     "  INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload,"
     "    timeout_ms, priority, nominal_time, due_at, trace_id, idempotency_key, wait_for,"
-    "    deployment, executor_group, routing_field, dispatched_at)"
+    "    deployment, executor_group, routing_field, dispatched_at, shard_mode)"
     "  SELECT led.instance_id, j.id, j.name, j.handler_kind, j.command, j.payload, j.timeout_ms,"
     "    j.priority, led.nominal_time, led.nominal_time,"
     "    replace(gen_random_uuid()::text, '-', ''),"
     "    j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for, $7,"
-    "    j.executor_group, j.routing_key, CASE WHEN f.wait_for IS NULL THEN now() END"
+    "    j.executor_group, j.routing_key,"
+    "    CASE WHEN f.wait_for IS NULL AND j.shard_count IS NULL THEN now() END,"
+    "    CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
+    "         WHEN j.shard_base IS NOT NULL THEN 'probe' END"
     "  FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
     "  WHERE led.instance_id IS NOT NULL"
-    "  RETURNING " DISPATCH_COLS ", wait_for, job_id"
+    "  RETURNING " DISPATCH_COLS ", wait_for, job_id,"
+    /* held back: queued behind a running instance, or a static shard
+     * parent (the due scan splits it) */
+    "    CASE WHEN wait_for IS NULL AND shard_mode IS DISTINCT FROM 'static' THEN NULL"
+    "         ELSE 1 END AS hold"
     "), pend AS ("
     "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-    "  SELECT id, $6::bigint, $7 FROM ins WHERE wait_for IS NULL"
+    "  SELECT id, $6::bigint, $7 FROM ins WHERE hold IS NULL"
     ")"
     " SELECT * FROM ins";
 
@@ -716,7 +723,12 @@ static int flush_batch(trigger_t *t) {
         PQclear(r);
         return (int)n;
     }
-    produce_settle(t, r, 14);
+    produce_settle(t, r, 16);
+    for (int i = 0; i < rows; i++)
+        if (!PQgetisnull(r, i, 16) && PQgetisnull(r, i, 14)) {
+            arm_scan(t, 0); /* a static shard parent: split it now */
+            break;
+        }
     PQclear(r);
     return (int)n;
 }
