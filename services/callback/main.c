@@ -17,6 +17,8 @@
 #include "ax/retry.h"
 #include "ax/service.h"
 
+#include "alert.h"
+
 static const char usage[] =
     "Usage: ax-callback [--config FILE] [--set KEY=VALUE]...\n\n"
     "Persists attempt results and publishes final outcomes.\n\n";
@@ -24,6 +26,10 @@ static const char usage[] =
 typedef struct callback {
     ax_svc_t svc;
     int64_t finished, stale, published, retried;
+    /* per batch: size probes that split their parent, parents finished by
+     * their last shard (published with the batch) */
+    ax_strbuf_t probe_ids, probe_n, probe_worker, probe_started, parents_done;
+    size_t nprobes;
 } callback_t;
 
 /* One statement persists a batch: CAS FINISHED fenced by (instance,
@@ -37,6 +43,7 @@ static void alert(callback_t *cb, const char *kind, const char *job, const char 
     ax_warn("ALERT %s%s%s: %s", kind, job ? " job " : "", job ? job : "", text);
     snprintf(name, sizeof name, "alerts.%s", kind);
     ax_pg_count(cb->svc.pg, name, 1);
+    alert_send(kind, job, text); /* asynchronous, best effort; no-op without a URL */
 }
 
 static const char sql_finish[] =
@@ -70,7 +77,7 @@ static const char sql_finish[] =
     "  WHERE i.id = u.id AND i.attempt = u.attempt AND i.state IN ('LOCKED', 'RUNNING')"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
-    "    u.started_ms, u.retry_ms, i.flow_run_id"
+    "    u.started_ms, u.retry_ms, i.flow_run_id, i.parent_id"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"
@@ -111,6 +118,7 @@ static const char sql_finish[] =
     " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
     " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM fin"
     "   WHERE retry_ms IS NULL AND flow_run_id IS NOT NULL"
+    " UNION ALL SELECT 'c', id::text, '' FROM fin WHERE retry_ms IS NULL AND parent_id IS NOT NULL"
     " UNION ALL SELECT 'j', name, consecutive_failures::text FROM jobs WHERE opened_now";
 
 typedef struct finish_batch {
@@ -160,7 +168,7 @@ static void fb_free(finish_batch_t *b) {
 static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *err,
                    size_t errlen) {
     ax_svc_t *svc = &cb->svc;
-    if (!b->n)
+    if (!b->n && !cb->nprobes)
         return 0;
     const char *p[10];
     for (int k = 0; k < 10; k++) {
@@ -170,7 +178,7 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
     PGresult *r = NULL;
     /* One transaction: the batch, and the flows its instances advance. */
     int rc = ax_pg_begin(svc->pg, err, errlen);
-    if (rc == 0)
+    if (rc == 0 && b->n)
         rc = ax_pg_exec(svc->pg, sql_finish, 10, p, NULL, NULL, &r, err, errlen);
     ax_strbuf_t fids = {0}, fok = {0};
     ax_pgarr_begin(&fids);
@@ -184,6 +192,52 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
         }
     ax_pgarr_end(&fids);
     ax_pgarr_end(&fok);
+    /* shards: a child that ended for good may finish its parent */
+    ax_strbuf_t cids = {0};
+    ax_pgarr_begin(&cids);
+    int nchild = 0;
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++)
+        if (PQgetvalue(r, i, 0)[0] == 'c') {
+            ax_pgarr_int(&cids, ax_pg_int(r, i, 1));
+            nchild++;
+        }
+    ax_pgarr_end(&cids);
+    if (rc == 0 && nchild) {
+        const char *cp[] = {cids.s};
+        PGresult *pr;
+        rc = ax_pg_exec(svc->pg,
+                        "SELECT d FROM (SELECT ax_shard_child_done(x) AS d"
+                        "  FROM unnest($1::bigint[]) AS x ORDER BY x) s WHERE d IS NOT NULL",
+                        1, cp, NULL, NULL, &pr, err, errlen);
+        for (int i = 0; rc == 0 && i < PQntuples(pr); i++)
+            ax_pgarr_int(&cb->parents_done, ax_pg_int(pr, i, 0));
+        if (rc == 0)
+            PQclear(pr);
+    }
+    ax_strbuf_free(&cids);
+    /* size probes: record the probe's attempt, split the parent */
+    if (rc == 0 && cb->nprobes) {
+        ax_pgarr_end(&cb->probe_ids);
+        ax_pgarr_end(&cb->probe_n);
+        ax_pgarr_end(&cb->probe_worker);
+        ax_pgarr_end(&cb->probe_started);
+        const char *pp[] = {cb->probe_ids.s, cb->probe_n.s, cb->probe_worker.s,
+                            cb->probe_started.s};
+        rc = ax_pg_exec(svc->pg,
+                        "WITH x AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[],"
+                        "  $4::bigint[]) AS x(id, n, worker, started_ms)),"
+                        " p AS (SELECT x.* FROM x JOIN job_instance i ON i.id = x.id"
+                        "  AND i.state IN ('LOCKED', 'RUNNING') AND i.shard_mode = 'probe'"
+                        "  AND i.shards_pending IS NULL FOR UPDATE OF i),"
+                        " a AS (INSERT INTO job_attempt (instance_id, attempt, worker, outcome,"
+                        "  error_class, error, started_at, finished_at)"
+                        "  SELECT p.id, i.attempt, p.worker, 'SUCCESS', 'probe',"
+                        "   'size probe: ' || p.n || ' shard(s)', to_timestamp(p.started_ms / 1000.0),"
+                        "   clock_timestamp() FROM p JOIN job_instance i ON i.id = p.id"
+                        "  ON CONFLICT DO NOTHING)"
+                        " SELECT ax_shard_expand(id, n) FROM p ORDER BY id",
+                        4, pp, NULL, NULL, NULL, err, errlen);
+    }
     if (rc == 0 && nflow) {
         const char *fp[] = {fids.s, fok.s};
         rc = ax_pg_exec(svc->pg,
@@ -200,6 +254,7 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
         PQclear(r);
         return rc;
     }
+    cb->nprobes = 0; /* split for good */
     int n = 0;
     for (int i = 0; i < PQntuples(r); i++) {
         if (PQgetvalue(r, i, 0)[0] == 'f')
@@ -414,6 +469,73 @@ out:
     return rc;
 }
 
+/* Successful size probes (dynamic sharding): their output is the data
+ * volume; the parent splits into ceil(volume / shard_base) shards, at most
+ * max_shards (fb_exec does it in the batch's transaction). A probe that
+ * printed no number fails (not retried). Marks probes in is_probe. */
+static int find_probes(callback_t *cb, ax_attempt_t *as, const char *skip, char *is_probe,
+                       size_t n, char *err, size_t errlen) {
+    ax_svc_t *svc = &cb->svc;
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    for (size_t i = 0; i < n; i++)
+        if (!skip[i] && as[i].outcome == AX_OUTCOME_SUCCESS)
+            ax_pgarr_int(&ids, as[i].instance_id);
+    ax_pgarr_end(&ids);
+    const char *p[] = {ids.s};
+    PGresult *r;
+    int rc = ax_pg_exec(svc->pg,
+                        "SELECT i.id, i.attempt, j.shard_base, j.max_shards FROM job_instance i"
+                        " JOIN job j ON j.id = i.job_id WHERE i.id = ANY($1::bigint[])"
+                        " AND i.shard_mode = 'probe' AND i.shards_pending IS NULL"
+                        " AND i.state IN ('LOCKED', 'RUNNING')",
+                        1, p, NULL, NULL, &r, err, errlen);
+    ax_strbuf_free(&ids);
+    if (rc < 0)
+        return rc;
+    for (int k = 0; k < PQntuples(r); k++)
+        for (size_t i = 0; i < n; i++) {
+            if (skip[i] || as[i].outcome != AX_OUTCOME_SUCCESS ||
+                as[i].instance_id != ax_pg_int(r, k, 0) || as[i].attempt != ax_pg_int(r, k, 1))
+                continue;
+            char *end = NULL;
+            const char *out = as[i].output ? as[i].output : "";
+            long long vol = strtoll(out, &end, 10);
+            while (end && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+                end++;
+            if (!end || end == out || *end || vol < 0) {
+                as[i].outcome = AX_OUTCOME_FAILED;
+                free(as[i].error_class);
+                free(as[i].error);
+                as[i].error_class = strdup("probe");
+                as[i].error = strdup("size probe (AX_SHARD_PROBE=1) did not print a data volume "
+                                     "(a non-negative integer)");
+                as[i].retryable = 0;
+                continue;
+            }
+            int64_t base = ax_pg_int(r, k, 2), cap = ax_pg_int(r, k, 3);
+            int64_t shards = base > 0 ? (vol + base - 1) / base : 1;
+            if (shards > cap)
+                shards = cap;
+            if (!cb->nprobes) {
+                ax_pgarr_begin(&cb->probe_ids);
+                ax_pgarr_begin(&cb->probe_n);
+                ax_pgarr_begin(&cb->probe_worker);
+                ax_pgarr_begin(&cb->probe_started);
+            }
+            ax_pgarr_int(&cb->probe_ids, as[i].instance_id);
+            ax_pgarr_int(&cb->probe_n, shards);
+            ax_pgarr_text(&cb->probe_worker, as[i].worker);
+            ax_pgarr_int(&cb->probe_started, as[i].started_at_ms);
+            cb->nprobes++;
+            is_probe[i] = 1;
+            ax_info("instance %lld: size probe says %lld -> %lld shard(s)",
+                    (long long)as[i].instance_id, vol, (long long)shards);
+        }
+    PQclear(r);
+    return 0;
+}
+
 static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) {
     callback_t *cb = arg;
     char err[1024], reason[512];
@@ -421,6 +543,7 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
     ax_strbuf_t ids = {0};
     int rc = 0, one_by_one = 0;
     int64_t *retry_ms = NULL;
+    char *is_probe = NULL;
     if (!skip)
         return AX_ERR_NOMEM;
     /* decode once; undecodable results go to the dead-letter topic */
@@ -447,8 +570,14 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
         rc = AX_ERR_NOMEM;
         goto out;
     }
-    if ((rc = decide_retries(cb, as, skip, n, retry_ms, err, sizeof err)) < 0) {
-        ax_warn("retry policies: %s", err);
+    is_probe = calloc(n, 1);
+    cb->nprobes = 0;
+    ax_pgarr_begin(&cb->parents_done);
+    if (!is_probe || (rc = find_probes(cb, as, skip, is_probe, n, err, sizeof err)) < 0 ||
+        (rc = decide_retries(cb, as, skip, n, retry_ms, err, sizeof err)) < 0) {
+        ax_warn("result policies: %s", err);
+        if (!is_probe)
+            rc = AX_ERR_NOMEM;
         goto out;
     }
     int64_t done = 0, offered = 0, retried = 0;
@@ -457,11 +586,11 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
         fb_begin(&b);
         size_t end = one_by_one ? start + 1 : n, used = 0;
         for (size_t i = start; i < end; i++)
-            if (!skip[i]) {
+            if (!skip[i] && !is_probe[i]) {
                 fb_add(&b, &as[i], retry_ms[i]);
                 used++;
             }
-        int got = used ? fb_exec(cb, &b, &retried, err, sizeof err) : 0;
+        int got = used || cb->nprobes ? fb_exec(cb, &b, &retried, err, sizeof err) : 0;
         fb_free(&b);
         if (got == AX_ERR_INVALID || got == AX_ERR_CONFLICT) {
             if (!one_by_one) {
@@ -508,12 +637,27 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
     for (size_t i = 0; i < n; i++)
         if (!skip[i])
             ax_pgarr_int(&ids, as[i].instance_id);
-    ax_pgarr_end(&ids);
+    ax_pgarr_end(&cb->parents_done);
+    /* parents finished by their last shard are published too */
+    if (cb->parents_done.len > 2) {
+        if (ids.len > 1)
+            ax_strbuf_add(&ids, ",", 1);
+        ax_strbuf_add(&ids, cb->parents_done.s + 1, cb->parents_done.len - 1);
+    } else {
+        ax_pgarr_end(&ids);
+    }
     rc = publish(cb, ids.s);
 out:
     for (size_t i = 0; i < n; i++)
         ax_attempt_clear(&as[i]);
     free(retry_ms);
+    free(is_probe);
+    ax_strbuf_free(&cb->probe_ids);
+    ax_strbuf_free(&cb->probe_n);
+    ax_strbuf_free(&cb->probe_worker);
+    ax_strbuf_free(&cb->probe_started);
+    ax_strbuf_free(&cb->parents_done);
+    cb->nprobes = 0;
     free(as);
     ax_strbuf_free(&ids);
     free(skip);
@@ -525,6 +669,11 @@ int main(int argc, char **argv) {
     if (ax_svc_init(&cb.svc, "ax-callback", &argc, argv, usage, "callback") < 0)
         return 1;
     ax_svc_t *svc = &cb.svc;
+    char aerr[512];
+    if (alert_init(svc, aerr, sizeof aerr) < 0) {
+        fprintf(stderr, "ax-callback: configuration error: %s\n", aerr);
+        exit(2);
+    }
     srand48((long)(ax_now_ms() ^ (int64_t)getpid() << 16));
     char group[300];
     if (ax_svc_consume(svc, svc->topic_callback,
@@ -537,6 +686,7 @@ int main(int argc, char **argv) {
             "ignored, %lld outcomes published",
             (long long)cb.finished, (long long)cb.retried, (long long)cb.stale,
             (long long)cb.published);
+    alert_fini();
     ax_svc_destroy(svc);
     return 0;
 }

@@ -803,8 +803,20 @@ static void test_is_secret(void **state) {
     for (size_t i = 0; i < AX_ARRAY_SIZE(open_); i++)
         if (ax_conf_is_secret(open_[i]))
             fail_msg("%s should not be secret", open_[i]);
+    /* the only table key holding a secret is the alert webhook's */
     for (size_t i = 0; i < ax_conf_table_len; i++)
-        assert_false(ax_conf_is_secret(ax_conf_table[i].name));
+        assert_int_equal(ax_conf_is_secret(ax_conf_table[i].name),
+                         strcmp(ax_conf_table[i].name, "alert.webhook.secret") == 0);
+    ax_conf_t c;
+    char err[ERRLEN] = "";
+    ax_conf_init(&c);
+    assert_int_equal(
+        ax_conf_set(&c, "alert.webhook.secret", "Hook-S3cret-value", "t", err, sizeof err), 0);
+    char *out = print_conf(&c);
+    assert_not_contains(out, "Hook-S3cret-value");
+    assert_contains(out, "alert.webhook.secret = <redacted>\n");
+    free(out);
+    ax_conf_free(&c);
 }
 
 static void test_print_redacts_secrets(void **state) {

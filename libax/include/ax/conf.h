@@ -64,6 +64,9 @@ typedef struct ax_conf {
     /* callback */
     int64_t callback_batch;
     int64_t callback_retry_budget;
+    char *alert_webhook_url;        /* NULL/"": no webhook */
+    char *alert_webhook_secret;     /* secret: never printed or logged */
+    int64_t alert_webhook_timeout_ms;
     /* retry of servers */
     int64_t backoff_initial_ms;
     int64_t backoff_max_ms;
