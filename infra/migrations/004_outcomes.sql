@@ -7,7 +7,8 @@ ALTER TABLE job
     -- circuit breaker: open after this many consecutive failed attempts
     -- (0 = never), probe again after the cool-down
     ADD COLUMN circuit_threshold   integer NOT NULL DEFAULT 5 CHECK (circuit_threshold >= 0),
-    ADD COLUMN circuit_cooldown_ms bigint NOT NULL DEFAULT 60000 CHECK (circuit_cooldown_ms >= 0),
+    ADD COLUMN circuit_cooldown_ms bigint NOT NULL DEFAULT 60000
+        CHECK (circuit_cooldown_ms BETWEEN 0 AND 31536000000),
     ADD COLUMN consecutive_failures integer NOT NULL DEFAULT 0,
     ADD COLUMN circuit_state text NOT NULL DEFAULT 'closed'
         CHECK (circuit_state IN ('closed', 'open', 'half_open')),

@@ -102,14 +102,17 @@ static const char sql_finish[] =
     "                                ELSE j.consecutive_failures + s.bad END,"
     "    circuit_state = CASE"
     "      WHEN s.ok > 0 THEN 'closed'"
-    "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND (j.circuit_state = 'half_open'"
-    "        OR j.consecutive_failures + s.bad >= j.circuit_threshold) THEN 'open'"
+    /* a half-open probe that did not succeed (failed, or was cancelled)
+     * opens the circuit again */
+    "      WHEN j.circuit_state = 'half_open' THEN 'open'"
+    "      WHEN s.bad > 0 AND j.circuit_threshold > 0"
+    "        AND j.consecutive_failures + s.bad >= j.circuit_threshold THEN 'open'"
     "      ELSE j.circuit_state END,"
     "    circuit_opened_at = CASE"
     "      WHEN s.ok > 0 THEN NULL"
-    "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND (j.circuit_state = 'half_open'"
-    "        OR (j.circuit_state = 'closed'"
-    "            AND j.consecutive_failures + s.bad >= j.circuit_threshold)) THEN now()"
+    "      WHEN j.circuit_state = 'half_open' THEN now()"
+    "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND j.circuit_state = 'closed'"
+    "        AND j.consecutive_failures + s.bad >= j.circuit_threshold THEN now()"
     "      ELSE j.circuit_opened_at END"
     "  FROM s WHERE j.id = s.job_id"
     "  RETURNING j.name, j.circuit_state, j.consecutive_failures,"
@@ -435,7 +438,8 @@ static int decide_retries(callback_t *cb, ax_attempt_t *as, const char *skip, si
             over++;
         }
         if (d.retry) {
-            retry_ms[i] = d.delay_ms;
+            /* a day at most, whatever the job's numbers say */
+            retry_ms[i] = d.delay_ms < AX_RETRY_MAX_DELAY_MS ? d.delay_ms : AX_RETRY_MAX_DELAY_MS;
             budget--;
             ax_info("instance %lld attempt %d %s (%s): retry in %lld ms",
                     (long long)as[i].instance_id, (int)as[i].attempt,

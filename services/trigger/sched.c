@@ -503,7 +503,8 @@ static int apply_circuit(trigger_t *t, fire_t *f, size_t n, char *err, size_t er
     PGresult *r;
     int rc = ax_pg_exec(t->svc.pg,
                         "SELECT id, circuit_state, consecutive_failures,"
-                        "  circuit_opened_at + circuit_cooldown_ms * interval '1 ms' <= now(),"
+                        "  circuit_opened_at + least(circuit_cooldown_ms, 31536000000)"
+                        "    * interval '1 ms' <= now(),"
                         "  to_char(circuit_opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
                         " FROM job WHERE id = ANY($1::bigint[]) AND circuit_state <> 'closed'"
                         " FOR UPDATE",
