@@ -764,7 +764,14 @@ static void on_dispatch_ready(void *arg) {
     ax_svc_t *svc = &ex->svc;
     if (svc->stopping || has_new(ex))
         return; /* a claim is waiting for PostgreSQL: take nothing more */
-    for (int round = 0; round < 64 && !svc->stopping; round++) {
+    /* A few batches per turn of the loop, then come back through a zero
+     * timer: lease renewals and heartbeats must not wait behind a backlog
+     * (a starved renewal lets the sweep declare our instances lost). */
+    for (int round = 0; !svc->stopping; round++) {
+        if (round == 4) {
+            event_add(ex->ev_more, &(struct timeval){0, 0});
+            break;
+        }
         rd_kafka_message_t *msgs[256];
         ssize_t n = rd_kafka_consume_batch_queue(svc->cqueue, 0, msgs, 256);
         if (n <= 0)
@@ -820,6 +827,8 @@ static void on_dispatch_ready(void *arg) {
     }
     start_ready(ex);
 }
+
+static void on_more(evutil_socket_t fd, short what, void *arg) { on_dispatch_ready(arg); }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
@@ -1185,6 +1194,7 @@ int main(int argc, char **argv) {
     ex->ev_retry = evtimer_new(svc->base, on_retry, ex);
     ex->ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, ex);
     ex->ev_kick = event_new(svc->base, -1, 0, on_kick, ex);
+    ex->ev_more = evtimer_new(svc->base, on_more, ex);
     int64_t renew = svc->conf.executor_lease_min_ms / 3;
     ex->ev_lease = every(ex, renew, on_lease);
     struct event *ev_heart = every(ex, svc->conf.executor_heartbeat_ms, on_heartbeat);
@@ -1248,6 +1258,7 @@ int main(int argc, char **argv) {
     event_free(ex->ev_retry);
     event_free(ex->ev_deadline);
     event_free(ex->ev_kick);
+    event_free(ex->ev_more);
     event_free(ex->ev_lease);
     event_free(ev_heart);
     event_free(ev_hup);
