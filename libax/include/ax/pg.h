@@ -5,7 +5,10 @@
  * A statement that fails because the server is unreachable, restarting,
  * or reports a serialization failure / deadlock returns AX_ERR_IO: the
  * caller keeps its work and tries again later (ax_pg_ensure() reconnects).
- * A unique violation returns AX_ERR_CONFLICT; other SQL errors AX_ERR_INVALID.
+ * So do errors saying the schema is not what the code expects (42xxx, e.g.
+ * a migration not applied; 3F, 55, 58, XX): nothing is dead-lettered for
+ * them. A unique violation returns AX_ERR_CONFLICT; other SQL errors (bad
+ * data: 22xxx, 23xxx, ...) AX_ERR_INVALID.
  */
 #ifndef AX_PG_H
 #define AX_PG_H

@@ -152,7 +152,11 @@ int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop) {
 PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
 
 /* Class 08 (connection), 57P0x (shutdown), 40001/40P01 (serialization,
- * deadlock), 53xxx (resources) are worth retrying. */
+ * deadlock), 53xxx (resources) are worth retrying. So are errors that say
+ * the database is not what the code expects — 42xxx (undefined column or
+ * function: a migration not applied), 3F, 55, 58, XX — rather than that the
+ * data is bad: retrying them (with backoff, loudly) loses nothing, while
+ * treating them as bad data would dead-letter every message. */
 static int classify(const PGresult *r, PGconn *conn) {
     if (PQstatus(conn) != CONNECTION_OK)
         return AX_ERR_IO;
@@ -160,7 +164,9 @@ static int classify(const PGresult *r, PGconn *conn) {
     if (!st)
         return AX_ERR_IO;
     if (strncmp(st, "08", 2) == 0 || strncmp(st, "57P", 3) == 0 || strcmp(st, "40001") == 0 ||
-        strcmp(st, "40P01") == 0 || strncmp(st, "53", 2) == 0)
+        strcmp(st, "40P01") == 0 || strncmp(st, "53", 2) == 0 || strncmp(st, "42", 2) == 0 ||
+        strncmp(st, "3F", 2) == 0 || strncmp(st, "55", 2) == 0 || strncmp(st, "58", 2) == 0 ||
+        strncmp(st, "XX", 2) == 0)
         return AX_ERR_IO;
     if (strcmp(st, "23505") == 0)
         return AX_ERR_CONFLICT;
