@@ -53,9 +53,12 @@ static const char sql_finish[] =
     "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms,"
     "      retry_ms)"
     "), old AS ("
+    /* primary-key lookups (id = ANY), locked in id order like every other
+     * multi-row update of job_instance, so batches never deadlock */
     "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
-    "  WHERE (i.id, i.attempt) IN (SELECT id, attempt FROM u)"
-    "    AND i.state IN ('LOCKED', 'RUNNING') FOR UPDATE"
+    "  WHERE i.id = ANY($1::bigint[])"
+    "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
+    "    AND i.state IN ('LOCKED', 'RUNNING') ORDER BY i.id FOR UPDATE"
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,
      * for the trigger to dispatch; otherwise FINISHED */

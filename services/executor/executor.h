@@ -105,7 +105,7 @@ struct executor {
     size_t tracked, running;
     pool_t *pools;
     size_t npools;
-    struct event *ev_retry, *ev_deadline, *ev_kick, *ev_lease, *ev_more;
+    struct event *ev_retry, *ev_deadline, *ev_kick, *ev_lease, *ev_more, *ev_commit;
     unsigned claim_failures;
     char **child_env_base;
     size_t child_env_n;

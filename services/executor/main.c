@@ -64,6 +64,22 @@ static struct {
     double cpu_pct, mem_pct;
 } st = {.fetching = 1};
 
+/* Sorted (id, flag) pairs from statement results, for O(log n) lookups. */
+typedef struct idflag {
+    int64_t id;
+    int flag;
+} idflag_t;
+
+static int idflag_cmp(const void *a, const void *b) {
+    int64_t x = ((const idflag_t *)a)->id, y = ((const idflag_t *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static const idflag_t *idflag_find(const idflag_t *v, size_t n, int64_t id) {
+    idflag_t key = {id, 0};
+    return bsearch(&key, v, n, sizeof *v, idflag_cmp);
+}
+
 /* ---- bookkeeping --------------------------------------------------------------- */
 
 static void track(executor_t *ex, run_t *r) {
@@ -362,7 +378,10 @@ static void on_result_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
         return;
     }
     r->state = RUN_DONE;
-    commit_ready(r->ex);
+    /* Commit once per 20 ms, not once per result: a walk of the tracked
+     * list and an offset commit per job do not scale. */
+    if (!evtimer_pending(r->ex->ev_commit, NULL))
+        event_add(r->ex->ev_commit, &(struct timeval){0, 20000});
 }
 
 static void produce_result(run_t *r) {
@@ -486,16 +505,21 @@ static void lease_params(executor_t *ex) {
  * LOCKED, this worker, lease = factor x the job's average run time within
  * the bounds. */
 static const char sql_claim[] =
-    "UPDATE job_instance i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
-    "  lease_expires_at = now() + x.lease * interval '1 millisecond'"
-    " FROM (SELECT u.id, u.attempt, least(greatest($4::bigint * coalesce(j.avg_run_ms, 0),"
-    "         $5::bigint), $6::bigint)::bigint AS lease"
-    "       FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt)"
-    "       JOIN job_instance ii ON ii.id = u.id"
-    "       LEFT JOIN job j ON j.id = ii.job_id"
-    "       WHERE j.concurrency_limit IS NULL) x"
-    " WHERE i.id = x.id AND i.attempt = x.attempt AND i.state = 'SCHEDULED'"
-    " RETURNING i.id, x.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'";
+    /* id = ANY($2): primary-key lookups, linear in the batch whatever the
+     * planner believes about the partial indexes */
+    "WITH c AS ("
+    "  SELECT i.id, least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
+    "    $6::bigint)::bigint AS lease"
+    "  FROM job_instance i LEFT JOIN job j ON j.id = i.job_id"
+    "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
+    "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
+    "    AND j.concurrency_limit IS NULL"
+    "  ORDER BY i.id FOR UPDATE OF i"
+    ")"
+    " UPDATE job_instance i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
+    "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
+    " FROM c WHERE i.id = c.id"
+    " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'";
 
 /* Claim one instance of a job with a concurrency limit: lock it, take a
  * slot of job.running_count or hand it back to the trigger for a while.
@@ -589,18 +613,24 @@ static int claim_new(executor_t *ex) {
     }
     int won = PQntuples(res);
     int64_t lost = 0;
+    idflag_t *rowof = calloc((size_t)won + 1, sizeof *rowof);
+    for (int i = 0; rowof && i < won; i++)
+        rowof[i] = (idflag_t){ax_pg_int(res, i, 0), i};
+    if (rowof)
+        qsort(rowof, (size_t)won, sizeof *rowof, idflag_cmp);
     for (run_t *r = ex->head; r; r = r->next) {
         if (r->state != RUN_NEW)
             continue;
         int64_t lease = -1;
         r->shard_total = 1;
-        for (int i = 0; i < won && lease < 0; i++)
-            if (ax_pg_int(res, i, 0) == r->d.instance_id) {
-                lease = ax_pg_int(res, i, 1);
-                r->shard_index = (int)ax_pg_int(res, i, 2);
-                r->shard_total = (int)ax_pg_int(res, i, 3);
-                r->probe = strcmp(PQgetvalue(res, i, 4), "t") == 0;
-            }
+        const idflag_t *f = rowof ? idflag_find(rowof, (size_t)won, r->d.instance_id) : NULL;
+        if (f) {
+            int i = f->flag;
+            lease = ax_pg_int(res, i, 1);
+            r->shard_index = (int)ax_pg_int(res, i, 2);
+            r->shard_total = (int)ax_pg_int(res, i, 3);
+            r->probe = strcmp(PQgetvalue(res, i, 4), "t") == 0;
+        }
         if (lease < 0) { /* a job with a concurrency limit, or a lost claim */
             int c = claim_limited(ex, r, &lease, err, sizeof err);
             if (c < -1) {
@@ -628,6 +658,7 @@ static int claim_new(executor_t *ex) {
         r->state = RUN_CLAIMED;
         pool_push(r->pool, r);
     }
+    free(rowof);
     if (lost)
         ax_pg_count(svc->pg, "executor.claims_lost", lost);
     if (rc == 0)
@@ -692,6 +723,11 @@ static void start_ready(executor_t *ex) {
         return;
     }
     int rows = PQntuples(res);
+    idflag_t *mine = calloc((size_t)rows + 1, sizeof *mine);
+    for (int i = 0; mine && i < rows; i++)
+        mine[i] = (idflag_t){ax_pg_int(res, i, 0), strcmp(PQgetvalue(res, i, 1), "t") == 0};
+    if (mine)
+        qsort(mine, (size_t)rows, sizeof *mine, idflag_cmp);
     for (size_t i = 0; i < ex->npools; i++) {
         pool_t *pl = &ex->pools[i];
         size_t k = 0;
@@ -705,11 +741,8 @@ static void start_ready(executor_t *ex) {
     for (run_t *r = wave, *nx; r; r = nx) {
         nx = r->qnext;
         r->qnext = NULL;
-        int row = -1;
-        for (int i = 0; i < rows && row < 0; i++)
-            if (ax_pg_int(res, i, 0) == r->d.instance_id)
-                row = i;
-        if (row < 0) { /* lost meanwhile (lease swept, cancelled) */
+        const idflag_t *f = mine ? idflag_find(mine, (size_t)rows, r->d.instance_id) : NULL;
+        if (!f) { /* lost meanwhile (lease swept, cancelled) */
             ax_info("instance %lld: no longer ours before it started; dropped",
                     (long long)r->d.instance_id);
             r->pool->waiting--;
@@ -717,7 +750,7 @@ static void start_ready(executor_t *ex) {
             maybe_resume(ex);
             continue;
         }
-        if (strcmp(PQgetvalue(res, row, 1), "t") == 0) {
+        if (f->flag) {
             handler_result_t none = {.outcome = AX_OUTCOME_CANCELLED};
             r->stop_why = "cancelled";
             r->started_at_ms = ax_now_ms();
@@ -731,6 +764,7 @@ static void start_ready(executor_t *ex) {
         }
         start_run(ex, r);
     }
+    free(mine);
     PQclear(res);
 }
 
@@ -829,6 +863,7 @@ static void on_dispatch_ready(void *arg) {
 }
 
 static void on_more(evutil_socket_t fd, short what, void *arg) { on_dispatch_ready(arg); }
+static void on_commit(evutil_socket_t fd, short what, void *arg) { commit_ready(arg); }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
@@ -852,39 +887,67 @@ static void stop_run(executor_t *ex, run_t *r, const char *why) {
 }
 
 /* Renew every held lease in one statement; learn about cancel requests. */
+/* Renew every held lease in one statement; learn about cancel requests. */
+
+/* Renew every held lease — one statement per distinct lease length, each a
+ * primary-key lookup of its ids — and learn about cancel requests. */
 static void on_lease(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     ax_svc_t *svc = &ex->svc;
-    ax_strbuf_t ids = {0}, leases = {0};
-    ax_pgarr_begin(&ids);
-    ax_pgarr_begin(&leases);
-    size_t n = 0;
+    int64_t lens[32];
+    size_t nlens = 0, n = 0;
     /* Also while a result waits for Kafka's ack: the instance is ours until
      * the callback records it. */
     for (run_t *r = ex->head; r; r = r->next)
         if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING || r->state == RUN_REPORTING) &&
             !r->stop_why) {
-            ax_pgarr_int(&ids, r->d.instance_id);
-            ax_pgarr_int(&leases, r->lease_ms);
+            size_t k = 0;
+            while (k < nlens && lens[k] != r->lease_ms)
+                k++;
+            if (k == nlens && nlens < 32)
+                lens[nlens++] = r->lease_ms;
             n++;
         }
-    ax_pgarr_end(&ids);
-    ax_pgarr_end(&leases);
     if (n == 0) {
         st.lease_ok_mono = ax_mono_ms();
-        goto out;
+        return;
     }
-    char err[1024];
-    const char *p[] = {svc->worker_id, ids.s, leases.s};
-    PGresult *res;
+    idflag_t *got = calloc(n, sizeof *got);
+    size_t ngot = 0;
+    int failed = !got;
     int64_t m0 = ax_mono_ms();
-    if (ax_pg_exec(svc->pg,
-                   "UPDATE job_instance i SET lease_expires_at = now() + u.lease * interval '1 ms'"
-                   " FROM unnest($2::bigint[], $3::bigint[]) AS u(id, lease)"
-                   " WHERE i.id = u.id AND i.worker = $1 AND i.state IN ('LOCKED', 'RUNNING')"
-                   " RETURNING i.id, i.cancel_requested_at IS NOT NULL",
-                   3, p, NULL, NULL, &res, err, sizeof err) < 0) {
-        ax_warn("lease renewal: %s", err);
+    char err[1024];
+    for (size_t k = 0; k < nlens && !failed; k++) {
+        ax_strbuf_t ids = {0};
+        ax_pgarr_begin(&ids);
+        for (run_t *r = ex->head; r; r = r->next)
+            if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING ||
+                 r->state == RUN_REPORTING) &&
+                !r->stop_why && (r->lease_ms == lens[k] || (k == nlens - 1 && nlens == 32)))
+                ax_pgarr_int(&ids, r->d.instance_id);
+        ax_pgarr_end(&ids);
+        char len[32];
+        snprintf(len, sizeof len, "%lld", (long long)lens[k]);
+        const char *p[] = {svc->worker_id, ids.s, len};
+        PGresult *res;
+        if (ax_pg_exec(svc->pg,
+                       "UPDATE job_instance SET lease_expires_at = now()"
+                       "  + $3::bigint * interval '1 millisecond'"
+                       " WHERE id = ANY($2::bigint[]) AND worker = $1"
+                       "  AND state IN ('LOCKED', 'RUNNING')"
+                       " RETURNING id, cancel_requested_at IS NOT NULL",
+                       3, p, NULL, NULL, &res, err, sizeof err) < 0) {
+            failed = 1;
+        } else {
+            for (int i = 0; i < PQntuples(res) && ngot < n; i++)
+                got[ngot++] = (idflag_t){ax_pg_int(res, i, 0),
+                                         strcmp(PQgetvalue(res, i, 1), "t") == 0};
+            PQclear(res);
+        }
+        ax_strbuf_free(&ids);
+    }
+    if (failed) {
+        ax_warn("lease renewal: %s", got ? err : "out of memory");
         if (ax_mono_ms() - st.lease_ok_mono > svc->conf.executor_lease_min_ms) {
             ax_error("leases not renewed for %lld ms: stopping every handler (their instances "
                      "are recovered elsewhere)",
@@ -893,29 +956,24 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
                 stop_run(ex, r, "lease_lost");
             commit_ready(ex);
         }
-        goto out;
+        free(got);
+        return;
     }
     st.lease_ok_mono = m0;
-    int rows = PQntuples(res);
+    qsort(got, ngot, sizeof *got, idflag_cmp);
     for (run_t *r = ex->head; r; r = r->next) {
         if ((r->state != RUN_CLAIMED && r->state != RUN_RUNNING) || r->stop_why)
             continue; /* a REPORTING run has nothing left to stop */
-        int row = -1;
-        for (int i = 0; i < rows && row < 0; i++)
-            if (ax_pg_int(res, i, 0) == r->d.instance_id)
-                row = i;
-        if (row < 0) {
+        const idflag_t *f = idflag_find(got, ngot, r->d.instance_id);
+        if (!f) {
             ex->lost_leases++;
             stop_run(ex, r, "lease_lost");
-        } else if (strcmp(PQgetvalue(res, row, 1), "t") == 0) {
+        } else if (f->flag) {
             stop_run(ex, r, "cancelled");
         }
     }
-    PQclear(res);
+    free(got);
     commit_ready(ex);
-out:
-    ax_strbuf_free(&ids);
-    ax_strbuf_free(&leases);
 }
 
 static void read_machine_load(void) {
@@ -1195,6 +1253,7 @@ int main(int argc, char **argv) {
     ex->ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, ex);
     ex->ev_kick = event_new(svc->base, -1, 0, on_kick, ex);
     ex->ev_more = evtimer_new(svc->base, on_more, ex);
+    ex->ev_commit = evtimer_new(svc->base, on_commit, ex);
     int64_t renew = svc->conf.executor_lease_min_ms / 3;
     ex->ev_lease = every(ex, renew, on_lease);
     struct event *ev_heart = every(ex, svc->conf.executor_heartbeat_ms, on_heartbeat);
@@ -1259,6 +1318,7 @@ int main(int argc, char **argv) {
     event_free(ex->ev_deadline);
     event_free(ex->ev_kick);
     event_free(ex->ev_more);
+    event_free(ex->ev_commit);
     event_free(ex->ev_lease);
     event_free(ev_heart);
     event_free(ev_hup);
