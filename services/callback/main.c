@@ -397,16 +397,20 @@ static int decide_retries(callback_t *cb, ax_attempt_t *as, const char *skip, si
     int rc = 0;
     if (!failed)
         goto out;
-    const char *p[] = {ids.s, svc->conf.topic_prefix};
+    char budget_s[32];
+    snprintf(budget_s, sizeof budget_s, "%lld", (long long)svc->conf.callback_retry_budget);
+    const char *p[] = {ids.s, svc->conf.topic_prefix, budget_s};
     PGresult *r;
     rc = ax_pg_exec(svc->pg,
                     "SELECT i.id, i.attempt, j.retry_max, j.retry_initial_ms, j.retry_multiplier,"
                     "  j.retry_max_ms, j.retry_jitter_ms, j.retry_rules::text, j.name,"
-                    "  (SELECT count(*) FROM job_instance q WHERE q.state = 'SCHEDULED'"
-                    "    AND q.attempt > 1 AND q.deployment = $2)"
+                    /* pending retries, counted only up to the budget */
+                    "  (SELECT count(*) FROM (SELECT 1 FROM job_instance q"
+                    "    WHERE q.state = 'SCHEDULED' AND q.attempt > 1 AND q.deployment = $2"
+                    "    LIMIT $3::bigint + 1) b)"
                     " FROM job_instance i JOIN job j ON j.id = i.job_id"
                     " WHERE i.id = ANY($1::bigint[]) AND i.state IN ('LOCKED', 'RUNNING')",
-                    2, p, NULL, NULL, &r, err, errlen);
+                    3, p, NULL, NULL, &r, err, errlen);
     if (rc < 0)
         goto out;
     int64_t pending = PQntuples(r) ? ax_pg_int(r, 0, 9) : 0;

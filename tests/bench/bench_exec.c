@@ -1,0 +1,975 @@
+/*
+ * bench_exec — the executor end to end: submit -> ingest -> dispatch ->
+ * claim -> run -> persist -> publish, with a plugin handler, every state
+ * transition durable.
+ *
+ * Inserts one plugin job (MODE noop: ax-noop.so; sleep10: ax-sleep.so 10),
+ * starts ax-trigger, ax-callback and EXECUTORS x ax-executor from BUILD_DIR
+ * on a topic prefix of its own (bench.<pid>.), waits until every executor
+ * has a row in the worker table, then warms up: rounds of --warmup
+ * submissions until every executor has run some (the consumer group is
+ * balanced) and all are published. Then it produces N submissions of the
+ * job to <prefix>submit (as fast as possible, or RATE per second), waits
+ * until all N are FINISHED with result_published_at set (progress is read
+ * from <prefix>results, so the wait adds no load to PostgreSQL; one count
+ * there confirms it), and prints, from PostgreSQL's timestamps of the N
+ * instances (the warm-up excluded):
+ *
+ *   completed_per_s   N / (last finished_at - first scheduled_at)
+ *   sched_fin_ms      finished_at - scheduled_at, p50/p99/max
+ *   fire_start_ms     running_at - due_at (fire-to-start), p50/p99/max
+ *   stage_*_ms        due->dispatched, dispatched->locked, locked->running,
+ *                     running->finished, finished->published, p50/p99
+ *   cpu_pct_*         CPU over the measurement window (submission start to
+ *                     the last result seen), % of one core: trigger,
+ *                     callback, each executor, PostgreSQL (the processes
+ *                     pg_stat_activity lists, this connection's backend
+ *                     excluded), Kafka (when AX_STATE/run/kafka.pid is
+ *                     readable), this program, and the whole machine
+ *   pg_*              commits, WAL records/bytes and WAL syncs per job
+ *                     (pg_stat_database, pg_stat_wal deltas; the servers
+ *                     flush those statistics about once a second)
+ *   outcomes          counts by outcome; anything but SUCCESS, or an
+ *                     attempt > 1, makes the exit status 3
+ *
+ * Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W]
+ *                   [--timeout S] BUILD_DIR MODE EXECUTORS N [RATE]
+ *
+ * --config and --set (except topic.prefix) are passed on to every service,
+ * after a default --set log.level=warn (a later --set wins); each service
+ * also gets worker.id=bench-<pid>-<service> and AXCONF_TOPIC_PREFIX. Logs:
+ * /tmp/bench_exec.<pid>.<service>.log. --timeout: give up when no instance
+ * was published for S seconds (default 60).
+ *
+ * Cleanup on every way out (also SIGINT/SIGTERM/SIGHUP of the benchmark):
+ * the services get SIGTERM (SIGKILL after 30 s), then the job, every
+ * instance of the deployment (job_attempt rows cascade), its
+ * dispatch_pending rows, leader row and worker rows are deleted, the
+ * topics and consumer groups too. Jobs of an earlier run whose benchmark
+ * process no longer exists (bench-exec-<pid>) are removed at start with
+ * their deployment's rows and topics.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ax/codec.h"
+#include "ax/common.h"
+#include "ax/conf.h"
+#include "ax/kafka.h"
+#include "ax/pg.h"
+
+extern char **environ;
+
+#define MAX_EXECUTORS 64
+#define NPROC (MAX_EXECUTORS + 2)
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static ax_pg_t *g_pg;
+static char g_prefix[64]; /* bench.<pid>. */
+static char g_job[64];    /* bench-exec-<pid> */
+static int64_t g_job_id;
+
+/* The services: [0] trigger, [1] callback, [2..] executors. */
+typedef struct proc {
+    char name[32];  /* trigger, callback, exec0, ... */
+    char wid[64];   /* worker.id */
+    char log[256];
+    pid_t pid;
+} proc_t;
+static proc_t g_proc[NPROC];
+static int g_nproc;
+
+static int sql(const char *text, int n, const char *const *p, PGresult **r) {
+    char err[1024];
+    int rc = ax_pg_exec(g_pg, text, n, p, NULL, NULL, r, err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "bench_exec: %s\n", err);
+    return rc;
+}
+
+/* One bigint from a one-row statement, or INT64_MIN. */
+static int64_t sql_int(const char *text, int n, const char *const *p) {
+    PGresult *r;
+    if (sql(text, n, p, &r) < 0)
+        return INT64_MIN;
+    int64_t v = PQntuples(r) && !PQgetisnull(r, 0, 0) ? ax_pg_int(r, 0, 0) : INT64_MIN;
+    PQclear(r);
+    return v;
+}
+
+static void nap(int64_t ms) {
+    int64_t end = ax_mono_ms() + ms;
+    while (!g_stop) {
+        int64_t left = end - ax_mono_ms();
+        if (left <= 0)
+            return;
+        usleep((useconds_t)(left > 100 ? 100 : left) * 1000);
+    }
+}
+
+static int64_t mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- /proc --------------------------------------------------------------- */
+
+/* utime + stime in clock ticks, or -1. */
+static long long proc_ticks(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *s = strrchr(buf, ')');
+    if (!s)
+        return -1;
+    long long ut = 0, st = 0;
+    s++;
+    for (int field = 3; field <= 15; field++) {
+        char *end;
+        while (*s == ' ')
+            s++;
+        if (field == 14)
+            ut = strtoll(s, &end, 10);
+        else if (field == 15)
+            st = strtoll(s, &end, 10);
+        s = strchr(s, ' ');
+        if (!s && field < 15)
+            return -1;
+    }
+    return ut + st;
+}
+
+static void machine_ticks(long long *busy, long long *total) {
+    long long v[8] = {0};
+    *busy = *total = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return;
+    if (fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) == 8) {
+        for (int i = 0; i < 8; i++)
+            *total += v[i];
+        *busy = *total - v[3] - v[4];
+    }
+    fclose(f);
+}
+
+static double loadavg1(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+/* The Kafka broker's pid from $AX_STATE/run/kafka.pid, or 0. */
+static pid_t kafka_pid(void) {
+    const char *st = getenv("AX_STATE");
+    if (!st || !*st)
+        return 0;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/run/kafka.pid", st);
+    FILE *f = fopen(path, "r");
+    long p = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &p) != 1)
+            p = 0;
+        fclose(f);
+    }
+    return p > 0 && proc_ticks((pid_t)p) >= 0 ? (pid_t)p : 0;
+}
+
+typedef struct cpu {
+    long long svc[NPROC];
+    int npg;
+    pid_t pgpid[256];
+    long long pg[256];
+    long long kafka, self, mbusy, mtotal;
+    pid_t kpid;
+    int64_t mono_ms;
+} cpu_t;
+
+static void cpu_snap(cpu_t *c, const cpu_t *start) {
+    for (int i = 0; i < g_nproc; i++)
+        c->svc[i] = proc_ticks(g_proc[i].pid);
+    if (!start) {
+        PGresult *r;
+        c->npg = 0;
+        if (sql("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()", 0, NULL, &r) ==
+            0) {
+            for (int i = 0; i < PQntuples(r) && c->npg < 256; i++)
+                c->pgpid[c->npg++] = (pid_t)ax_pg_int(r, i, 0);
+            PQclear(r);
+        }
+        c->kpid = kafka_pid();
+    } else {
+        c->npg = start->npg;
+        memcpy(c->pgpid, start->pgpid, sizeof c->pgpid);
+        c->kpid = start->kpid;
+    }
+    for (int i = 0; i < c->npg; i++)
+        c->pg[i] = proc_ticks(c->pgpid[i]);
+    c->kafka = c->kpid ? proc_ticks(c->kpid) : -1;
+    c->self = proc_ticks(getpid());
+    machine_ticks(&c->mbusy, &c->mtotal);
+    c->mono_ms = ax_mono_ms();
+}
+
+/* PostgreSQL's own counters: commits of this database, WAL. */
+typedef struct pgstat {
+    long long commits, wal_records, wal_bytes, wal_sync;
+} pgstat_t;
+
+static void pg_snap(pgstat_t *s) {
+    PGresult *r;
+    memset(s, 0, sizeof *s);
+    if (sql("SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),"
+            " wal_records, wal_bytes::bigint, wal_sync FROM pg_stat_wal",
+            0, NULL, &r) < 0)
+        return;
+    if (PQntuples(r)) {
+        s->commits = ax_pg_int(r, 0, 0);
+        s->wal_records = ax_pg_int(r, 0, 1);
+        s->wal_bytes = ax_pg_int(r, 0, 2);
+        s->wal_sync = ax_pg_int(r, 0, 3);
+    }
+    PQclear(r);
+}
+
+/* ---- the services -------------------------------------------------------- */
+
+static int spawn(proc_t *p, const char *bin, char **pass, int npass) {
+    char wid[96];
+    snprintf(wid, sizeof wid, "worker.id=%s", p->wid);
+    char **av = calloc((size_t)npass + 6, sizeof *av);
+    size_t ne = 0;
+    while (environ[ne])
+        ne++;
+    char **env = calloc(ne + 2, sizeof *env);
+    if (!av || !env) {
+        free(av);
+        free(env);
+        return -1;
+    }
+    int k = 0;
+    av[k++] = (char *)bin;
+    av[k++] = "--set";
+    av[k++] = "log.level=warn";
+    for (int i = 0; i < npass; i++)
+        av[k++] = pass[i];
+    av[k++] = "--set";
+    av[k++] = wid;
+    size_t e = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (strncmp(environ[i], "AXCONF_TOPIC_PREFIX=", 20) != 0 &&
+            strncmp(environ[i], "AXCONF_WORKER_ID=", 17) != 0)
+            env[e++] = environ[i];
+    char pre[128];
+    snprintf(pre, sizeof pre, "AXCONF_TOPIC_PREFIX=%s", g_prefix);
+    env[e++] = pre;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, av, env);
+    posix_spawn_file_actions_destroy(&fa);
+    free(av);
+    free(env);
+    if (rc != 0) {
+        fprintf(stderr, "bench_exec: cannot start %s: %s\n", bin, strerror(rc));
+        return -1;
+    }
+    p->pid = pid;
+    return 0;
+}
+
+/* 1 while every service runs. */
+static int all_alive(void) {
+    int ok = 1;
+    for (int i = 0; i < g_nproc; i++) {
+        proc_t *p = &g_proc[i];
+        if (p->pid <= 0) {
+            ok = 0;
+            continue;
+        }
+        int st;
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            fprintf(stderr, "bench_exec: %s exited (status %d); see %s\n", p->name, st, p->log);
+            p->pid = -1;
+            ok = 0;
+        }
+    }
+    return ok;
+}
+
+/* SIGTERM to all, up to 30 s for clean stops, then SIGKILL. */
+static void stop_all(void) {
+    int left = 0;
+    for (int i = 0; i < g_nproc; i++)
+        if (g_proc[i].pid > 0) {
+            kill(g_proc[i].pid, SIGTERM);
+            left++;
+        }
+    for (int t = 0; t < 300 && left; t++) {
+        left = 0;
+        for (int i = 0; i < g_nproc; i++) {
+            if (g_proc[i].pid <= 0)
+                continue;
+            if (waitpid(g_proc[i].pid, NULL, WNOHANG) == g_proc[i].pid)
+                g_proc[i].pid = -1;
+            else
+                left++;
+        }
+        if (left)
+            usleep(100 * 1000);
+    }
+    for (int i = 0; i < g_nproc; i++)
+        if (g_proc[i].pid > 0) {
+            fprintf(stderr, "bench_exec: %s did not stop in 30 s; SIGKILL\n", g_proc[i].name);
+            kill(g_proc[i].pid, SIGKILL);
+            waitpid(g_proc[i].pid, NULL, 0);
+            g_proc[i].pid = -1;
+        }
+}
+
+/* ---- Kafka topics and groups ----------------------------------------------- */
+
+/* Delete the topics and consumer groups of `prefix`. */
+static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
+    static const char *const topics[] = {"submit", "dispatch", "callback", "results", "dlq"};
+    static const char *const groups[] = {"trigger", "executor", "callback", "bench"};
+    char err[512], names[5][256], gnames[4][256];
+    rd_kafka_t *rk = ax_kafka_producer_new(conf, "bench-admin", err, sizeof err);
+    if (!rk)
+        return;
+    rd_kafka_DeleteTopic_t *dt[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(names[i], sizeof names[i], "%s%s", prefix, topics[i]);
+        dt[i] = rd_kafka_DeleteTopic_new(names[i]);
+    }
+    rd_kafka_DeleteGroup_t *dg[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(gnames[i], sizeof gnames[i], "%s%s", prefix, groups[i]);
+        dg[i] = rd_kafka_DeleteGroup_new(gnames[i]);
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteGroups(rk, dg, 4, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_DeleteTopics(rk, dt, 5, NULL, q);
+    ev = rd_kafka_queue_poll(q, 30000);
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_DeleteTopic_destroy_array(dt, 5);
+    rd_kafka_DeleteGroup_destroy_array(dg, 4);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+}
+
+/* ---- database rows ---------------------------------------------------------- */
+
+/* Everything a run of `prefix` (job `job`) left in the database. */
+static void delete_rows(const char *prefix, const char *job) {
+    char role[128], wlike[96];
+    snprintf(role, sizeof role, "%strigger", prefix);
+    /* worker ids are bench-<pid>-<service>; the job is bench-exec-<pid> */
+    snprintf(wlike, sizeof wlike, "bench-%s-%%", job + strlen("bench-exec-"));
+    const char *pd[] = {prefix};
+    const char *pj[] = {job};
+    const char *pr[] = {role};
+    const char *pw[] = {wlike};
+    sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
+    sql("DELETE FROM dispatch_pending WHERE deployment = $1", 1, pd, NULL);
+    sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
+    sql("DELETE FROM ax_leader WHERE role = $1", 1, pr, NULL);
+    sql("DELETE FROM worker WHERE id LIKE $1", 1, pw, NULL);
+}
+
+static void cleanup(const ax_conf_t *conf) {
+    stop_all();
+    if (g_pg) {
+        int64_t t0 = ax_mono_ms();
+        delete_rows(g_prefix, g_job);
+        /* The next run should not pay for this one's dead rows. */
+        sql("VACUUM (ANALYZE) job_instance, job_attempt, dispatch_pending, job", 0, NULL, NULL);
+        fprintf(stderr, "bench_exec: cleanup: rows deleted in %lld ms\n",
+                (long long)(ax_mono_ms() - t0));
+    }
+    delete_kafka(conf, g_prefix);
+}
+
+/* Runs whose benchmark process is gone. */
+static void cleanup_stale(const ax_conf_t *conf) {
+    PGresult *r;
+    if (sql("SELECT substr(name, 12) FROM job WHERE name ~ '^bench-exec-[0-9]+$'", 0, NULL, &r) <
+        0)
+        return;
+    for (int i = 0; i < PQntuples(r); i++) {
+        pid_t pid = (pid_t)atol(PQgetvalue(r, i, 0));
+        if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char prefix[64], job[64];
+        snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
+        snprintf(job, sizeof job, "bench-exec-%d", (int)pid);
+        delete_rows(prefix, job);
+        delete_kafka(conf, prefix);
+        fprintf(stderr, "bench_exec: deleted what run %d left behind\n", (int)pid);
+    }
+    PQclear(r);
+}
+
+/* ---- submissions ------------------------------------------------------------ */
+
+static rd_kafka_t *g_rk;
+static char g_topic[256];
+/* Outlives submit(): an interrupted submit leaves messages in flight whose
+ * delivery reports arrive in the final flush. */
+static ax_delivery_t g_dlv;
+
+/* Produce submissions [from, from + n) of the job, `rate` per second (0 =
+ * as fast as possible); waits until Kafka has them all. */
+static int submit(const char *tag, long from, long n, double rate) {
+    char err[512], trace[96];
+    ax_delivery_t *d = &g_dlv;
+    d->failed = 0;
+    d->err = 0;
+    int64_t t0 = mono_us(), check = ax_mono_ms() + 1000;
+    for (long i = 0; i < n && !g_stop; i++) {
+        if (rate > 0) {
+            int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
+            for (int64_t now = mono_us(); now < due; now = mono_us()) {
+                rd_kafka_poll(g_rk, 0);
+                int64_t us = due - now;
+                usleep((useconds_t)(us > 2000 ? 2000 : us));
+            }
+            if (ax_mono_ms() > check) {
+                if (!all_alive())
+                    return -1;
+                check = ax_mono_ms() + 1000;
+            }
+        }
+        ax_submit_t s;
+        ax_submit_init(&s);
+        s.job = g_job;
+        snprintf(trace, sizeof trace, "bx-%d-%s%ld", (int)getpid(), tag, from + i);
+        s.trace_id = trace;
+        void *buf;
+        size_t len;
+        if (ax_submit_encode(&s, &buf, &len) < 0) {
+            fprintf(stderr, "bench_exec: cannot encode a submission\n");
+            return -1;
+        }
+        int rc = ax_kafka_produce(g_rk, g_topic, trace, strlen(trace), buf, len, NULL, d, err,
+                                  sizeof err);
+        free(buf);
+        if (rc < 0) {
+            fprintf(stderr, "bench_exec: %s\n", err);
+            return -1;
+        }
+        rd_kafka_poll(g_rk, 0);
+    }
+    if (g_stop)
+        return -1;
+    if (ax_kafka_wait(g_rk, d, 60000) < 0) {
+        fprintf(stderr, "bench_exec: submissions not acknowledged by Kafka\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Progress is read from the results topic (one message per published
+ * instance, keyed by its id), not from PostgreSQL: polling the database
+ * would add to the load being measured. The last step checks
+ * result_published_at in PostgreSQL once. */
+static rd_kafka_t *g_rc;
+static uint8_t *g_seen; /* bit (id - g_base - 1): a result for it was read */
+static size_t g_seen_cap;
+static int64_t g_base;
+static long g_nseen;
+
+static void seen_reset(int64_t above) {
+    g_base = above;
+    g_nseen = 0;
+    if (g_seen)
+        memset(g_seen, 0, g_seen_cap);
+}
+
+/* Read what the results topic has, for up to timeout_ms. */
+static int results_poll(int timeout_ms) {
+    int64_t end = ax_mono_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = end - ax_mono_ms();
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(g_rc, left > 0 ? (int)left : 0);
+        if (!m)
+            return 0;
+        if (m->err) {
+            fprintf(stderr, "bench_exec: results: %s\n", rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        char key[32];
+        size_t kl = m->key_len < sizeof key - 1 ? m->key_len : sizeof key - 1;
+        memcpy(key, m->key ? m->key : "", m->key ? kl : 0);
+        key[m->key ? kl : 0] = 0;
+        rd_kafka_message_destroy(m);
+        int64_t id = atoll(key);
+        if (id <= g_base)
+            continue;
+        size_t bit = (size_t)(id - g_base - 1);
+        if (bit / 8 >= g_seen_cap) {
+            size_t cap = g_seen_cap ? g_seen_cap : 4096;
+            while (bit / 8 >= cap)
+                cap *= 2;
+            uint8_t *ns = realloc(g_seen, cap);
+            if (!ns)
+                return -1;
+            memset(ns + g_seen_cap, 0, cap - g_seen_cap);
+            g_seen = ns;
+            g_seen_cap = cap;
+        }
+        if (!(g_seen[bit / 8] & (1u << (bit % 8)))) {
+            g_seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
+            g_nseen++;
+        }
+    }
+}
+
+/* Wait until results for `want` instances with id > `above` were read and
+ * PostgreSQL has them published. Gives up after `stall_s` seconds without
+ * progress. *ret_done_mono: when the last result was read. */
+static int wait_published(int64_t above, long want, long stall_s, int64_t *ret_done_mono) {
+    long last = -1;
+    int64_t last_change = ax_mono_ms();
+    while (!g_stop && g_nseen < want) {
+        if (results_poll(200) < 0)
+            return -1;
+        if (g_nseen != last) {
+            last = g_nseen;
+            last_change = ax_mono_ms();
+        } else if (ax_mono_ms() - last_change > stall_s * 1000) {
+            char job[32], ab[32];
+            snprintf(job, sizeof job, "%lld", (long long)g_job_id);
+            snprintf(ab, sizeof ab, "%lld", (long long)above);
+            const char *p[] = {job, ab};
+            int64_t ing = sql_int("SELECT count(*) FROM job_instance"
+                                  " WHERE job_id = $1::bigint AND id > $2::bigint",
+                                  2, p);
+            fprintf(stderr,
+                    "bench_exec: %ld of %ld results read (%lld instances ingested), no progress"
+                    " in %ld s\n",
+                    g_nseen, want, (long long)ing, stall_s);
+            return -1;
+        }
+        if (!all_alive())
+            return -1;
+    }
+    if (g_stop)
+        return -1;
+    *ret_done_mono = ax_mono_ms();
+    char job[32], ab[32];
+    snprintf(job, sizeof job, "%lld", (long long)g_job_id);
+    snprintf(ab, sizeof ab, "%lld", (long long)above);
+    const char *p[] = {job, ab};
+    for (int i = 0; i < 100 && !g_stop; i++) {
+        int64_t k = sql_int("SELECT count(*) FROM job_instance WHERE job_id = $1::bigint"
+                            " AND id > $2::bigint AND result_published_at IS NOT NULL",
+                            2, p);
+        if (k == INT64_MIN)
+            return -1;
+        if (k >= want)
+            return 0;
+        nap(100);
+    }
+    fprintf(stderr, "bench_exec: results read but result_published_at not set in 10 s\n");
+    return -1;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static const char usage[] =
+    "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W] [--timeout S]\n"
+    "                  BUILD_DIR MODE EXECUTORS N [RATE]\n"
+    "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
+    "--config and --set are passed on to the services (except topic.prefix).\n";
+
+static double pct(long long ticks, double secs) {
+    return ticks < 0 || secs <= 0 ? -1
+                                  : (double)ticks * 100.0 / (double)sysconf(_SC_CLK_TCK) / secs;
+}
+
+static int run(const char *build, const char *mode, int nexec, long n,
+               double rate, int partitions, long warmup, long stall_s, char **pass, int npass) {
+    char bin[3][PATH_MAX + 64], plugin[PATH_MAX + 64];
+    snprintf(bin[0], sizeof bin[0], "%s/services/trigger/ax-trigger", build);
+    snprintf(bin[1], sizeof bin[1], "%s/services/callback/ax-callback", build);
+    snprintf(bin[2], sizeof bin[2], "%s/services/executor/ax-executor", build);
+    int sleep10 = strcmp(mode, "sleep10") == 0;
+    snprintf(plugin, sizeof plugin, "%s/plugins/%s", build, sleep10 ? "ax-sleep.so" : "ax-noop.so");
+    for (int i = 0; i < 3; i++)
+        if (access(bin[i], X_OK) != 0) {
+            fprintf(stderr, "bench_exec: %s: %s\n", bin[i], strerror(errno));
+            return 1;
+        }
+    if (access(plugin, R_OK) != 0) {
+        fprintf(stderr, "bench_exec: %s: %s\n", plugin, strerror(errno));
+        return 1;
+    }
+    /* The job. */
+    ax_strbuf_t cmd = {0};
+    ax_pgarr_begin(&cmd);
+    ax_pgarr_text(&cmd, plugin);
+    if (sleep10)
+        ax_pgarr_text(&cmd, "10");
+    ax_pgarr_end(&cmd);
+    const char *pj[] = {g_job, cmd.s};
+    g_job_id = sql_int("INSERT INTO job (name, handler_kind, command, retry_max)"
+                       " VALUES ($1, 'plugin', $2::text[], 0) RETURNING id",
+                       2, pj);
+    ax_strbuf_free(&cmd);
+    if (g_job_id == INT64_MIN)
+        return 1;
+    /* The services. */
+    g_nproc = 2 + nexec;
+    for (int i = 0; i < g_nproc; i++) {
+        proc_t *p = &g_proc[i];
+        if (i < 2)
+            snprintf(p->name, sizeof p->name, "%s", i == 0 ? "trigger" : "callback");
+        else
+            snprintf(p->name, sizeof p->name, "exec%d", i - 2);
+        char nm[32]; /* a copy: gcc -Wrestrict sees p->name and p->wid as overlapping */
+        snprintf(nm, sizeof nm, "%.31s", p->name);
+        snprintf(p->wid, sizeof p->wid, "bench-%d-%s", (int)getpid(), nm);
+        snprintf(p->log, sizeof p->log, "/tmp/bench_exec.%d.%s.log", (int)getpid(), nm);
+        p->pid = -1;
+    }
+    for (int i = 0; i < g_nproc; i++)
+        if (spawn(&g_proc[i], bin[i < 2 ? i : 2], pass, npass) < 0)
+            return 1;
+    /* Every executor has a worker row. */
+    ax_strbuf_t wids = {0};
+    ax_pgarr_begin(&wids);
+    for (int i = 2; i < g_nproc; i++)
+        ax_pgarr_text(&wids, g_proc[i].wid);
+    ax_pgarr_end(&wids);
+    const char *pw[] = {wids.s};
+    int64_t t0 = ax_mono_ms();
+    for (;;) {
+        int64_t k = sql_int("SELECT count(*) FROM worker WHERE id = ANY($1::text[])"
+                            " AND state = 'running'",
+                            1, pw);
+        if (k == nexec)
+            break;
+        if (g_stop || k == INT64_MIN || !all_alive() || ax_mono_ms() - t0 > 60000) {
+            if (!g_stop && k != INT64_MIN && ax_mono_ms() - t0 > 60000)
+                fprintf(stderr, "bench_exec: only %lld of %d executors registered in 60 s\n",
+                        (long long)k, nexec);
+            ax_strbuf_free(&wids);
+            return 1;
+        }
+        nap(100);
+    }
+    ax_strbuf_free(&wids);
+    fprintf(stderr, "bench_exec: %d executor(s) registered in %lld ms\n", nexec,
+            (long long)(ax_mono_ms() - t0));
+    /* Warm-up: until every executor ran some (the group is balanced). */
+    char job[32];
+    snprintf(job, sizeof job, "%lld", (long long)g_job_id);
+    int64_t above = 0;
+    int round = 0, used = 0;
+    for (; round < 10 && !g_stop; round++) {
+        char tag[16], ab[32];
+        snprintf(tag, sizeof tag, "w%d-", round);
+        int64_t dm;
+        seen_reset(above);
+        if (submit(tag, 0, warmup, 0) < 0 || wait_published(above, warmup, stall_s, &dm) < 0)
+            return 1;
+        snprintf(ab, sizeof ab, "%lld", (long long)above);
+        const char *pa[] = {job, ab};
+        used = (int)sql_int("SELECT count(DISTINCT worker) FROM job_instance"
+                            " WHERE job_id = $1::bigint AND id > $2::bigint",
+                            2, pa);
+        above = sql_int("SELECT max(id) FROM job_instance WHERE job_id = $1::bigint", 1, pa);
+        if (above == INT64_MIN)
+            return 1;
+        if (used >= nexec)
+            break;
+        nap(1000);
+    }
+    if (g_stop)
+        return 1;
+    fprintf(stderr, "bench_exec: warm-up: %d round(s) of %ld, last one ran on %d of %d executor(s)\n",
+            round + 1, warmup, used, nexec);
+    if (used < nexec)
+        fprintf(stderr, "bench_exec: warning: the executor group is not balanced\n");
+    /* The measurement. */
+    cpu_t c0, c1;
+    pgstat_t s0, s1;
+    double load0 = loadavg1();
+    pg_snap(&s0);
+    seen_reset(above);
+    cpu_snap(&c0, NULL);
+    int64_t p0 = ax_mono_ms();
+    if (submit("m", 0, n, rate) < 0)
+        return 1;
+    int64_t submit_ms = ax_mono_ms() - p0, done_mono;
+    if (wait_published(above, n, stall_s, &done_mono) < 0)
+        return 1;
+    cpu_snap(&c1, &c0);
+    pg_snap(&s1);
+    double load1 = loadavg1();
+    double win = (double)(c1.mono_ms - c0.mono_ms) / 1000.0;
+    char ab[32];
+    snprintf(ab, sizeof ab, "%lld", (long long)above);
+    const char *pa[] = {job, ab};
+    PGresult *r;
+#define PCT(expr)                                                                          \
+    " round((percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM " expr          \
+    ") * 1000))::numeric, 1) || '/' || round((percentile_cont(0.99) WITHIN GROUP (ORDER BY" \
+    " extract(epoch FROM " expr ") * 1000))::numeric, 1)"
+    if (sql("SELECT count(*), count(*) FILTER (WHERE outcome = 'SUCCESS'),"
+            "  count(*) FILTER (WHERE attempt > 1),"
+            "  extract(epoch FROM max(finished_at) - min(scheduled_at)),"
+            "  extract(epoch FROM max(result_published_at) - min(scheduled_at)),"
+            "  extract(epoch FROM max(scheduled_at) - min(scheduled_at)),"
+            " " PCT("finished_at - scheduled_at") " || '/' ||"
+            "  round(extract(epoch FROM max(finished_at - scheduled_at)) * 1000),"
+            " " PCT("running_at - due_at") " || '/' ||"
+            "  round(extract(epoch FROM max(running_at - due_at)) * 1000, 1),"
+            " " PCT("dispatched_at - due_at") ","
+            " " PCT("locked_at - dispatched_at") ","
+            " " PCT("running_at - locked_at") ","
+            " " PCT("finished_at - running_at") ","
+            " " PCT("result_published_at - finished_at")
+            " FROM job_instance WHERE job_id = $1::bigint AND id > $2::bigint",
+            2, pa, &r) < 0)
+        return 1;
+#undef PCT
+    long count = (long)ax_pg_int(r, 0, 0), ok = (long)ax_pg_int(r, 0, 1);
+    long retried = (long)ax_pg_int(r, 0, 2);
+    double span = atof(PQgetvalue(r, 0, 3)), span_pub = atof(PQgetvalue(r, 0, 4));
+    double ingest_span = atof(PQgetvalue(r, 0, 5));
+    char rate_s[32];
+    if (rate > 0)
+        snprintf(rate_s, sizeof rate_s, "%.0f", rate);
+    else
+        snprintf(rate_s, sizeof rate_s, "max");
+    printf("mode=%s executors=%d n=%ld rate=%s partitions=%d warmup=%ld\n", mode, nexec, n,
+           rate_s, partitions, warmup);
+    printf("completed_per_s=%.0f published_per_s=%.0f span_s=%.2f ingest_span_s=%.2f "
+           "submit_s=%.2f window_s=%.2f\n",
+           span > 0 ? (double)n / span : 0, span_pub > 0 ? (double)n / span_pub : 0, span,
+           ingest_span, (double)submit_ms / 1000.0, win);
+    printf("sched_fin_ms_p50_p99_max=%s fire_start_ms_p50_p99_max=%s\n", PQgetvalue(r, 0, 6),
+           PQgetvalue(r, 0, 7));
+    printf("stage_due_disp_ms=%s stage_disp_lock_ms=%s stage_lock_run_ms=%s stage_run_fin_ms=%s "
+           "stage_fin_pub_ms=%s\n",
+           PQgetvalue(r, 0, 8), PQgetvalue(r, 0, 9), PQgetvalue(r, 0, 10), PQgetvalue(r, 0, 11),
+           PQgetvalue(r, 0, 12));
+    PQclear(r);
+    /* CPU */
+    double ex_sum = 0;
+    char exl[1024] = "";
+    size_t el = 0;
+    for (int i = 2; i < g_nproc; i++) {
+        double v = pct(c1.svc[i] - c0.svc[i], win);
+        ex_sum += v;
+        if (el < sizeof exl - 16)
+            el += (size_t)snprintf(exl + el, sizeof exl - el, "%s%.0f", i > 2 ? "," : "", v);
+    }
+    long long pgd = 0;
+    for (int i = 0; i < c0.npg; i++)
+        if (c0.pg[i] >= 0 && c1.pg[i] >= c0.pg[i])
+            pgd += c1.pg[i] - c0.pg[i];
+    printf("cpu_pct_trigger=%.0f cpu_pct_callback=%.0f cpu_pct_executors=%s "
+           "cpu_pct_executors_sum=%.0f cpu_pct_postgres=%.0f cpu_pct_kafka=%.0f cpu_pct_bench=%.0f "
+           "machine_busy_pct=%.0f loadavg1_before=%.2f loadavg1_after=%.2f\n",
+           pct(c1.svc[0] - c0.svc[0], win), pct(c1.svc[1] - c0.svc[1], win), exl, ex_sum,
+           pct(pgd, win), c0.kpid ? pct(c1.kafka - c0.kafka, win) : -1.0,
+           pct(c1.self - c0.self, win),
+           c1.mtotal > c0.mtotal
+               ? (double)(c1.mbusy - c0.mbusy) * 100.0 / (double)(c1.mtotal - c0.mtotal)
+               : 0.0,
+           load0, load1);
+    printf("pg_commits_per_job=%.2f pg_wal_records_per_job=%.1f pg_wal_bytes_per_job=%.0f "
+           "pg_wal_syncs_per_s=%.0f pg_commits_per_s=%.0f\n",
+           (double)(s1.commits - s0.commits) / (double)n,
+           (double)(s1.wal_records - s0.wal_records) / (double)n,
+           (double)(s1.wal_bytes - s0.wal_bytes) / (double)n,
+           (double)(s1.wal_sync - s0.wal_sync) / win, (double)(s1.commits - s0.commits) / win);
+    /* Outcomes and where the instances ran. */
+    char outc[512] = "", per[1024] = "";
+    if (sql("SELECT coalesce(outcome::text, 'none') || ':' || count(*) FROM job_instance"
+            " WHERE job_id = $1::bigint AND id > $2::bigint GROUP BY outcome ORDER BY 1",
+            2, pa, &r) == 0) {
+        size_t ol = 0;
+        for (int i = 0; i < PQntuples(r) && ol < sizeof outc - 64; i++)
+            ol += (size_t)snprintf(outc + ol, sizeof outc - ol, "%s%s", i ? "," : "",
+                                   PQgetvalue(r, i, 0));
+        PQclear(r);
+    }
+    char wpre[64];
+    snprintf(wpre, sizeof wpre, "bench-%d-", (int)getpid());
+    const char *pp[] = {job, ab, wpre};
+    if (sql("SELECT coalesce(substr(worker, length($3) + 1), 'none') || ':' || count(*)"
+            " FROM job_instance WHERE job_id = $1::bigint AND id > $2::bigint"
+            " GROUP BY worker ORDER BY 1",
+            3, pp, &r) == 0) {
+        size_t pl = 0;
+        for (int i = 0; i < PQntuples(r) && pl < sizeof per - 64; i++)
+            pl += (size_t)snprintf(per + pl, sizeof per - pl, "%s%s", i ? "," : "",
+                                   PQgetvalue(r, i, 0));
+        PQclear(r);
+    }
+    printf("outcomes=%s retried=%ld instances=%ld per_worker=%s\n", outc, retried, count, per);
+    if (ok != n || retried || count != n) {
+        fprintf(stderr, "bench_exec: %ld of %ld instances SUCCESS (%ld counted, %ld retried)\n",
+                ok, n, count, retried);
+        return 3;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    /* What the services get of our options, taken before they are consumed. */
+    char **pass = calloc((size_t)argc + 1, sizeof *pass);
+    int npass = 0;
+    if (!pass)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--set") == 0) && i + 1 < argc) {
+            if (strcmp(argv[i], "--set") == 0 && (strncmp(argv[i + 1], "topic.prefix=", 13) == 0 ||
+                                                  strncmp(argv[i + 1], "worker.id=", 10) == 0)) {
+                i++;
+                continue;
+            }
+            pass[npass++] = argv[i];
+            pass[npass++] = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0 ||
+                   (strncmp(argv[i], "--set=", 6) == 0 &&
+                    strncmp(argv[i] + 6, "topic.prefix=", 13) != 0 &&
+                    strncmp(argv[i] + 6, "worker.id=", 10) != 0)) {
+            pass[npass++] = argv[i];
+        }
+    }
+    ax_conf_t conf;
+    ax_conf_from_args(&conf, &argc, argv, "bench_exec", usage, NULL);
+    int partitions = 8;
+    long warmup = 300, stall_s = 60;
+    int ai = 1;
+    for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
+        if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
+            partitions = atoi(argv[++ai]);
+        else if (strcmp(argv[ai], "--warmup") == 0 && ai + 1 < argc)
+            warmup = atol(argv[++ai]);
+        else if (strcmp(argv[ai], "--timeout") == 0 && ai + 1 < argc)
+            stall_s = atol(argv[++ai]);
+        else {
+            fprintf(stderr, "%s", usage);
+            return 2;
+        }
+    }
+    if (argc - ai != 4 && argc - ai != 5) {
+        fprintf(stderr, "%s", usage);
+        return 2;
+    }
+    const char *mode = argv[ai + 1];
+    int nexec = atoi(argv[ai + 2]);
+    long n = atol(argv[ai + 3]);
+    double rate = argc - ai == 5 ? atof(argv[ai + 4]) : 0;
+    char build[PATH_MAX];
+    if (!realpath(argv[ai], build)) {
+        fprintf(stderr, "bench_exec: %s: %s\n", argv[ai], strerror(errno));
+        return 2;
+    }
+    if ((strcmp(mode, "noop") != 0 && strcmp(mode, "sleep10") != 0) || nexec < 1 ||
+        nexec > MAX_EXECUTORS || n < 1 || rate < 0 || partitions < 1 || warmup < 1 ||
+        stall_s < 1) {
+        fprintf(stderr, "%s", usage);
+        return 2;
+    }
+    char err[512];
+    snprintf(g_prefix, sizeof g_prefix, "bench.%d.", (int)getpid());
+    snprintf(g_job, sizeof g_job, "bench-exec-%d", (int)getpid());
+    if (ax_conf_set(&conf, "topic.prefix", g_prefix, "bench_exec", err, sizeof err) < 0) {
+        fprintf(stderr, "bench_exec: %s\n", err);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (ax_codec_init(err, sizeof err) < 0) {
+        fprintf(stderr, "bench_exec: %s\n", err);
+        return 1;
+    }
+    g_pg = ax_pg_new(&conf, "bench_exec", err, sizeof err);
+    if (!g_pg || ax_pg_ensure(g_pg, err, sizeof err) < 0) {
+        fprintf(stderr, "bench_exec: %s\n", err);
+        return 1;
+    }
+    cleanup_stale(&conf);
+    g_rk = ax_kafka_producer_new(&conf, "bench-exec", err, sizeof err);
+    if (!g_rk) {
+        fprintf(stderr, "bench_exec: %s\n", err);
+        return 1;
+    }
+    ax_conf_topic(&conf, "submit", g_topic, sizeof g_topic);
+    int rc = 1;
+    char group[128], results[256];
+    ax_conf_topic(&conf, "bench", group, sizeof group);
+    const char *rt[] = {ax_conf_topic(&conf, "results", results, sizeof results)};
+    if (ax_kafka_create_topics(&conf, partitions, 1, err, sizeof err) < 0 ||
+        !(g_rc = ax_kafka_consumer_new(&conf, group, "bench-exec", err, sizeof err)) ||
+        ax_kafka_subscribe(g_rc, rt, 1, err, sizeof err) < 0)
+        fprintf(stderr, "bench_exec: %s\n", err);
+    else
+        rc = run(build, mode, nexec, n, rate, partitions, warmup, stall_s, pass, npass);
+    if (g_stop)
+        fprintf(stderr, "bench_exec: interrupted\n");
+    fflush(stdout);
+    if (g_rc) {
+        rd_kafka_consumer_close(g_rc);
+        rd_kafka_destroy(g_rc);
+    }
+    free(g_seen);
+    rd_kafka_flush(g_rk, 5000);
+    rd_kafka_destroy(g_rk);
+    cleanup(&conf);
+    fprintf(stderr, "bench_exec: logs: /tmp/bench_exec.%d.*.log\n", (int)getpid());
+    ax_pg_destroy(g_pg);
+    ax_codec_shutdown();
+    ax_conf_free(&conf);
+    free(pass);
+    return rc;
+}
