@@ -575,14 +575,26 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
         PQclear(r);
     }
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
-    const char *p[] = {lim, svc->conf.topic_prefix};
+    /* An expired lease means a lost worker only if the worker is gone too:
+     * its heartbeat (worker table) stopped, or it said it stopped. A live
+     * executor renews what it runs and stops what it cannot renew; an
+     * expired lease of a live executor's instance means its result is on
+     * its way through a lagging callback — reporting it lost would only add
+     * work there. A lease expired for 10 minutes is swept regardless. */
+    char stale[32];
+    snprintf(stale, sizeof stale, "%lld", (long long)(3 * svc->conf.executor_heartbeat_ms));
+    const char *p[] = {lim, svc->conf.topic_prefix, stale};
     if (ax_pg_exec(svc->pg,
-                   "SELECT id, attempt, trace_id, coalesce(worker, ''),"
-                   "  (extract(epoch FROM coalesce(running_at, locked_at)) * 1000)::bigint"
-                   " FROM job_instance WHERE state IN ('LOCKED', 'RUNNING')"
-                   " AND lease_expires_at < now() AND deployment = $2"
-                   " ORDER BY lease_expires_at LIMIT $1",
-                   2, p, NULL, NULL, &r, err, sizeof err) < 0) {
+                   "SELECT i.id, i.attempt, i.trace_id, coalesce(i.worker, ''),"
+                   "  (extract(epoch FROM coalesce(i.running_at, i.locked_at)) * 1000)::bigint"
+                   " FROM job_instance i LEFT JOIN worker w ON w.id = i.worker"
+                   " WHERE i.state IN ('LOCKED', 'RUNNING')"
+                   " AND i.lease_expires_at < now() AND i.deployment = $2"
+                   " AND (w.id IS NULL OR w.state = 'stopped'"
+                   "      OR w.heartbeat_at < now() - $3::bigint * interval '1 millisecond'"
+                   "      OR i.lease_expires_at < now() - interval '10 minutes')"
+                   " ORDER BY i.lease_expires_at LIMIT $1",
+                   3, p, NULL, NULL, &r, err, sizeof err) < 0) {
         ax_warn("lease sweep: %s", err);
         return;
     }

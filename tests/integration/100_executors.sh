@@ -102,7 +102,7 @@ LEASE=2000
 SWEEP=500
 # The checks read the executors' info lines (runs, lost claims, assignments).
 XI=(--set log.level=info)
-start_svc trigger --set trigger.sweep.interval.ms=$SWEEP
+start_svc trigger --set trigger.sweep.interval.ms=$SWEEP --set executor.heartbeat.ms=500
 start_svc callback
 
 # ---- part 1a: two executors ---------------------------------------------------------
@@ -152,7 +152,7 @@ for e in 1 2 3 4; do stop_svc "executor@$e"; done
 log "part 1 ok"
 
 # ---- part 2: kill -9 one executor mid-load ------------------------------------------------
-XS=("${XI[@]}" --set executor.lease.min.ms=$LEASE)
+XS=("${XI[@]}" --set executor.lease.min.ms=$LEASE --set executor.heartbeat.ms=500)
 for e in 5 6 7; do start_svc "executor@$e" "${XS[@]}"; done
 EXECS=(executor@5 executor@6 executor@7)
 wait_for 60 "3 executors sharing $PARTS partitions" all_hold
