@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "ax/common.h"
+#include "bench_common.h"
 #include "ax/conf.h"
 #include "ax/kafka.h"
 #include "ax/pg.h"
@@ -87,48 +88,10 @@ static int64_t sql_int(const char *text, int n, const char *const *p) {
 }
 
 /* Sleep ms, in steps, until g_stop. */
-static void nap(int64_t ms) {
-    int64_t end = ax_mono_ms() + ms;
-    while (!g_stop) {
-        int64_t left = end - ax_mono_ms();
-        if (left <= 0)
-            return;
-        usleep((useconds_t)(left > 100 ? 100 : left) * 1000);
-    }
-}
+static void nap(int64_t ms) { bench_nap(ms, &g_stop); }
 
 /* ---- /proc --------------------------------------------------------------- */
 
-/* utime + stime in clock ticks, or -1. */
-static long long proc_ticks(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *s = strrchr(buf, ')');
-    if (!s)
-        return -1;
-    /* fields after the comm: 3 state ... 14 utime 15 stime */
-    long long ut = 0, st = 0;
-    s++;
-    for (int field = 3; field <= 15; field++) {
-        char *end;
-        while (*s == ' ')
-            s++;
-        if (field == 14)
-            ut = strtoll(s, &end, 10);
-        else if (field == 15)
-            st = strtoll(s, &end, 10);
-        s = strchr(s, ' ');
-        if (!s && field < 15)
-            return -1;
-    }
-    return ut + st;
-}
 
 /* A "Key:   123 kB" line of /proc/PID/status, in kB, or -1. */
 static long proc_status_kb(pid_t pid, const char *key) {
@@ -148,21 +111,6 @@ static long proc_status_kb(pid_t pid, const char *key) {
     return v;
 }
 
-/* Whole machine: busy and total ticks over all CPUs (/proc/stat). */
-static void machine_ticks(long long *busy, long long *total) {
-    long long v[8] = {0};
-    *busy = *total = 0;
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f)
-        return;
-    if (fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
-        for (int i = 0; i < 8; i++)
-            *total += v[i];
-        *busy = *total - v[3] - v[4];
-    }
-    fclose(f);
-}
 
 /* CPU of the PostgreSQL server: the processes pg_stat_activity lists
  * (backends and auxiliary processes), this connection's backend excluded. */
@@ -409,17 +357,7 @@ static void delete_topics(const ax_conf_t *conf) {
 
 /* ---- measurements ------------------------------------------------------------ */
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-static double median(double *v, int n) {
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static const char sql_sample[] =
     "SELECT count(*) FILTER (WHERE id > $2::bigint), coalesce(max(id), $2::bigint),"
