@@ -488,11 +488,19 @@ static int find_probes(callback_t *cb, ax_attempt_t *as, const char *skip, char 
                        size_t n, char *err, size_t errlen) {
     ax_svc_t *svc = &cb->svc;
     ax_strbuf_t ids = {0};
+    size_t nprobe = 0;
     ax_pgarr_begin(&ids);
     for (size_t i = 0; i < n; i++)
-        if (!skip[i] && as[i].outcome == AX_OUTCOME_SUCCESS)
+        if (!skip[i] && as[i].outcome == AX_OUTCOME_SUCCESS && as[i].error_class &&
+            strcmp(as[i].error_class, "probe") == 0) {
             ax_pgarr_int(&ids, as[i].instance_id);
+            nprobe++;
+        }
     ax_pgarr_end(&ids);
+    if (!nprobe) { /* the executor marks size probes: no query otherwise */
+        ax_strbuf_free(&ids);
+        return 0;
+    }
     const char *p[] = {ids.s};
     PGresult *r;
     int rc = ax_pg_exec(svc->pg,

@@ -417,6 +417,8 @@ void run_done(run_t *r, const handler_result_t *res) {
         .trace_id = r->d.trace_id,
     };
     snprintf(text, sizeof text, "%s", res->error);
+    if (r->probe && a.outcome == AX_OUTCOME_SUCCESS)
+        a.error_class = "probe"; /* the callback splits the parent */
     if (r->stop_why) { /* stopped by us: say why, whatever the handler saw */
         a.error_class = (char *)r->stop_why;
         a.retryable = strcmp(r->stop_why, "cancelled") != 0;

@@ -95,7 +95,8 @@ const ax_conf_def_t ax_conf_table[] = {
     {"executor.heartbeat.ms", AX_CONF_INT, OFF(executor_heartbeat_ms), "2000", 100, 600000,
      "executor",
      "How often an executor records CPU, memory, pool occupancy and queue depth in the "
-     "worker table and checks its watermarks."},
+     "worker table and checks its watermarks. The trigger reads it too: an expired lease "
+     "counts as a lost worker only once that worker's heartbeat is 3 x this old."},
     {"executor.watermark.cpu", AX_CONF_INT, OFF(executor_watermark_cpu), "0", 0, 100,
      "executor",
      "Machine CPU busy % above which the executor stops fetching (pauses its partitions) "
