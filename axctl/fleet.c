@@ -13,6 +13,7 @@
 #include "ax/common.h"
 #include "ax/idem.h"
 #include "ax/kafka.h"
+#include "ax/lane.h"
 #include "ax/pg.h"
 #include "axctl.h"
 
@@ -145,6 +146,9 @@ static int valid_group(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > 64)
         return 0;
+    /* dispatch.p0 .. dispatch.p4 are the default group's priority lanes */
+    if (n == 2 && s[0] == 'p' && s[1] >= '0' && s[1] <= '9')
+        return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -158,8 +162,8 @@ int cmd_topics(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "create") != 0)
         die_usage("topics needs: create");
     int64_t parts = 6, repl = 1;
-    static const char *const suffixes[] = {"submit", "dispatch", "callback", "results", "dlq"};
-    size_t cap = AX_ARRAY_SIZE(suffixes) + (size_t)argc, n = 0;
+    static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
+    size_t cap = AX_ARRAY_SIZE(suffixes) + (size_t)(argc + 1) * AX_PRIORITIES, n = 0;
     char **names = calloc(cap, sizeof *names);
     if (!names) {
         fprintf(stderr, "axctl: out of memory\n");
@@ -168,6 +172,8 @@ int cmd_topics(int argc, char **argv) {
     char buf[512];
     for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++)
         names[n++] = strdup(ax_conf_topic(&conf, suffixes[i], buf, sizeof buf));
+    for (int p = 0; p < AX_PRIORITIES; p++) /* the default group's lanes */
+        names[n++] = strdup(ax_conf_dispatch_topic(&conf, NULL, p, buf, sizeof buf));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--partitions") != 0 && strcmp(a, "--replication") != 0 &&
@@ -187,17 +193,17 @@ int cmd_topics(int argc, char **argv) {
         } else {
             if (!valid_group(v))
                 die_usagef("--group must be 1-64 of A-Z a-z 0-9 _ - starting with a letter or "
-                           "digit, not '%s'", v);
+                           "digit, and not p0-p9 (lane suffixes), not '%s'", v);
             if (strcmp(v, "default") == 0)
-                continue; /* its topic is <prefix>dispatch */
-            char sfx[128];
-            snprintf(sfx, sizeof sfx, "dispatch.%s", v);
-            ax_conf_topic(&conf, sfx, buf, sizeof buf);
-            size_t k = 0;
-            while (k < n && strcmp(names[k], buf) != 0)
-                k++;
-            if (k == n)
-                names[n++] = strdup(buf);
+                continue; /* its topics are <prefix>dispatch[.pN] */
+            for (int p = 0; p < AX_PRIORITIES; p++) {
+                ax_conf_dispatch_topic(&conf, v, p, buf, sizeof buf);
+                size_t k = 0;
+                while (k < n && strcmp(names[k], buf) != 0)
+                    k++;
+                if (k == n)
+                    names[n++] = strdup(buf);
+            }
         }
     }
     char err[512];

@@ -305,16 +305,6 @@ static int json_argv(const char *text, ax_dispatch_t *d) {
     return d->command ? 0 : -1;
 }
 
-/* The dispatch topic of an executor group. */
-static void dispatch_topic(trigger_t *t, const char *group, char *buf, size_t len) {
-    char sfx[128];
-    if (!group || !*group || strcmp(group, "default") == 0)
-        snprintf(sfx, sizeof sfx, "dispatch");
-    else
-        snprintf(sfx, sizeof sfx, "dispatch.%.100s", group);
-    ax_conf_topic(&t->svc.conf, sfx, buf, len);
-}
-
 /* The message key: the value of the payload's routing field when the job
  * names one and the payload is a JSON object holding it as a string or an
  * integer, so one key always lands on one partition (murmur2, as Java
@@ -369,7 +359,8 @@ static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_str
         char key[256], topic[300];
         int klen = routing_key(PQgetisnull(r, i, 13) ? NULL : PQgetvalue(r, i, 13), &d, key,
                                sizeof key);
-        dispatch_topic(t, PQgetvalue(r, i, 12), topic, sizeof topic);
+        ax_conf_dispatch_topic(&t->svc.conf, PQgetvalue(r, i, 12), lane_of(t, &d), topic,
+                               sizeof topic);
         int rc = ax_dispatch_encode(&d, &buf, &len);
         if (rc == 0) {
             rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL, NULL, err,
@@ -681,6 +672,7 @@ int main(int argc, char **argv) {
         return 1;
     ax_svc_t *svc = &t->svc;
     svc->on_stop = on_stop;
+    ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
     lead_init(t);
     if (sched_init(t) < 0)
         return 1;

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "ax/lane.h"
 #include "ax/schedule.h"
 #include "ax/service.h"
 #include "ax/wheel.h"
@@ -53,7 +54,23 @@ typedef struct trigger {
     int reload_all;
     int listening;
     unsigned flush_failures;
+
+    /* priority lanes (lag.c): the executor group's lag per lane, the
+     * hysteresis state and the release plan derived from it */
+    ax_lane_t lanes[AX_PRIORITIES];
+    int64_t lane_min_age_ms[AX_PRIORITIES];
+    int lane_target[AX_PRIORITIES];
+    int64_t deferred[AX_PRIORITIES]; /* deferred instances, last count */
+    struct lagmon *lag;
 } trigger_t;
+
+/* The lane an instance of priority prio is produced on now. */
+static inline int lane_of_prio(const trigger_t *t, int prio) {
+    if (prio < 0 || prio >= AX_PRIORITIES)
+        prio = AX_PRIORITY_DEFAULT;
+    return t->lane_target[prio];
+}
+#define lane_of(t, d) lane_of_prio((t), (int)(d)->priority)
 
 /* leader.c */
 void lead_init(trigger_t *t);

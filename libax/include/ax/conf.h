@@ -45,6 +45,14 @@ typedef struct ax_conf {
     int64_t trigger_lease_ms;
     int64_t trigger_clock_jump_ms;
     int64_t trigger_misfire_record_max;
+    int64_t trigger_lag_interval_ms;
+    int64_t trigger_lag_high;
+    int64_t trigger_lag_low;
+    int64_t trigger_aging_ms;
+    int64_t trigger_backlog_alert_depth;
+    int64_t trigger_backlog_alert_ms;
+    int64_t trigger_coalesce_ms;
+    int64_t trigger_coalesce_load;
     /* executor */
     char *executor_groups;
     int64_t executor_slots;
@@ -61,6 +69,7 @@ typedef struct ax_conf {
     int64_t executor_watermark_mem;
     int64_t executor_default_timeout_ms;
     int64_t executor_shutdown_grace_ms;
+    int64_t executor_lane_starve_ms;
     /* callback */
     int64_t callback_batch;
     int64_t callback_retry_budget;
@@ -128,5 +137,11 @@ int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size
 /* Full topic name for a suffix ("submit" -> "ax.submit"), in a static
  * per-suffix buffer owned by the conf. */
 const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len);
+
+/* The dispatch topic of an executor group ("default" or NULL: the default
+ * group) and priority lane 0..4 (ax/lane.h): <prefix>dispatch[.G][.pN], P2
+ * without the lane suffix. */
+const char *ax_conf_dispatch_topic(const ax_conf_t *c, const char *group, int prio, char *buf,
+                                   size_t len);
 
 #endif

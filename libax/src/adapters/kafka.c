@@ -14,6 +14,7 @@
 
 #include "ax/common.h"
 #include "ax/kafka.h"
+#include "ax/lane.h"
 #include "ax/log.h"
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
@@ -369,13 +370,17 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w) {
 
 int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
                            size_t errlen) {
-    static const char *const suffixes[] = {"submit", "dispatch", "callback", "results", "dlq"};
-    char names[AX_ARRAY_SIZE(suffixes)][256];
-    const char *np[AX_ARRAY_SIZE(suffixes)];
-    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++)
-        np[i] = ax_conf_topic(conf, suffixes[i], names[i], sizeof names[i]);
-    return ax_kafka_create_topic_names(conf, np, AX_ARRAY_SIZE(suffixes), partitions, replication,
-                                       errbuf, errlen);
+    /* submit, callback, results, dlq and the default group's five lanes */
+    static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
+    enum { N = AX_ARRAY_SIZE(suffixes) + AX_PRIORITIES };
+    char names[N][256];
+    const char *np[N];
+    size_t n = 0;
+    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++, n++)
+        np[n] = ax_conf_topic(conf, suffixes[i], names[n], sizeof names[n]);
+    for (int p = 0; p < AX_PRIORITIES; p++, n++)
+        np[n] = ax_conf_dispatch_topic(conf, NULL, p, names[n], sizeof names[n]);
+    return ax_kafka_create_topic_names(conf, np, n, partitions, replication, errbuf, errlen);
 }
 
 int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,

@@ -12,6 +12,7 @@
 
 #include "ax/common.h"
 #include "ax/conf.h"
+#include "ax/lane.h"
 #include "ax/log.h"
 
 #define OFF(f) offsetof(ax_conf_t, f)
@@ -60,6 +61,34 @@ const ax_conf_def_t ax_conf_table[] = {
      1000000, "trigger",
      "Most missed fire times of one job recorded one by one in the ledger after an outage; "
      "older ones are summed up in the detail of the oldest recorded row."},
+    {"trigger.lag.interval.ms", AX_CONF_INT, OFF(trigger_lag_interval_ms), "500", 50, 60000,
+     "trigger",
+     "How often the leader reads the executor group's lag per priority lane (end offsets "
+     "against committed offsets of the lane topics)."},
+    {"trigger.lag.high", AX_CONF_INT, OFF(trigger_lag_high), "10000", 1, I64MAX, "trigger",
+     "High mark of a lane's lag, messages: at or above it, due instances of that priority "
+     "(P1-P4; P0 never) are deferred: kept SCHEDULED in PostgreSQL, not produced."},
+    {"trigger.lag.low", AX_CONF_INT, OFF(trigger_lag_low), "2000", 0, I64MAX, "trigger",
+     "Low mark of a lane's lag: a deferring lane releases its instances once its lag is at "
+     "or below this (must be below trigger.lag.high)."},
+    {"trigger.aging.ms", AX_CONF_INT, OFF(trigger_aging_ms), "60000", 0, I64MAX, "trigger",
+     "Aging of deferred instances: each period waited raises an instance one priority level, "
+     "so a deferred P-n instance waits at most n periods (then it is released on the "
+     "nearest lane that is not deferring). 0 = no aging."},
+    {"trigger.backlog.alert.depth", AX_CONF_INT, OFF(trigger_backlog_alert_depth), "0", 0,
+     I64MAX, "trigger",
+     "Backlog-age alert: when a lane's lag plus its deferred instances stay above this for "
+     "trigger.backlog.alert.ms, the leader raises an alert (webhook). 0 = off."},
+    {"trigger.backlog.alert.ms", AX_CONF_INT, OFF(trigger_backlog_alert_ms), "60000", 1, I64MAX,
+     "trigger", "How long the backlog must stay above trigger.backlog.alert.depth."},
+    {"trigger.coalesce.ms", AX_CONF_INT, OFF(trigger_coalesce_ms), "100", 1, 60000, "trigger",
+     "Mixed precision: the coarse tick onto which fires of tolerant jobs (job tolerance > 0) "
+     "are coalesced while the trigger is loaded; a fire moves by at most its job's "
+     "tolerance."},
+    {"trigger.coalesce.load", AX_CONF_INT, OFF(trigger_coalesce_load), "2000", 0, I64MAX,
+     "trigger",
+     "Fires per second above which the trigger counts as loaded and coalesces tolerant "
+     "jobs; 0 = always coalesce them."},
     {"executor.groups", AX_CONF_STR, OFF(executor_groups), "default", 0, 0, "executor",
      "Executor groups this executor serves, comma-separated. Group default reads "
      "<prefix>dispatch; group G reads <prefix>dispatch.G (a job names its group)."},
@@ -110,6 +139,11 @@ const ax_conf_def_t ax_conf_table[] = {
     {"executor.shutdown.grace.ms", AX_CONF_INT, OFF(executor_shutdown_grace_ms), "30000", 0,
      86400000, "executor",
      "On SIGTERM, how long running commands may finish before they are cancelled."},
+    {"executor.lane.starve.ms", AX_CONF_INT, OFF(executor_lane_starve_ms), "1000", 10, 600000,
+     "executor",
+     "Executors fetch the most urgent priority lanes first: a lane is paused while a higher "
+     "lane has a backlog, but never longer than this; then it is served again for a round. "
+     "Reloaded on SIGHUP."},
     {"callback.retry.budget", AX_CONF_INT, OFF(callback_retry_budget), "10000", 0, 100000000,
      "callback",
      "Most retries waiting to run in this deployment at once. Beyond it a failed attempt "
@@ -545,4 +579,14 @@ void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program
 const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len) {
     snprintf(buf, len, "%s%s", c->topic_prefix, suffix);
     return buf;
+}
+
+const char *ax_conf_dispatch_topic(const ax_conf_t *c, const char *group, int prio, char *buf,
+                                   size_t len) {
+    char base[512];
+    if (!group || !*group || strcmp(group, "default") == 0)
+        snprintf(base, sizeof base, "%sdispatch", c->topic_prefix);
+    else
+        snprintf(base, sizeof base, "%sdispatch.%s", c->topic_prefix, group);
+    return ax_lane_topic(base, prio, buf, len);
 }

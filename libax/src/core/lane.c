@@ -1,0 +1,78 @@
+/*
+ * lane.c — priority lanes (ax/lane.h): topic names, hysteresis, the
+ * trigger's release plan, effective priority, the executor's preference.
+ */
+#include "ax/lane.h"
+
+#include <stdio.h>
+
+char *ax_lane_topic(const char *base, int prio, char *buf, size_t len) {
+    if (prio < 0 || prio >= AX_PRIORITIES)
+        prio = AX_PRIORITY_DEFAULT;
+    if (prio == AX_PRIORITY_DEFAULT)
+        snprintf(buf, len, "%s", base);
+    else
+        snprintf(buf, len, "%s.p%d", base, prio);
+    return buf;
+}
+
+int ax_lane_sample(ax_lane_t *l, int64_t lag, int64_t high, int64_t low, int64_t now_ms) {
+    if (lag < 0)
+        lag = 0;
+    l->lag = lag;
+    int over = l->over;
+    if (!over && lag >= high)
+        over = 1;
+    else if (over && lag <= low)
+        over = 0;
+    if (over == l->over)
+        return 0;
+    l->over = over;
+    l->changed_ms = now_ms;
+    l->flips++;
+    return 1;
+}
+
+void ax_lane_plan(const ax_lane_t lanes[AX_PRIORITIES], int64_t aging_ms,
+                  int64_t min_age_ms[AX_PRIORITIES], int target[AX_PRIORITIES]) {
+    for (int p = 0; p < AX_PRIORITIES; p++) {
+        int q = p;
+        while (q > 0 && lanes[q].over)
+            q--;
+        target[p] = q;
+        if (q == p)
+            min_age_ms[p] = 0;
+        else if (aging_ms <= 0)
+            min_age_ms[p] = INT64_MAX; /* no aging: wait for the lane itself */
+        else
+            min_age_ms[p] = (int64_t)(p - q) * aging_ms;
+        if (q != p && aging_ms <= 0)
+            target[p] = p;
+    }
+}
+
+int64_t ax_lane_effective(int prio, int64_t waited_ms, int64_t aging_ms) {
+    int64_t e = (int64_t)prio * 1000;
+    if (aging_ms > 0 && waited_ms > 0)
+        e -= waited_ms / aging_ms * 1000 + waited_ms % aging_ms * 1000 / aging_ms;
+    return e;
+}
+
+unsigned ax_lane_serve(const int64_t backlog[AX_PRIORITIES],
+                       const int64_t last_served_ms[AX_PRIORITIES], int64_t now_ms,
+                       int64_t starve_ms) {
+    int top = -1;
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        if (backlog[p] > 0) {
+            top = p;
+            break;
+        }
+    unsigned all = (1u << AX_PRIORITIES) - 1;
+    if (top < 0)
+        return all;
+    unsigned mask = (1u << (top + 1)) - 1; /* lanes 0..top */
+    for (int p = top + 1; p < AX_PRIORITIES; p++)
+        if (now_ms - last_served_ms[p] >= starve_ms)
+            mask |= 1u << p;
+    return mask;
+}

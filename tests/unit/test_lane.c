@@ -1,0 +1,184 @@
+/*
+ * test_lane.c — priority lanes (core/lane.c), time as a parameter: lane
+ * topic names; hysteresis without flapping (a lag oscillating between the
+ * marks changes nothing, crossing them changes once); the release plan
+ * (P0 never deferred, deferral per lane, aging promotes to the nearest lane
+ * that is not over, the wait bound p x aging); the effective-priority order
+ * of deferred instances (a model sort against ax_lane_effective); the
+ * executor's preference (higher lanes first, lower lanes paused at most
+ * starve_ms, everything served without backlog).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ax/lane.h"
+
+static void topics(void **state) {
+    (void)state;
+    char b[128];
+    assert_string_equal(ax_lane_topic("ax.dispatch", 2, b, sizeof b), "ax.dispatch");
+    assert_string_equal(ax_lane_topic("ax.dispatch", 0, b, sizeof b), "ax.dispatch.p0");
+    assert_string_equal(ax_lane_topic("ax.dispatch.orders", 4, b, sizeof b),
+                        "ax.dispatch.orders.p4");
+    /* out of range falls back to the default lane */
+    assert_string_equal(ax_lane_topic("x", 9, b, sizeof b), "x");
+    assert_string_equal(ax_lane_topic("x", -1, b, sizeof b), "x");
+}
+
+static void hysteresis(void **state) {
+    (void)state;
+    ax_lane_t l = {0};
+    int64_t t = 1000;
+    /* below high: never over */
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ax_lane_sample(&l, 999, 1000, 100, t += 500), 0);
+    assert_int_equal(l.over, 0);
+    /* crossing high: over once */
+    assert_int_equal(ax_lane_sample(&l, 1000, 1000, 100, t += 500), 1);
+    assert_int_equal(l.over, 1);
+    assert_int_equal(l.changed_ms, t);
+    /* oscillating between the marks: no flapping */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ax_lane_sample(&l, i % 2 ? 101 : 5000, 1000, 100, t += 500), 0);
+    assert_int_equal(l.over, 1);
+    assert_int_equal(l.flips, 1);
+    /* down to low: released */
+    assert_int_equal(ax_lane_sample(&l, 100, 1000, 100, t += 500), 1);
+    assert_int_equal(l.over, 0);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ax_lane_sample(&l, 101 + i * 8, 1000, 100, t += 500), 0);
+    assert_int_equal(l.flips, 2);
+    assert_int_equal(l.lag, 101 + 99 * 8);
+    /* negative samples count as zero */
+    ax_lane_sample(&l, -5, 1000, 100, t);
+    assert_int_equal(l.lag, 0);
+}
+
+static void plan(void **state) {
+    (void)state;
+    ax_lane_t lanes[AX_PRIORITIES] = {0};
+    int64_t age[AX_PRIORITIES];
+    int target[AX_PRIORITIES];
+    ax_lane_plan(lanes, 60000, age, target);
+    for (int p = 0; p < AX_PRIORITIES; p++) {
+        assert_int_equal(age[p], 0);
+        assert_int_equal(target[p], p);
+    }
+    /* P3 over: P3 waits one aging period and is released on P2 */
+    lanes[3].over = 1;
+    ax_lane_plan(lanes, 60000, age, target);
+    assert_int_equal(age[3], 60000);
+    assert_int_equal(target[3], 2);
+    assert_int_equal(age[4], 0); /* P4 itself is not over */
+    /* P4, P3, P2 over: P4 waits 3 periods (to P1), P3 two, P2 one */
+    lanes[2].over = lanes[4].over = 1;
+    ax_lane_plan(lanes, 60000, age, target);
+    assert_int_equal(age[4], 180000);
+    assert_int_equal(target[4], 1);
+    assert_int_equal(age[3], 120000);
+    assert_int_equal(age[2], 60000);
+    assert_int_equal(age[1], 0);
+    /* every lane over: P0 still flows, P4's bound is 4 periods */
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        lanes[p].over = 1;
+    ax_lane_plan(lanes, 60000, age, target);
+    assert_int_equal(age[0], 0);
+    assert_int_equal(target[0], 0);
+    for (int p = 1; p < AX_PRIORITIES; p++) {
+        assert_int_equal(age[p], p * 60000);
+        assert_int_equal(target[p], 0);
+    }
+    /* no aging: deferred until the lane itself is back */
+    ax_lane_plan(lanes, 0, age, target);
+    assert_int_equal(age[0], 0);
+    assert_true(age[3] == INT64_MAX);
+    assert_int_equal(target[3], 3);
+}
+
+/* Deferred instances: (prio, due_ms); released in effective order. */
+typedef struct {
+    int prio;
+    int64_t due;
+} inst_t;
+static int64_t g_now, g_aging;
+static int cmp_eff(const void *a, const void *b) {
+    const inst_t *x = a, *y = b;
+    int64_t ex = ax_lane_effective(x->prio, g_now - x->due, g_aging);
+    int64_t ey = ax_lane_effective(y->prio, g_now - y->due, g_aging);
+    return ex < ey ? -1 : ex > ey;
+}
+
+static void aging_order(void **state) {
+    (void)state;
+    assert_int_equal(ax_lane_effective(3, 0, 60000), 3000);
+    assert_int_equal(ax_lane_effective(3, 30000, 60000), 2500);
+    assert_int_equal(ax_lane_effective(3, 180000, 60000), 0);
+    assert_int_equal(ax_lane_effective(4, 300000, 60000), -1000);
+    assert_int_equal(ax_lane_effective(4, 300000, 0), 4000);
+    /* a P4 that waited 2.5 periods goes before a fresh P2 and after a fresh P1 */
+    g_now = 1000000;
+    g_aging = 60000;
+    inst_t v[] = {{2, g_now}, {4, g_now - 150000}, {1, g_now}, {0, g_now}, {3, g_now - 1}};
+    qsort(v, 5, sizeof v[0], cmp_eff);
+    assert_int_equal(v[0].prio, 0);
+    assert_int_equal(v[1].prio, 1);
+    assert_int_equal(v[2].prio, 4);
+    assert_int_equal(v[3].prio, 2);
+    assert_int_equal(v[4].prio, 3);
+    /* monotone: waiting longer never lowers the priority */
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        for (int64_t w = 0; w < 600000; w += 777)
+            assert_true(ax_lane_effective(p, w + 777, 60000) <= ax_lane_effective(p, w, 60000));
+}
+
+static void serve(void **state) {
+    (void)state;
+    int64_t backlog[AX_PRIORITIES] = {0}, last[AX_PRIORITIES] = {0};
+    int64_t now = 10000;
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        last[p] = now;
+    /* nothing waiting: serve all */
+    assert_int_equal(ax_lane_serve(backlog, last, now, 1000), 0x1f);
+    /* P3 backlog only: P0..P3 served, P4 paused */
+    backlog[3] = 500;
+    assert_int_equal(ax_lane_serve(backlog, last, now + 10, 1000), 0x0f);
+    /* P0 backlog: only P0 */
+    backlog[0] = 1;
+    assert_int_equal(ax_lane_serve(backlog, last, now + 10, 1000), 0x01);
+    /* simulate rounds of 100 ms: every paused lane is served within starve_ms */
+    int64_t longest[AX_PRIORITIES] = {0}, paused_since[AX_PRIORITIES];
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        paused_since[p] = -1;
+    for (int64_t t = now; t < now + 20000; t += 100) {
+        unsigned m = ax_lane_serve(backlog, last, t, 1000);
+        assert_true(m & 1u); /* P0 always served while it has a backlog */
+        for (int p = 0; p < AX_PRIORITIES; p++) {
+            if (m & (1u << p)) {
+                if (paused_since[p] >= 0 && t - paused_since[p] > longest[p])
+                    longest[p] = t - paused_since[p];
+                paused_since[p] = -1;
+                last[p] = t;
+            } else if (paused_since[p] < 0) {
+                paused_since[p] = t;
+            }
+        }
+    }
+    for (int p = 1; p < AX_PRIORITIES; p++) {
+        assert_true(longest[p] > 0);
+        assert_true(longest[p] <= 1000);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(topics), cmocka_unit_test(hysteresis), cmocka_unit_test(plan),
+        cmocka_unit_test(aging_order), cmocka_unit_test(serve),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
