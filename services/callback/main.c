@@ -17,7 +17,7 @@
 #include "ax/retry.h"
 #include "ax/service.h"
 
-#include "alert.h"
+#include "ax/alert.h"
 
 static const char usage[] =
     "Usage: ax-callback [--config FILE] [--set KEY=VALUE]...\n\n"
@@ -58,7 +58,11 @@ static const char sql_finish[] =
     "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
     "  WHERE i.id = ANY($1::bigint[])"
     "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
-    "    AND i.state IN ('LOCKED', 'RUNNING') ORDER BY i.id FOR UPDATE"
+    /* an instance cut by the trigger's backlog cap is finished from SCHEDULED */
+    "    AND CASE WHEN ($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
+    "             AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger'"
+    "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
+    "    ORDER BY i.id FOR UPDATE"
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,
      * for the trigger to dispatch; otherwise FINISHED */
@@ -77,7 +81,9 @@ static const char sql_finish[] =
     "    exit_code = u.exit_code, error_class = u.error_class,"
     "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
     "  FROM u JOIN old ON old.id = u.id"
-    "  WHERE i.id = u.id AND i.attempt = u.attempt AND i.state IN ('LOCKED', 'RUNNING')"
+    "  WHERE i.id = u.id AND i.attempt = u.attempt"
+    "  AND CASE WHEN u.error_class = 'backlog_full' AND u.worker = 'ax-trigger'"
+    "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
     "    u.started_ms, u.retry_ms, i.flow_run_id, i.parent_id"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ax/alert.h"
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/log.h"
@@ -40,7 +41,7 @@ void arm_scan(trigger_t *t, int64_t ms) {
 static const char sql_ingest[] =
     "INSERT INTO job_instance (job_id, job_name, handler_kind, command, payload, timeout_ms,"
     "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
-    "  routing_field, shard_mode)"
+    "  routing_field, shard_mode, deferred_at)"
     " SELECT j.id, j.name, coalesce(j.handler_kind, 'command'),"
     "  CASE WHEN u.job IS NULL"
     "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE j.command END,"
@@ -50,7 +51,11 @@ static const char sql_ingest[] =
     "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
     "  u.trace, u.idem, u.skey, $12, coalesce(j.executor_group, 'default'), j.routing_key,"
     "  CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
-    "       WHEN j.shard_base IS NOT NULL THEN 'probe' END"
+    "       WHEN j.shard_base IS NOT NULL THEN 'probe' END,"
+    /* due now while its lane defers: recorded as deferred at once */
+    "  CASE WHEN u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
+    "   AND coalesce(($13::bigint[])[coalesce(u.prio, j.priority, 2) + 1], 1) <> 0"
+    "   THEN now() END"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
     "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
     "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
@@ -141,9 +146,11 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
             ax_pgarr_end(&a[k]);
         char deftmo[32];
         snprintf(deftmo, sizeof deftmo, "%lld", (long long)svc->conf.executor_default_timeout_ms);
+        char ages[200];
+        lane_ages(t, ages, sizeof ages);
         const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
-                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix};
-        rc = ax_pg_exec(svc->pg, sql_ingest, 12, p, NULL, NULL, &r, err, errlen);
+                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix, ages};
+        rc = ax_pg_exec(svc->pg, sql_ingest, 13, p, NULL, NULL, &r, err, errlen);
     }
     for (int k = 0; k < 10; k++)
         ax_strbuf_free(&a[k]);
@@ -274,12 +281,24 @@ out:
 #define NOT_WAITING                                                                   \
     " AND (wait_for IS NULL OR NOT EXISTS (SELECT 1 FROM job_instance p"              \
     " WHERE p.id = job_instance.wait_for AND p.state <> 'FINISHED'))"
+/* Per lane ($4: the release plan's wait per priority, NULL = held until the
+ * lane itself is back under its low mark), oldest first through the
+ * (priority, due_at) index, then merged in order of effective priority
+ * (priority - waited / aging; $5 = trigger.aging.ms, or a huge number
+ * without aging). Backlog-capped instances (error class backlog_full) wait
+ * for ax-callback to finish them. */
 static const char sql_due[] =
     "WITH d AS ("
-    "  SELECT id AS due_id FROM job_instance WHERE state = 'SCHEDULED'"
-    "  AND dispatched_at IS NULL AND due_at <= now() AND deployment = $2" NOT_WAITING
-    "  AND shard_mode IS DISTINCT FROM 'static'"
-    "  ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED"
+    "  SELECT c.id AS due_id FROM unnest($4::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
+    "  LATERAL (SELECT id, due_at, priority FROM job_instance WHERE state = 'SCHEDULED'"
+    "    AND dispatched_at IS NULL AND priority = l.lane1 - 1"
+    "    AND due_at <= now() - l.wait_ms * interval '1 millisecond' AND deployment = $2"
+    NOT_WAITING
+    "    AND shard_mode IS DISTINCT FROM 'static'"
+    "    AND error_class IS DISTINCT FROM 'backlog_full'"
+    "    ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED) c"
+    "  WHERE l.wait_ms IS NOT NULL"
+    "  ORDER BY c.priority * $5::float8 - extract(epoch FROM now() - c.due_at) * 1000 LIMIT $1"
     "), u AS ("
     "  UPDATE job_instance SET dispatched_at = now() FROM d WHERE job_instance.id = d.due_id"
     "  RETURNING " DISPATCH_COLS
@@ -288,6 +307,71 @@ static const char sql_due[] =
     "  SELECT id, $3::bigint, $2 FROM u"
     ")"
     " SELECT * FROM u";
+
+/* Instances of deferring lanes that fell due since the last mark are
+ * recorded as deferred (deferred_at), lane by lane from a per-lane mark
+ * ($2, epoch ms) so each is looked at about once. */
+static const char sql_mark_deferred[] =
+    "WITH l AS (SELECT * FROM unnest($1::int[], $2::bigint[]) AS l(lane, since)),"
+    " m AS (SELECT i.id FROM l, LATERAL (SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
+    "   AND dispatched_at IS NULL AND priority = l.lane"
+    "   AND due_at > to_timestamp(l.since / 1000.0) AND due_at <= now()"
+    "   AND deployment = $3 AND deferred_at IS NULL) i)"
+    " UPDATE job_instance i SET deferred_at = now() FROM m WHERE i.id = m.id"
+    "  AND i.state = 'SCHEDULED' AND i.dispatched_at IS NULL"
+    " RETURNING (extract(epoch FROM now()) * 1000)::bigint";
+
+/* The release plan as a PostgreSQL array: wait per priority, NULL = held. */
+void lane_ages(const trigger_t *t, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "{");
+    for (int p = 0; p < AX_PRIORITIES && o < len; p++) {
+        if (t->lane_min_age_ms[p] == INT64_MAX)
+            o += (size_t)snprintf(buf + o, len - o, "%sNULL", p ? "," : "");
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%s%lld", p ? "," : "",
+                                  (long long)t->lane_min_age_ms[p]);
+    }
+    if (o < len)
+        snprintf(buf + o, len - o, "}");
+}
+
+static void mark_deferred(trigger_t *t) {
+    ax_svc_t *svc = &t->svc;
+    char err[512], lanes[64], since[200];
+    size_t lo = 0, so = 0;
+    int any = 0;
+    int64_t now = ax_now_ms();
+    lo += (size_t)snprintf(lanes, sizeof lanes, "{");
+    so += (size_t)snprintf(since, sizeof since, "{");
+    for (int p = 1; p < AX_PRIORITIES; p++) {
+        if (t->lane_min_age_ms[p] == 0) {
+            t->mark_since_ms[p] = 0;
+            continue;
+        }
+        if (!t->mark_since_ms[p]) /* starts deferring: look back a little */
+            t->mark_since_ms[p] = now - 60000;
+        lo += (size_t)snprintf(lanes + lo, sizeof lanes - lo, "%s%d", any ? "," : "", p);
+        so += (size_t)snprintf(since + so, sizeof since - so, "%s%lld", any ? "," : "",
+                               (long long)t->mark_since_ms[p]);
+        any = 1;
+    }
+    if (!any)
+        return;
+    snprintf(lanes + lo, sizeof lanes - lo, "}");
+    snprintf(since + so, sizeof since - so, "}");
+    const char *prm[] = {lanes, since, svc->conf.topic_prefix};
+    PGresult *r = NULL;
+    if (ax_pg_exec(svc->pg, sql_mark_deferred, 3, prm, NULL, NULL, &r, err, sizeof err) < 0) {
+        ax_warn("mark deferred: %s", err);
+        return;
+    }
+    PQclear(r);
+    /* a small overlap: rows inserted late with an earlier due_at */
+    for (int p = 1; p < AX_PRIORITIES; p++)
+        if (t->lane_min_age_ms[p] != 0)
+            t->mark_since_ms[p] = now - 2000;
+}
 
 static int json_argv(const char *text, ax_dispatch_t *d) {
     json_error_t je;
@@ -460,7 +544,12 @@ static int dispatch_batch(trigger_t *t) {
     char err[1024], lim[32], epoch[32];
     snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
     snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
-    const char *p[] = {lim, svc->conf.topic_prefix, epoch};
+    char ages[200], aging[32];
+    lane_ages(t, ages, sizeof ages);
+    snprintf(aging, sizeof aging, "%lld",
+             (long long)(svc->conf.trigger_aging_ms > 0 ? svc->conf.trigger_aging_ms
+                                                        : 1000000000000000LL));
+    const char *p[] = {lim, svc->conf.topic_prefix, epoch, ages, aging};
     PGresult *r = NULL;
     /* Like every dispatch batch: in a transaction that re-reads the lease
      * row with our epoch, so a stale leader marks nothing. */
@@ -476,7 +565,7 @@ static int dispatch_batch(trigger_t *t) {
                         " AND i.due_at <= now() AND i.deployment = $2 LIMIT $1",
                         2, p, NULL, NULL, NULL, err, sizeof err);
     if (rc == 0)
-        rc = ax_pg_exec(svc->pg, sql_due, 3, p, NULL, NULL, &r, err, sizeof err);
+        rc = ax_pg_exec(svc->pg, sql_due, 5, p, NULL, NULL, &r, err, sizeof err);
     if (rc == 0)
         rc = ax_pg_commit(svc->pg, err, sizeof err);
     if (rc < 0) {
@@ -519,14 +608,23 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
             return;
         }
     }
-    /* Sleep until the next due instance, at most the scan interval. */
+    mark_deferred(t);
+    /* Sleep until the next instance the release plan lets go, at most the
+     * scan interval. */
     PGresult *r;
     int64_t next = svc->conf.trigger_scan_interval_ms;
+    char ages[200];
+    lane_ages(t, ages, sizeof ages);
     if (ax_pg_exec(svc->pg,
-                   "SELECT ceil(extract(epoch FROM (min(due_at) - now())) * 1000)::bigint"
-                   " FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
-                   " AND deployment = $1" NOT_WAITING,
-                   1, (const char *[]){svc->conf.topic_prefix}, NULL, NULL, &r, err,
+                   "SELECT ceil(min(extract(epoch FROM (m.due + l.wait_ms * interval"
+                   "  '1 millisecond' - now()))) * 1000)::bigint"
+                   " FROM unnest($2::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
+                   " LATERAL (SELECT min(due_at) AS due FROM job_instance"
+                   "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
+                   "  AND priority = l.lane1 - 1 AND deployment = $1" NOT_WAITING
+                   "  AND error_class IS DISTINCT FROM 'backlog_full') m"
+                   " WHERE l.wait_ms IS NOT NULL",
+                   2, (const char *[]){svc->conf.topic_prefix, ages}, NULL, NULL, &r, err,
                    sizeof err) == 0) {
         if (!PQgetisnull(r, 0, 0) && ax_pg_int(r, 0, 0) < next)
             next = ax_pg_int(r, 0, 0);
@@ -641,6 +739,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void on_lead(evutil_socket_t fd, short what, void *arg) { lead_tick(arg); }
+static void on_lag(evutil_socket_t fd, short what, void *arg) { lag_tick(arg); }
 static void on_tick(evutil_socket_t fd, short what, void *arg) { sched_tick(arg); }
 
 static trigger_t g_trigger;
@@ -672,6 +771,17 @@ int main(int argc, char **argv) {
         return 1;
     ax_svc_t *svc = &t->svc;
     svc->on_stop = on_stop;
+    char err[512];
+    if (svc->conf.trigger_lag_low >= svc->conf.trigger_lag_high) {
+        fprintf(stderr, "ax-trigger: configuration error: trigger.lag.low (%lld) must be below "
+                "trigger.lag.high (%lld)\n", (long long)svc->conf.trigger_lag_low,
+                (long long)svc->conf.trigger_lag_high);
+        return 2;
+    }
+    if (alert_init(svc, err, sizeof err) < 0) {
+        fprintf(stderr, "ax-trigger: configuration error: alert.webhook.url: %s\n", err);
+        return 2;
+    }
     ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
     lead_init(t);
     if (sched_init(t) < 0)
@@ -681,6 +791,11 @@ int main(int argc, char **argv) {
     int64_t renew = svc->conf.trigger_lease_ms / 3;
     t->ev_lead = every(t, renew < 1000 ? renew : 1000, on_lead);
     t->ev_reload = every(t, 200, on_tick);
+    struct event *ev_lag = NULL;
+    if (lag_start(t) == 0)
+        ev_lag = every(t, svc->conf.trigger_lag_interval_ms, on_lag);
+    else
+        ax_warn("lag monitor not running: lanes are never deferred");
     lead_tick(t); /* take the lease now if it is free */
     arm_scan(t, 0);
     char group[300];
@@ -697,6 +812,10 @@ int main(int argc, char **argv) {
     event_free(t->ev_sweep);
     event_free(t->ev_lead);
     event_free(t->ev_reload);
+    if (ev_lag)
+        event_free(ev_lag);
+    lag_stop(t);
+    alert_fini();
     sched_destroy(t);
     ax_svc_destroy(svc);
     return 0;

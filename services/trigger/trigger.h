@@ -61,6 +61,7 @@ typedef struct trigger {
     int64_t lane_min_age_ms[AX_PRIORITIES];
     int lane_target[AX_PRIORITIES];
     int64_t deferred[AX_PRIORITIES]; /* deferred instances, last count */
+    int64_t mark_since_ms[AX_PRIORITIES]; /* main.c mark_deferred */
     struct lagmon *lag;
 } trigger_t;
 
@@ -116,5 +117,11 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col);
  * left in dispatch_pending: of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
 void arm_scan(trigger_t *t, int64_t ms);
+void lane_ages(const trigger_t *t, char *buf, size_t len);
+
+/* lag.c */
+int lag_start(trigger_t *t);
+void lag_stop(trigger_t *t);
+void lag_tick(trigger_t *t);
 
 #endif

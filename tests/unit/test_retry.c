@@ -49,7 +49,7 @@ static void test_defaults(void **state) {
     assert_true(p.multiplier == 2.0);
     assert_int_equal(p.max_ms, 30000);
     assert_int_equal(p.jitter_ms, 2000);
-    assert_int_equal(p.nrules, 10);
+    assert_int_equal(p.nrules, 11);
     assert_int_equal(ax_retry_policy_check(&p, NULL, 0), AX_OK);
     /* the last default rule matches anything with exponential backoff */
     assert_string_equal(p.rules[p.nrules - 1].error_class, "");
@@ -323,6 +323,7 @@ static void test_default_classes(void **state) {
     } cases[] = {
         {"fatal", 0, 1, "fatal error class", 0},
         {"system", 0, 1, "fatal error class", 0},
+        {"backlog_full", 0, 1, "fatal error class", 0},
         {"spawn", 0, 0, "error class not retried", 0},
         {"cancelled", 0, 0, "error class not retried", 0},
         {"timeout", 1, 0, "retry", 1000},
@@ -491,6 +492,9 @@ static void test_parse_valid(void **state) {
     assert_string_equal(p.rules[2].error_class, "0123456789012345678901234567890");
     assert_int_equal(ax_retry_decide(&p, "a", 1, 1, 0.7).delay_ms, 0);
     assert_int_equal(ax_retry_decide(&p, "fatal", 1, 1, 0.0).alert, 0); /* "" caught it */
+    /* but not backlog_full: the trigger's cap is never retried, whatever the rules */
+    assert_int_equal(ax_retry_decide(&p, "backlog_full", 1, 1, 0.0).retry, 0);
+    assert_int_equal(ax_retry_decide(&p, "backlog_full", 1, 1, 0.0).alert, 1);
 
     /* 16 rules is the most */
     char big[4096];

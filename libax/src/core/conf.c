@@ -151,17 +151,17 @@ const ax_conf_def_t ax_conf_table[] = {
      "so an outage downstream cannot become a retry storm."},
     {"callback.batch", AX_CONF_INT, OFF(callback_batch), "1000", 1, 100000, "callback",
      "Most attempt results persisted in one database statement."},
-    {"alert.webhook.url", AX_CONF_STR, OFF(alert_webhook_url), NULL, 0, 0, "callback",
+    {"alert.webhook.url", AX_CONF_STR, OFF(alert_webhook_url), NULL, 0, 0, "trigger,callback",
      "When set, every alert (final_failure, retry_budget, circuit_open) is also POSTed as "
      "JSON to this http:// URL (https is not supported: the callback refuses to start), "
      "asynchronously and best effort: a failed delivery is retried 3 times (after 1, 2 and "
      "4 s), then dropped with a warning. See docs/ALERTS.md."},
-    {"alert.webhook.secret", AX_CONF_STR, OFF(alert_webhook_secret), NULL, 0, 0, "callback",
+    {"alert.webhook.secret", AX_CONF_STR, OFF(alert_webhook_secret), NULL, 0, 0, "trigger,callback",
      "When set, each webhook carries X-Ax-Signature: sha256=<hex HMAC-SHA256 of "
      "\"<X-Ax-Timestamp>.<body>\" keyed with this secret>, for the receiver to verify "
      "(docs/ALERTS.md). Never printed or logged."},
     {"alert.webhook.timeout.ms", AX_CONF_INT, OFF(alert_webhook_timeout_ms), "5000", 100,
-     300000, "callback",
+     300000, "trigger,callback",
      "Longest wait for one webhook delivery (connect, send and response); beyond it the "
      "delivery counts as failed and is retried."},
     {"backoff.initial.ms", AX_CONF_INT, OFF(backoff_initial_ms), "200", 1, 60000, "all",
@@ -444,7 +444,7 @@ void ax_conf_help(FILE *out, const char *used_by) {
           out);
     for (size_t i = 0; i < ax_conf_table_len; i++) {
         const ax_conf_def_t *d = &ax_conf_table[i];
-        if (used_by && strcmp(d->used_by, "all") != 0 && strcmp(d->used_by, used_by) != 0)
+        if (used_by && strcmp(d->used_by, "all") != 0 && !strstr(d->used_by, used_by))
             continue;
         fprintf(out, "  %-30s %s (default %s)\n", d->name, d->doc, d->def ? d->def : "none");
     }

@@ -15,6 +15,7 @@
  * exists once this chain is consulted. */
 static const ax_retry_rule_t default_chain[] = {
     R("fatal", AX_RETRY_FAIL_ALERT, AX_RETRY_BACKOFF, 0),
+    R("backlog_full", AX_RETRY_FAIL_ALERT, AX_RETRY_BACKOFF, 0),
     R("system", AX_RETRY_FAIL_ALERT, AX_RETRY_BACKOFF, 0),
     R("spawn", AX_RETRY_FAIL, AX_RETRY_BACKOFF, 0),
     R("cancelled", AX_RETRY_FAIL, AX_RETRY_BACKOFF, 0),
@@ -148,6 +149,13 @@ static int64_t backoff_base(const ax_retry_policy_t *p, int k) {
 ax_retry_decision_t ax_retry_decide(const ax_retry_policy_t *p, const char *error_class,
                                     int handler_retryable, int attempt, double rnd) {
     ax_retry_decision_t d = {0, 0, 0, AX_RETRY_REASON_RETRY};
+    /* the trigger's backlog cap: never retried (a retry would rejoin the
+     * backlog it was cut from), whatever the job's own rules say */
+    if (error_class && strcmp(error_class, "backlog_full") == 0) {
+        d.alert = 1;
+        d.reason = AX_RETRY_REASON_FATAL;
+        return d;
+    }
     const ax_retry_rule_t *r = ax_retry_match(p, error_class);
     if (attempt < 1)
         attempt = 1;

@@ -21,7 +21,7 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
-#include "alert.h"
+#include "ax/alert.h"
 #include "ax/common.h"
 #include "ax/hmac.h"
 #include "ax/log.h"

@@ -1,5 +1,5 @@
 /*
- * alert.h — the alert webhook of ax-callback (docs/ALERTS.md).
+ * alert.h — the alert webhook of ax-callback and the leader ax-trigger (docs/ALERTS.md).
  *
  * When alert.webhook.url is set, every alert is POSTed as JSON to it with
  * libevent's HTTP client on the service's loop, never blocking it:
@@ -20,8 +20,8 @@
  * (logged). The secret and the URL's path and query (which may carry a
  * token) are never logged.
  */
-#ifndef AX_CALLBACK_ALERT_H
-#define AX_CALLBACK_ALERT_H
+#ifndef AX_ALERT_H
+#define AX_ALERT_H
 
 #include <stddef.h>
 
@@ -30,7 +30,7 @@
 #define ALERT_RETRIES 3
 #define ALERT_MAX_IN_FLIGHT 100
 
-/* One sender per process (ax-callback has one loop). Reads alert.webhook.*
+/* One sender per process (on the service loop). Reads alert.webhook.*
  * from svc->conf, which must outlive alert_fini(). With no URL configured
  * returns 0 and alert_send() does nothing. A URL that is not http:// (https
  * is refused: libevent's client has no TLS here), has no host, or carries
