@@ -34,6 +34,7 @@ char *read_file(const char *path, size_t *ret_len);
 int cmd_job(int argc, char **argv);
 /* axctl workers, idem, topics (fleet.c) */
 int cmd_workers(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 int cmd_idem(int argc, char **argv);
 int cmd_topics(int argc, char **argv);
 /* axctl dlq list | replay (dlq.c) */

@@ -1,5 +1,6 @@
 /*
- * fleet.c — axctl workers (the executors' heartbeat rows), axctl idem claim
+ * fleet.c — axctl workers (the executors' heartbeat rows), axctl status
+ * (lanes, deferred instances, executors), axctl idem claim
  * (business-key claims for commands run by ax) and axctl topics create.
  *
  * SQL text is made of constants only; every value is a parameter.
@@ -38,6 +39,38 @@ static const char sql_workers[] =
     " WHERE $1::boolean OR w.heartbeat_at > now() - interval '1 minute'"
     " ORDER BY w.heartbeat_at DESC, w.id";
 
+/* Print r as aligned columns under head; right[c]: right-aligned (numbers).
+ * The last column is printed as is. */
+static void print_table(PGresult *r, const char *const *head, const int *right, int ncol) {
+    int w[32];
+    for (int c = 0; c < ncol && c < 32; c++) {
+        w[c] = (int)strlen(head[c]);
+        for (int i = 0; i < PQntuples(r); i++)
+            if (PQgetlength(r, i, c) > w[c])
+                w[c] = PQgetlength(r, i, c);
+    }
+    for (int i = -1; i < PQntuples(r); i++) {
+        for (int c = 0; c < ncol; c++) {
+            const char *v = i < 0 ? head[c] : PQgetvalue(r, i, c);
+            if (c == ncol - 1)
+                printf("%s\n", v);
+            else
+                printf(right[c] ? "%*s  " : "%-*s  ", w[c], v);
+        }
+    }
+}
+
+static void print_workers(ax_pg_t *pg, int all) {
+    const char *p[] = {all ? "true" : "false"};
+    PGresult *r = q(pg, sql_workers, 1, p);
+    static const char *const head[] = {"ID",   "STATE", "AGE_S", "GROUPS", "CPU%",  "MEM%",
+                                       "RSS_MB", "RUN", "WAIT",  "FETCH",  "POOLS"};
+    /* text columns left-aligned, numbers right-aligned, the pools last */
+    static const int right[] = {0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0};
+    print_table(r, head, right, (int)AX_ARRAY_SIZE(head));
+    PQclear(r);
+}
+
 int cmd_workers(int argc, char **argv) {
     int all = 0;
     for (int i = 0; i < argc; i++) {
@@ -47,30 +80,65 @@ int cmd_workers(int argc, char **argv) {
             die_usagef("workers: unknown argument '%s' (see axctl --help)", argv[i]);
     }
     ax_pg_t *pg = pg_open();
-    const char *p[] = {all ? "true" : "false"};
-    PGresult *r = q(pg, sql_workers, 1, p);
-    enum { NCOL = 11 };
-    static const char *const head[NCOL] = {"ID",   "STATE", "AGE_S", "GROUPS", "CPU%",  "MEM%",
-                                           "RSS_MB", "RUN", "WAIT",  "FETCH",  "POOLS"};
-    int w[NCOL];
-    for (int c = 0; c < NCOL; c++) {
-        w[c] = (int)strlen(head[c]);
-        for (int i = 0; i < PQntuples(r); i++)
-            if (PQgetlength(r, i, c) > w[c])
-                w[c] = PQgetlength(r, i, c);
+    print_workers(pg, all);
+    ax_pg_destroy(pg);
+    return 0;
+}
+
+/* ---- status ---------------------------------------------------------------------- */
+
+/* Per lane: the executor group's lag as the leader trigger last measured
+ * it (lane_status), whether the lane defers, since when, and the deferred
+ * instances counted now. */
+static const char sql_status[] =
+    "WITH l AS (SELECT generate_series(0, 4) AS lane),"
+    " d AS (SELECT priority AS lane, count(*) AS n,"
+    "   to_char(greatest(extract(epoch FROM now() - min(deferred_at)), 0), 'FM9999999990.0')"
+    "     AS oldest"
+    "   FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
+    "   AND deferred_at IS NOT NULL AND deployment = $1 GROUP BY priority)"
+    " SELECT 'P' || l.lane, coalesce(s.lag::text, '-'),"
+    "  CASE WHEN s.lane IS NULL THEN 'unknown' WHEN s.over THEN 'deferring' ELSE 'flowing' END,"
+    "  coalesce(to_char(s.changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '-'),"
+    "  coalesce(d.n, 0), coalesce(d.oldest, '-'),"
+    "  coalesce(to_char(greatest(extract(epoch FROM now() - s.updated_at), 0),"
+    "    'FM9999999990.0'), '-')"
+    " FROM l LEFT JOIN lane_status s ON s.lane = l.lane AND s.deployment = $1"
+    " LEFT JOIN d ON d.lane = l.lane ORDER BY l.lane";
+
+int cmd_status(int argc, char **argv) {
+    int all = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--all") == 0)
+            all = 1;
+        else
+            die_usagef("status: unknown argument '%s' (see axctl --help)", argv[i]);
     }
-    /* Text columns left-aligned, numbers right-aligned, the pools last. */
-    static const int right[NCOL] = {0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0};
-    for (int i = -1; i < PQntuples(r); i++) {
-        for (int c = 0; c < NCOL; c++) {
-            const char *v = i < 0 ? head[c] : PQgetvalue(r, i, c);
-            if (c == NCOL - 1)
-                printf("%s\n", v);
-            else
-                printf(right[c] ? "%*s  " : "%-*s  ", w[c], v);
-        }
-    }
+    ax_pg_t *pg = pg_open();
+    char role[300];
+    snprintf(role, sizeof role, "%strigger", conf.topic_prefix);
+    const char *lp[] = {role};
+    PGresult *r = q(pg,
+                    "SELECT holder, epoch, to_char(greatest(extract(epoch FROM expires_at - now()),"
+                    " 0), 'FM9999999990.0') FROM ax_leader WHERE role = $1"
+                    " AND expires_at > now()",
+                    1, lp);
+    if (PQntuples(r))
+        printf("deployment %s: leader trigger %s (epoch %s, lease %s s left)\n\n",
+               conf.topic_prefix, PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1),
+               PQgetvalue(r, 0, 2));
+    else
+        printf("deployment %s: no leader trigger\n\n", conf.topic_prefix);
     PQclear(r);
+    const char *p[] = {conf.topic_prefix};
+    r = q(pg, sql_status, 1, p);
+    static const char *const head[] = {"LANE",     "LAG",        "STATE",  "SINCE",
+                                       "DEFERRED", "OLDEST_S", "MEASURED_S_AGO"};
+    static const int right[] = {0, 1, 0, 0, 1, 1, 1};
+    print_table(r, head, right, (int)AX_ARRAY_SIZE(head));
+    PQclear(r);
+    printf("\nexecutors:\n");
+    print_workers(pg, all);
     ax_pg_destroy(pg);
     return 0;
 }

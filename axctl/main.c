@@ -62,6 +62,12 @@ static const char usage[] =
     "                           partition ('' clears)\n"
     "        --concurrency N    at most N instances LOCKED or RUNNING at once,\n"
     "                           cluster-wide (0 clears: no limit)\n"
+    "        --backlog-max N    at most N instances waiting (SCHEDULED); the newest\n"
+    "                           beyond it fail as backlog_full, with an alert\n"
+    "                           ('none' clears)\n"
+    "        --tolerance MS     the fire may be up to MS late, coalesced onto the\n"
+    "                           trigger's coarse tick while it is loaded (0 =\n"
+    "                           precise, the default; docs/PRIORITIES.md)\n"
     "      RETRY (a failed attempt runs again as attempt+1; docs/RETRIES.md):\n"
     "        --retries N        retries after the first attempt (default 3)\n"
     "        --retry-initial MS  --retry-multiplier X (>= 1)  --retry-max-delay MS\n"
@@ -96,6 +102,10 @@ static const char usage[] =
     "  topics create [--partitions N] [--replication N] [--group G]...\n"
     "      Create the topics (default 6 partitions, replication 1), and\n"
     "      <prefix>dispatch.G for each executor group G; existing ones are kept.\n"
+    "  status [--all]\n"
+    "      The leader trigger, each priority lane's lag (as the leader last\n"
+    "      measured it), whether it defers, its deferred instances and the oldest\n"
+    "      one's wait, then the executors as for workers.\n"
     "  workers [--all]\n"
     "      One line per executor (the worker table), newest heartbeat first: id,\n"
     "      state, heartbeat age, groups, machine cpu% and mem%, RSS MB, running,\n"
@@ -531,6 +541,8 @@ int main(int argc, char **argv) {
         rc = cmd_topics(argc - 2, argv + 2);
     } else if (strcmp(cmd, "workers") == 0) {
         rc = cmd_workers(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "status") == 0) {
+        rc = cmd_status(argc - 2, argv + 2);
     } else if (strcmp(cmd, "idem") == 0) {
         rc = cmd_idem(argc - 2, argv + 2);
     } else if (strcmp(cmd, "dlq") == 0) {
