@@ -35,6 +35,18 @@ int cmd_job(int argc, char **argv);
 /* axctl workers, idem, topics (fleet.c) */
 int cmd_workers(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+
+/* job.c: the schedule options of job create/update applied to a flow's
+ * schedule job. */
+/* 1: OPT takes a value, 0: a flag (--no-schedule), -1: not a schedule option. */
+int job_flow_sched_opt(const char *opt);
+/* In the caller's transaction: create or change flow FLOW's (id FLOW_ID)
+ * schedule job from the options argv[0..argc); exits 2 on a usage error,
+ * 1 on failure. Returns 1 if it wrote the job, 0 if there was nothing to do. */
+int job_flow_schedule(ax_pg_t *pg, const char *flow, const char *flow_id, int argc, char **argv);
+/* The schedule of job NAME and its next fire (malloc'd); -1 if no such job. */
+int job_sched_describe(ax_pg_t *pg, const char *name, int verbose, char **sched, char **next);
+
 int cmd_idem(int argc, char **argv);
 int cmd_topics(int argc, char **argv);
 /* axctl dlq list | replay (dlq.c) */

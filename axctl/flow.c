@@ -6,6 +6,12 @@
  * state machine: ax_flow_advance, ax_flow_stage_done, which ax-callback
  * calls when a stage's instance ends for good). Cycles, unknown upstream
  * stages and unknown jobs are rejected when the flow is defined.
+ *
+ * A flow's schedule is a job named flow.NAME with handler_kind 'flow' and
+ * job.flow_id set (infra/migrations/008_flow_schedule.sql): the trigger
+ * fires it like any job, and each fired time starts one run
+ * (ax_flow_start) in the statement that writes its ledger row. Its options
+ * are job create's schedule options, parsed and written by job.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +21,12 @@
 #include "axctl.h"
 
 #define MAX_STAGES 256
+
+#define FLOW_SCHED_USAGE                                                                     \
+    "--cron EXPR [--tz ZONE] [--dst-gap shift|skip] [--dst-overlap once|twice] | "           \
+    "--fixed-rate MS [--start TIME] | --at TIME | --after MS | --no-schedule; "               \
+    "[--misfire fire_once|skip|catch_up] [--misfire-threshold MS] [--catchup-max N] "        \
+    "[--overlap allow|skip]"
 
 typedef struct stage {
     char name[65];
@@ -84,17 +96,50 @@ static void parse_stage(const char *spec) {
     nstages++;
 }
 
+/* After a schedule was written: "schedule: ...", "next fire: ...". */
+static void report_schedule(ax_pg_t *pg, const char *flow_id) {
+    const char *p[] = {flow_id};
+    PGresult *r = q(pg, "SELECT name FROM job WHERE flow_id = $1::bigint", 1, p);
+    char *sched = NULL, *next = NULL;
+    if (PQntuples(r) == 1 && job_sched_describe(pg, PQgetvalue(r, 0, 0), 1, &sched, &next) == 0) {
+        if (strcmp(sched, "none") == 0)
+            printf("schedule: none (job %s keeps the fire history)\n", PQgetvalue(r, 0, 0));
+        else
+            printf("schedule: %s (job %s)\nnext fire: %s\n", sched, PQgetvalue(r, 0, 0), next);
+        free(sched);
+        free(next);
+    }
+    PQclear(r);
+}
+
 static int flow_create(int argc, char **argv) {
     if (argc < 1)
-        die_usage("flow create NAME --stage NAME=JOB[:UPSTREAM,...]... [--on-failure stop|continue]");
+        die_usage("flow create NAME --stage NAME=JOB[:UPSTREAM,...]... [--on-failure stop|continue]"
+                  " [SCHEDULE]");
     const char *name = argv[0], *policy = "stop";
+    char **sched = calloc((size_t)argc, sizeof *sched);
+    int nsched = 0;
+    if (!sched) {
+        fprintf(stderr, "axctl: out of memory\n");
+        return 1;
+    }
     for (int i = 1; i < argc; i++) {
+        int arity = job_flow_sched_opt(argv[i]);
+        if (strcmp(argv[i], "--fixed-delay") == 0)
+            arity = 1; /* refused with its reason by job_flow_schedule */
         if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc)
             parse_stage(argv[++i]);
         else if (strcmp(argv[i], "--on-failure") == 0 && i + 1 < argc) {
             policy = argv[++i];
             if (strcmp(policy, "stop") != 0 && strcmp(policy, "continue") != 0)
                 die_usagef("--on-failure must be stop or continue, not '%s'", policy);
+        } else if (arity >= 0) {
+            sched[nsched++] = argv[i];
+            if (arity == 1) {
+                if (i + 1 >= argc)
+                    die_usagef("%s needs a value", argv[i]);
+                sched[nsched++] = argv[++i];
+            }
         } else
             die_usagef("flow create: unknown option '%s'", argv[i]);
     }
@@ -151,11 +196,46 @@ static int flow_create(int argc, char **argv) {
             return 1;
         }
     }
+    int scheduled = job_flow_schedule(pg, name, id, nsched, sched);
+    free(sched);
     if (ax_pg_commit(pg, err, sizeof err) < 0) {
         fprintf(stderr, "axctl: %s\n", err);
         return 1;
     }
     printf("created flow %s (%d stages, on failure %s)\n", name, nstages, policy);
+    if (scheduled)
+        report_schedule(pg, id);
+    return 0;
+}
+
+/* flow schedule NAME SCHEDULE: set, change or remove the flow's schedule. */
+static int flow_schedule(int argc, char **argv) {
+    if (argc < 2)
+        die_usage("flow schedule NAME " FLOW_SCHED_USAGE);
+    ax_pg_t *pg = pg_open();
+    char err[1024];
+    if (ax_pg_begin(pg, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        return 1;
+    }
+    const char *p[] = {argv[0]};
+    PGresult *r = q(pg, "SELECT id FROM flow WHERE name = $1 FOR UPDATE", 1, p);
+    if (PQntuples(r) != 1) {
+        fprintf(stderr, "axctl: no flow named %s\n", argv[0]);
+        return 1;
+    }
+    char id[32];
+    snprintf(id, sizeof id, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    int wrote = job_flow_schedule(pg, argv[0], id, argc - 1, argv + 1);
+    if (ax_pg_commit(pg, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        return 1;
+    }
+    if (wrote)
+        report_schedule(pg, id);
+    else
+        printf("schedule: none\n");
     return 0;
 }
 
@@ -166,14 +246,10 @@ static int flow_run(int argc, char **argv) {
     char err[1024];
     const char *p[] = {argv[0]};
     PGresult *r;
-    if (ax_pg_begin(pg, err, sizeof err) < 0 ||
-        ax_pg_exec(pg,
-                   "WITH f AS (SELECT id FROM flow WHERE name = $1),"
-                   " r AS (INSERT INTO flow_run (flow_id) SELECT id FROM f RETURNING id, flow_id),"
-                   " s AS (INSERT INTO flow_stage_run (run_id, stage)"
-                   "   SELECT r.id, st.name FROM r JOIN flow_stage st ON st.flow_id = r.flow_id)"
-                   " SELECT id FROM r",
-                   1, p, NULL, NULL, &r, err, sizeof err) < 0) {
+    /* the run, its stages, the first instances: ax_flow_start, the code a
+     * scheduled fire runs too */
+    if (ax_pg_exec(pg, "SELECT ax_flow_start(id, 'manual') FROM flow WHERE name = $1", 1, p, NULL,
+                   NULL, &r, err, sizeof err) < 0) {
         fprintf(stderr, "axctl: %s\n", err);
         return 1;
     }
@@ -181,17 +257,8 @@ static int flow_run(int argc, char **argv) {
         fprintf(stderr, "axctl: no flow named %s\n", argv[0]);
         return 1;
     }
-    char id[32];
-    snprintf(id, sizeof id, "%s", PQgetvalue(r, 0, 0));
+    printf("%s\n", PQgetvalue(r, 0, 0));
     PQclear(r);
-    const char *rp[] = {id};
-    if (ax_pg_exec(pg, "SELECT ax_flow_advance($1::bigint)", 1, rp, NULL, NULL, &r, err,
-                   sizeof err) < 0 ||
-        ax_pg_commit(pg, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
-        return 1;
-    }
-    printf("%s\n", id);
     return 0;
 }
 
@@ -214,10 +281,30 @@ static int flow_show(int argc, char **argv) {
         printf("  stage %s: job %s%s%s\n", PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
                *PQgetvalue(r, i, 3) ? " after " : "", PQgetvalue(r, i, 3));
     PQclear(r);
+    r = q(pg,
+          "SELECT j.name, j.enabled, j.misfire_policy, j.overlap_policy FROM job j"
+          " JOIN flow f ON f.id = j.flow_id WHERE f.name = $1",
+          1, p);
+    char *sched = NULL, *next = NULL;
+    if (PQntuples(r) == 1 && job_sched_describe(pg, PQgetvalue(r, 0, 0), 1, &sched, &next) == 0 &&
+        strcmp(sched, "none") != 0) {
+        printf("schedule: %s (job %s%s; misfire %s, overlap %s)\nnext fire: %s\n", sched,
+               PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1)[0] == 't' ? "" : ", disabled",
+               PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), next);
+        free(sched);
+        free(next);
+    } else {
+        free(sched);
+        free(next);
+        printf("schedule: none (runs when started: axctl flow run)\n");
+    }
+    PQclear(r);
     const char *rp[] = {argv[0], argc == 3 ? argv[2] : NULL};
     r = q(pg,
           "SELECT fr.id, fr.state, fr.started_at, coalesce(fr.finished_at::text, ''),"
-          "  sr.stage, sr.state, coalesce(sr.instance_id::text, '-')"
+          "  sr.stage, sr.state, coalesce(sr.instance_id::text, '-'), fr.started_by,"
+          "  coalesce((SELECT ' ' || jf.nominal_time FROM job_fire jf"
+          "            WHERE jf.flow_run_id = fr.id), '')"
           " FROM flow f JOIN flow_run fr ON fr.flow_id = f.id"
           " JOIN flow_stage_run sr ON sr.run_id = fr.id"
           " WHERE f.name = $1 AND ($2::bigint IS NULL OR fr.id = $2::bigint)"
@@ -229,7 +316,8 @@ static int flow_show(int argc, char **argv) {
     for (int i = 0; i < PQntuples(r); i++) {
         if (strcmp(last, PQgetvalue(r, i, 0)) != 0) {
             last = PQgetvalue(r, i, 0);
-            printf("run %s: %s (started %s%s%s)\n", last, PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+            printf("run %s: %s (%s%s, started %s%s%s)\n", last, PQgetvalue(r, i, 1),
+                   PQgetvalue(r, i, 7), PQgetvalue(r, i, 8), PQgetvalue(r, i, 2),
                    *PQgetvalue(r, i, 3) ? ", finished " : "", PQgetvalue(r, i, 3));
         }
         printf("  %s: %s (instance %s)\n", PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
@@ -244,12 +332,23 @@ static int flow_list(void) {
     PGresult *r = q(pg,
                     "SELECT f.name, f.failure_policy, (SELECT count(*) FROM flow_stage s"
                     "  WHERE s.flow_id = f.id), coalesce((SELECT state || ' (run ' || id || ')'"
-                    "  FROM flow_run WHERE flow_id = f.id ORDER BY id DESC LIMIT 1), 'never run')"
-                    " FROM flow f ORDER BY f.name",
+                    "  FROM flow_run WHERE flow_id = f.id ORDER BY id DESC LIMIT 1), 'never run'),"
+                    "  j.name, j.enabled"
+                    " FROM flow f LEFT JOIN job j ON j.flow_id = f.id ORDER BY f.name",
                     0, NULL);
-    for (int i = 0; i < PQntuples(r); i++)
-        printf("%s  %s stages  on-failure=%s  last: %s\n", PQgetvalue(r, i, 0),
-               PQgetvalue(r, i, 2), PQgetvalue(r, i, 1), PQgetvalue(r, i, 3));
+    for (int i = 0; i < PQntuples(r); i++) {
+        char *sched = NULL, *next = NULL;
+        printf("%s  %s stages  on-failure=%s  last: %s", PQgetvalue(r, i, 0), PQgetvalue(r, i, 2),
+               PQgetvalue(r, i, 1), PQgetvalue(r, i, 3));
+        if (!PQgetisnull(r, i, 4) &&
+            job_sched_describe(pg, PQgetvalue(r, i, 4), 0, &sched, &next) == 0) {
+            printf("  schedule: %s%s  next: %s", sched,
+                   PQgetvalue(r, i, 5)[0] == 't' ? "" : " (disabled)", next);
+            free(sched);
+            free(next);
+        }
+        printf("\n");
+    }
     PQclear(r);
     return 0;
 }
@@ -281,5 +380,7 @@ int cmd_flow(int argc, char **argv) {
         return flow_list();
     if (argc >= 1 && strcmp(argv[0], "delete") == 0)
         return flow_delete(argc - 1, argv + 1);
-    die_usage("flow create|run|show|list|delete ...");
+    if (argc >= 1 && strcmp(argv[0], "schedule") == 0)
+        return flow_schedule(argc - 1, argv + 1);
+    die_usage("flow create|schedule|run|show|list|delete ...");
 }

@@ -325,7 +325,9 @@ typedef struct {
     int ncommand;
     const char *handler;     /* --handler */
     const char *group;       /* --group */
-    int has_routing_key, has_concurrency;
+    int has_routing_key, has_concurrency, has_backlog_max, has_tolerance;
+    int64_t backlog_max;     /* -1: clear */
+    int64_t tolerance;
     const char *routing_key; /* NULL: clear */
     int64_t concurrency;     /* 0: clear */
     /* retry policy and circuit breaker */
@@ -447,7 +449,7 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             "--overlap", "--timeout", "--priority", "--payload", "--payload-file", "--handler",
             "--group", "--routing-key", "--concurrency", "--retries", "--retry-initial",
             "--retry-multiplier", "--retry-max-delay", "--retry-jitter", "--retry-rules",
-            "--circuit-threshold", "--circuit-cooldown", NULL};
+            "--circuit-threshold", "--circuit-cooldown", "--backlog-max", "--tolerance", NULL};
         int k = 0;
         while (known[k] && strcmp(known[k], a) != 0)
             k++;
@@ -517,6 +519,12 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
                 die_usagef("--routing-key must name a payload field of at most 255 bytes");
             o->has_routing_key = 1;
             o->routing_key = *v ? v : NULL;
+        } else if (strcmp(a, "--backlog-max") == 0) {
+            o->has_backlog_max = 1;
+            o->backlog_max = strcmp(v, "none") == 0 ? -1 : int_in(a, v, 0, 1000000000);
+        } else if (strcmp(a, "--tolerance") == 0) {
+            o->has_tolerance = 1;
+            o->tolerance = int_in(a, v, 0, 3600000);
         } else if (strcmp(a, "--concurrency") == 0) {
             o->has_concurrency = 1;
             o->concurrency = int_in(a, v, 0, 1000000);
@@ -687,6 +695,14 @@ static void sb_opts(sqlb_t *b, const opts_t *o, ax_strbuf_t *cmd) {
         sb_add(b, "executor_group", "", "::text", o->group, 0, 0);
     if (o->has_routing_key)
         sb_add(b, "routing_key", "", "::text", o->routing_key, 0, 0);
+    if (o->has_backlog_max) {
+        if (o->backlog_max >= 0)
+            sb_int(b, "backlog_max", "", "::int", o->backlog_max);
+        else
+            sb_add(b, "backlog_max", "", "::int", NULL, 0, 0);
+    }
+    if (o->has_tolerance)
+        sb_int(b, "tolerance_ms", "", "::int", o->tolerance);
     if (o->has_concurrency) {
         if (o->concurrency > 0)
             sb_int(b, "concurrency_limit", "", "::int", o->concurrency);
@@ -1185,6 +1201,141 @@ static int job_reset(int argc, char **argv) {
     }
     PQclear(r);
     ax_pg_destroy(pg);
+    return 0;
+}
+
+/* ---- a flow's schedule (axctl flow, flow.c) -------------------------------------- */
+
+/* The options of job create/update that make sense for a flow's schedule
+ * job: the schedule and its misfire and overlap policies. */
+static const char *const flow_sched_opts[] = {
+    "--cron", "--tz", "--dst-gap", "--dst-overlap", "--fixed-rate", "--at", "--after", "--start",
+    "--misfire", "--misfire-threshold", "--catchup-max", "--overlap", NULL};
+
+int job_flow_sched_opt(const char *opt) {
+    if (strcmp(opt, "--no-schedule") == 0)
+        return 0;
+    for (int i = 0; flow_sched_opts[i]; i++)
+        if (strcmp(opt, flow_sched_opts[i]) == 0)
+            return 1;
+    return -1;
+}
+
+int job_flow_schedule(ax_pg_t *pg, const char *flow, const char *flow_id, int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        int arity = job_flow_sched_opt(argv[i]);
+        if (arity < 0) {
+            if (strcmp(argv[i], "--fixed-delay") == 0)
+                die_usagef("--fixed-delay does not apply to a flow (it waits for an instance; a "
+                           "flow's fire starts a run): use --fixed-rate or --cron");
+            die_usagef("flow schedule: unknown option '%s' (a schedule: --cron, --fixed-rate, "
+                       "--at, --after or --no-schedule, and --tz --dst-gap --dst-overlap --start "
+                       "--misfire --misfire-threshold --catchup-max --overlap)",
+                       argv[i]);
+        }
+        i += arity;
+    }
+    /* parse_opts reads argv[2..]: "schedule", the job's name, the options. */
+    char **av = xmalloc(sizeof *av * ((size_t)argc + 3));
+    char jobname[160];
+    snprintf(jobname, sizeof jobname, "flow.%s", flow);
+    av[0] = "schedule";
+    av[1] = jobname;
+    for (int i = 0; i < argc; i++)
+        av[i + 2] = argv[i];
+    av[argc + 2] = NULL;
+    opts_t o;
+    parse_opts("schedule", argc + 2, av, 0, &o);
+    if (o.overlap_policy && strcmp(o.overlap_policy, "allow") != 0 &&
+        strcmp(o.overlap_policy, "skip") != 0)
+        die_usagef("--overlap for a flow must be allow or skip (a fire starts a run, not an "
+                   "instance to queue behind or cancel), not '%s'", o.overlap_policy);
+    validate(o.sched_set ? o.kind : AX_SCHED_NONE, o.cron, o.tz ? o.tz : "UTC", o.gap,
+             o.overlap);
+
+    const char *fp[] = {flow_id};
+    PGresult *cur = q(pg, "SELECT name FROM job WHERE flow_id = $1::bigint FOR UPDATE", 1, fp);
+    int exists = PQntuples(cur) == 1;
+    if (exists)
+        snprintf(jobname, sizeof jobname, "%s", PQgetvalue(cur, 0, 0));
+    PQclear(cur);
+    char err[1024];
+    sqlb_t b = {0};
+    ax_strbuf_t cmd = {0}, sql = {0};
+    int rc;
+    if (!exists) {
+        if (!o.sched_set || o.kind == AX_SCHED_NONE) {
+            if (o.sched_set || argc == 0) {
+                free(av);
+                return 0; /* no schedule, none wanted */
+            }
+            die_usagef("flow %s has no schedule yet: give --cron, --fixed-rate, --at or --after",
+                       flow);
+        }
+        if (!valid_name(jobname))
+            die_usagef("flow name '%s' too long for its schedule job %s (at most 123 characters)",
+                       flow, jobname);
+        sb_add(&b, "name", "", "::text", jobname, 0, 0);
+        sb_add(&b, "handler_kind", "", "::text", "flow", 0, 0);
+        sb_add(&b, "flow_id", "", "::bigint", flow_id, 0, 0);
+        sb_opts(&b, &o, &cmd);
+        cat(&sql, "INSERT INTO job (");
+        cat(&sql, b.cols.s);
+        cat(&sql, ") VALUES (");
+        cat(&sql, b.vals.s);
+        cat(&sql, ")");
+    } else {
+        jobrow_t j;
+        PGresult *jr = job_load(pg, jobname, 1, &j);
+        if (!jr)
+            no_job(jobname);
+        int kind = o.sched_set ? o.kind : j.kind;
+        if (o.has_start && kind != AX_SCHED_FIXED_RATE)
+            die_usagef("--start goes with a fixed-rate schedule; flow %s has %s", flow,
+                       ax_sched_kind_name((ax_sched_kind_t)kind));
+        validate(kind, o.sched_set ? o.cron : j.expr, o.tz ? o.tz : j.tz_name,
+                 o.gap ? o.gap : j.gap, o.overlap ? o.overlap : j.overlap);
+        PQclear(jr);
+        b.update = 1;
+        sb_param(&b, jobname, 0, 0);
+        sb_opts(&b, &o, &cmd);
+        if (!b.ncols)
+            die_usagef("flow schedule needs a schedule option (see axctl --help)");
+        cat(&sql, "UPDATE job SET ");
+        cat(&sql, b.cols.s);
+        cat(&sql, " WHERE name = $1");
+    }
+    rc = ax_pg_exec(pg, sql.s, b.n, b.params, b.lengths, b.formats, NULL, err, sizeof err);
+    ax_strbuf_free(&sql);
+    ax_strbuf_free(&cmd);
+    sb_free(&b);
+    free(av);
+    if (rc == AX_ERR_CONFLICT) {
+        fprintf(stderr, "axctl: a job named %s already exists and is not the schedule of flow %s\n",
+                jobname, flow);
+        exit(1);
+    }
+    if (rc < 0)
+        fail_sql(err);
+    return 1;
+}
+
+int job_sched_describe(ax_pg_t *pg, const char *name, int verbose, char **sched, char **next) {
+    jobrow_t j;
+    PGresult *r = job_load(pg, name, 0, &j);
+    if (!r)
+        return -1;
+    ax_tz_t *tz = zone_open(j.tz_name);
+    char buf[256];
+    *sched = sched_summary(&j, tz);
+    next_summary(&j, tz, verbose, buf, sizeof buf);
+    *next = strdup(buf);
+    ax_tz_destroy(tz);
+    PQclear(r);
+    if (!*next) {
+        fprintf(stderr, "axctl: out of memory\n");
+        exit(1);
+    }
     return 0;
 }
 

@@ -60,7 +60,8 @@ static const char sql_ingest[] =
     "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
     "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
     " LEFT JOIN job j ON j.name = u.job"
-    " WHERE u.job IS NULL OR j.id IS NOT NULL"
+    /* a flow's schedule job (handler flow) is not submitted: axctl flow run */
+    " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow')"
     " ON CONFLICT (submit_key) DO NOTHING RETURNING submit_key";
 
 typedef struct ingest_row {
@@ -180,17 +181,24 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
     ax_pgarr_end(&names);
     if (missing) {
         const char *q[] = {names.s};
-        rc = ax_pg_exec(svc->pg, "SELECT name FROM job WHERE name = ANY($1::text[])", 1, q, NULL,
+        rc = ax_pg_exec(svc->pg, "SELECT name, handler_kind = 'flow' FROM job WHERE name = ANY($1::text[])", 1, q, NULL,
                         NULL, &r, err, errlen);
         if (rc == 0) {
             for (size_t i = from; i < to; i++) {
                 ingest_row_t *w = &rows[i];
                 if (w->state)
                     continue;
-                int exists = 0;
+                int exists = 0, flow = 0;
                 for (int k = 0; k < PQntuples(r) && !exists; k++)
-                    exists = strcmp(PQgetvalue(r, k, 0), w->s.job) == 0;
-                if (exists) {
+                    if (strcmp(PQgetvalue(r, k, 0), w->s.job) == 0) {
+                        exists = 1;
+                        flow = strcmp(PQgetvalue(r, k, 1), "t") == 0;
+                    }
+                if (flow) {
+                    w->state = 1;
+                    snprintf(w->reason, sizeof w->reason,
+                             "job '%.400s' starts a flow: run it with axctl flow run", w->s.job);
+                } else if (exists) {
                     w->state = 3;
                 } else {
                     w->state = 1;

@@ -5,7 +5,8 @@
  * fired, or skipped by the misfire policy — and the decisions of the whole
  * wheel run are flushed in batches: one PostgreSQL transaction (epoch
  * check, overlap, ledger rows + instances in one statement) and one Kafka
- * transaction, then the instances are marked dispatched.
+ * transaction, then the instances are marked dispatched. A flow job's fire
+ * (job.flow_id) starts a flow run in that statement instead of an instance.
  *
  * Where the next fire comes from (the same rule `axctl job next` uses):
  * the first nominal time strictly after max(last ledger time of the job,
@@ -40,6 +41,7 @@ struct sjob {
     uint8_t misfire, overlap;
     uint8_t next_flags;
     uint8_t pending_fd;   /* fixed_delay: a fire of this job is in t->fires */
+    uint8_t flow;         /* job.flow_id: a fire starts a flow run, no instance */
 };
 
 static trigger_t *g_t; /* wheel callbacks carry no argument */
@@ -317,7 +319,7 @@ static const char sql_load[] =
     "  j.misfire_policy, j.misfire_threshold_ms, j.catchup_max, j.overlap_policy,"
     "  (extract(epoch FROM lf.nominal_time) * 1000)::bigint, lf.instance_id, i.state,"
     "  ceil(extract(epoch FROM i.finished_at) * 1000)::bigint,"
-    "  (j.enabled AND j.schedule_kind <> 'none')"
+    "  (j.enabled AND j.schedule_kind <> 'none'), j.flow_id IS NOT NULL"
     " FROM job j"
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.instance_id FROM job_fire f"
     "   WHERE f.job_id = j.id ORDER BY f.nominal_time DESC LIMIT 1) lf ON true"
@@ -391,6 +393,7 @@ static void load_row(trigger_t *t, PGresult *r, int i) {
     j->overlap = (uint8_t)pick(PQgetvalue(r, i, 13), overlaps);
     j->wait_instance = 0;
     j->pending_fd = 0;
+    j->flow = PQgetvalue(r, i, 19)[0] == 't';
     int64_t from = ax_pg_int(r, i, 9);
     int has_last = !PQgetisnull(r, i, 14);
     int64_t last = ax_pg_int(r, i, 14);
@@ -452,18 +455,27 @@ static int load_jobs(trigger_t *t, const char *ids) {
 /* ---- flushing decisions ------------------------------------------------------ */
 
 /* Ledger rows and instances in one statement: the ledger's primary key
- * decides; an instance exists only for a ledger row this statement wrote. */
+ * decides; an instance exists only for a ledger row this statement wrote.
+ * A fired time of a flow job ($8: 1) gets no instance but a flow run id in
+ * its ledger row; the row's AFTER INSERT trigger (job_fire_flow,
+ * infra/migrations/008_flow_schedule.sql) starts that run in this statement,
+ * and only for a row actually written. */
 static const char sql_fire[] =
     "WITH f AS ("
     "  SELECT f.job_id, to_timestamp(f.ms / 1000.0) AS nominal, f.decision::ax_fire_decision AS"
     "    decision, f.detail, f.wait_for,"
-    "    CASE WHEN f.decision IN ('fired', 'queued') THEN nextval('job_instance_id_seq') END AS iid"
-    "  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])"
-    "    AS f(job_id, ms, decision, detail, wait_for)"
+    "    CASE WHEN f.decision IN ('fired', 'queued') AND f.flow = 0"
+    "         THEN nextval('job_instance_id_seq') END AS iid,"
+    "    CASE WHEN f.decision = 'fired' AND f.flow = 1 THEN nextval('flow_run_id_seq') END AS rid"
+    "  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $8::int[])"
+    "    AS f(job_id, ms, decision, detail, wait_for, flow)"
     "), led AS ("
-    "  INSERT INTO job_fire (job_id, nominal_time, decision, instance_id, epoch, detail)"
-    "  SELECT job_id, nominal, decision, iid, $6::bigint, detail FROM f"
-    "  ON CONFLICT DO NOTHING RETURNING job_id, nominal_time, instance_id"
+    "  INSERT INTO job_fire (job_id, nominal_time, decision, instance_id, epoch, detail,"
+    "    flow_run_id)"
+    "  SELECT job_id, nominal, decision, iid, $6::bigint,"
+    "    CASE WHEN rid IS NULL THEN detail"
+    "         ELSE concat_ws('; ', 'flow run ' || rid, detail) END, rid"
+    "  FROM f ON CONFLICT DO NOTHING RETURNING job_id, nominal_time, instance_id"
     "), ins AS ("
     "  INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload,"
     "    timeout_ms, priority, nominal_time, due_at, trace_id, idempotency_key, wait_for,"
@@ -577,7 +589,13 @@ static int apply_overlap(trigger_t *t, fire_t *f, size_t n, char *err, size_t er
                     "SELECT job_id, max(id), string_agg(id || ' ' || state, ', ' ORDER BY id),"
                     "  bool_or(wait_for IS NOT NULL AND state = 'SCHEDULED')"
                     " FROM job_instance WHERE job_id = ANY($1::bigint[]) AND state <> 'FINISHED'"
-                    " GROUP BY job_id",
+                    " GROUP BY job_id"
+                    /* a flow job (no instances): its flow's running runs */
+                    " UNION ALL SELECT j.id, max(fr.id),"
+                    "  string_agg('flow run ' || fr.id || ' running', ', ' ORDER BY fr.id), false"
+                    " FROM job j JOIN flow_run fr"
+                    "  ON fr.flow_id = j.flow_id AND fr.state = 'running'"
+                    " WHERE j.id = ANY($1::bigint[]) GROUP BY j.id",
                     1, p, NULL, NULL, &r, err, errlen);
     if (rc < 0)
         goto out;
@@ -667,8 +685,8 @@ static int flush_batch(trigger_t *t) {
         rc = apply_overlap(t, t->fires, n, err, sizeof err);
     PGresult *r = NULL;
     if (rc == 0) {
-        ax_strbuf_t a[5] = {{0}};
-        for (int k = 0; k < 5; k++)
+        ax_strbuf_t a[6] = {{0}};
+        for (int k = 0; k < 6; k++)
             ax_pgarr_begin(&a[k]);
         for (size_t i = 0; i < n; i++) {
             fire_t *f = &t->fires[i];
@@ -680,14 +698,17 @@ static int flush_batch(trigger_t *t) {
                 ax_pgarr_int(&a[4], f->wait_for);
             else
                 ax_pgarr_text(&a[4], NULL);
+            sjob_t *j = job_find(t, f->job_id);
+            ax_pgarr_int(&a[5], j && j->flow);
         }
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 6; k++)
             ax_pgarr_end(&a[k]);
         char epoch[32];
         snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
-        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, epoch, svc->conf.topic_prefix};
-        rc = ax_pg_exec(svc->pg, sql_fire, 7, p, NULL, NULL, &r, err, sizeof err);
-        for (int k = 0; k < 5; k++)
+        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, epoch, svc->conf.topic_prefix,
+                           a[5].s};
+        rc = ax_pg_exec(svc->pg, sql_fire, 8, p, NULL, NULL, &r, err, sizeof err);
+        for (int k = 0; k < 6; k++)
             ax_strbuf_free(&a[k]);
     }
     if (rc == 0)
