@@ -812,10 +812,11 @@ int main(int argc, char **argv) {
                        (size_t)svc->conf.trigger_batch, on_submit_batch, t) < 0)
         return 1;
     ax_svc_run(svc);
-    ax_info("stopped: %lld fired, %lld skipped, %lld submitted, %lld duplicate submissions, "
-            "%lld dispatched, %lld swept",
-            (long long)t->fired, (long long)t->skipped, (long long)t->submitted,
-            (long long)t->duplicates, (long long)t->dispatched, (long long)t->swept);
+    ax_info("stopped: %lld fired (%lld deferred, %lld coalesced timers), %lld skipped, "
+            "%lld submitted, %lld duplicate submissions, %lld dispatched, %lld swept",
+            (long long)t->fired, (long long)t->deferred_fires, (long long)t->coalesced,
+            (long long)t->skipped, (long long)t->submitted, (long long)t->duplicates,
+            (long long)t->dispatched, (long long)t->swept);
     event_free(t->ev_scan);
     event_free(t->ev_sweep);
     event_free(t->ev_lead);

@@ -42,6 +42,8 @@ struct sjob {
     uint8_t next_flags;
     uint8_t pending_fd;   /* fixed_delay: a fire of this job is in t->fires */
     uint8_t flow;         /* job.flow_id: a fire starts a flow run, no instance */
+    uint8_t priority;     /* 0..4: its lane */
+    int32_t tolerance_ms; /* mixed precision: how late a fire may be coalesced */
 };
 
 static trigger_t *g_t; /* wheel callbacks carry no argument */
@@ -154,10 +156,31 @@ static const char *dst_note(int flags) {
  * for 23 days); beyond it the walk jumps to the last hour before now. */
 #define WALK_MAX 2000000
 
+/* Mixed precision: a tolerant job's timer is rounded up to the coarse tick
+ * (trigger.coalesce.ms) while the trigger is loaded, when that moves it by
+ * at most its tolerance and less than half its misfire threshold; tolerant
+ * fires then share wheel expiries and fire batches. next_ms stays the
+ * nominal time, so the ledger records the schedule's own time. */
+static int64_t coalesced(const trigger_t *t, const sjob_t *j, int64_t next) {
+    int64_t tick = t->svc.conf.trigger_coalesce_ms;
+    if (j->tolerance_ms <= 0 || tick <= 1 || next <= 0)
+        return next;
+    if (t->svc.conf.trigger_coalesce_load > 0 && t->fire_rate <= t->svc.conf.trigger_coalesce_load)
+        return next;
+    int64_t at = (next + tick - 1) / tick * tick;
+    int64_t room = j->tolerance_ms;
+    if (room > j->threshold_ms / 2)
+        room = j->threshold_ms / 2;
+    return at - next <= room ? at : next;
+}
+
 static void arm(trigger_t *t, sjob_t *j, int64_t next, int flags) {
     j->next_ms = next;
     j->next_flags = (uint8_t)flags;
-    ax_wheel_link(t->wheel, &j->e, next < 0 ? 0 : (uint64_t)next);
+    int64_t at = coalesced(t, j, next);
+    if (at != next)
+        t->coalesced++;
+    ax_wheel_link(t->wheel, &j->e, at < 0 ? 0 : (uint64_t)at);
 }
 
 static void on_fire(ax_wheel_t *w, ax_wheel_entry_t *e, uint64_t now_u) {
@@ -319,7 +342,8 @@ static const char sql_load[] =
     "  j.misfire_policy, j.misfire_threshold_ms, j.catchup_max, j.overlap_policy,"
     "  (extract(epoch FROM lf.nominal_time) * 1000)::bigint, lf.instance_id, i.state,"
     "  ceil(extract(epoch FROM i.finished_at) * 1000)::bigint,"
-    "  (j.enabled AND j.schedule_kind <> 'none'), j.flow_id IS NOT NULL"
+    "  (j.enabled AND j.schedule_kind <> 'none'), j.flow_id IS NOT NULL,"
+    "  j.priority, j.tolerance_ms"
     " FROM job j"
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.instance_id FROM job_fire f"
     "   WHERE f.job_id = j.id ORDER BY f.nominal_time DESC LIMIT 1) lf ON true"
@@ -394,6 +418,10 @@ static void load_row(trigger_t *t, PGresult *r, int i) {
     j->wait_instance = 0;
     j->pending_fd = 0;
     j->flow = PQgetvalue(r, i, 19)[0] == 't';
+    j->priority = (uint8_t)ax_pg_int(r, i, 20);
+    if (j->priority >= AX_PRIORITIES)
+        j->priority = AX_PRIORITY_DEFAULT;
+    j->tolerance_ms = (int32_t)ax_pg_int(r, i, 21);
     int64_t from = ax_pg_int(r, i, 9);
     int has_last = !PQgetisnull(r, i, 14);
     int64_t last = ax_pg_int(r, i, 14);
@@ -464,7 +492,7 @@ static const char sql_fire[] =
     "WITH f AS ("
     "  SELECT f.job_id, to_timestamp(f.ms / 1000.0) AS nominal, f.decision::ax_fire_decision AS"
     "    decision, f.detail, f.wait_for,"
-    "    CASE WHEN f.decision IN ('fired', 'queued') AND f.flow = 0"
+    "    CASE WHEN f.decision IN ('fired', 'queued', 'deferred') AND f.flow = 0"
     "         THEN nextval('job_instance_id_seq') END AS iid,"
     "    CASE WHEN f.decision = 'fired' AND f.flow = 1 THEN nextval('flow_run_id_seq') END AS rid"
     "  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $8::int[])"
@@ -479,22 +507,25 @@ static const char sql_fire[] =
     "), ins AS ("
     "  INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload,"
     "    timeout_ms, priority, nominal_time, due_at, trace_id, idempotency_key, wait_for,"
-    "    deployment, executor_group, routing_field, dispatched_at, shard_mode)"
+    "    deployment, executor_group, routing_field, dispatched_at, shard_mode, deferred_at)"
     "  SELECT led.instance_id, j.id, j.name, j.handler_kind, j.command, j.payload, j.timeout_ms,"
     "    j.priority, led.nominal_time, led.nominal_time,"
     "    replace(gen_random_uuid()::text, '-', ''),"
     "    j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for, $7,"
     "    j.executor_group, j.routing_key,"
-    "    CASE WHEN f.wait_for IS NULL AND j.shard_count IS NULL THEN now() END,"
+    "    CASE WHEN f.wait_for IS NULL AND j.shard_count IS NULL"
+    "         AND f.decision <> 'deferred' THEN now() END,"
     "    CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
-    "         WHEN j.shard_base IS NOT NULL THEN 'probe' END"
+    "         WHEN j.shard_base IS NOT NULL THEN 'probe' END,"
+    /* its lane defers: kept SCHEDULED for the due scan to release */
+    "    CASE WHEN f.decision = 'deferred' THEN now() END"
     "  FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
     "  WHERE led.instance_id IS NOT NULL"
     "  RETURNING " DISPATCH_COLS ", wait_for, job_id,"
     /* held back: queued behind a running instance, or a static shard
      * parent (the due scan splits it) */
-    "    CASE WHEN wait_for IS NULL AND shard_mode IS DISTINCT FROM 'static' THEN NULL"
-    "         ELSE 1 END AS hold"
+    "    CASE WHEN wait_for IS NULL AND shard_mode IS DISTINCT FROM 'static'"
+    "         AND deferred_at IS NULL THEN NULL ELSE 1 END AS hold"
     "), pend AS ("
     "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
     "  SELECT id, $6::bigint, $7 FROM ins WHERE hold IS NULL"
@@ -690,6 +721,18 @@ static int flush_batch(trigger_t *t) {
             ax_pgarr_begin(&a[k]);
         for (size_t i = 0; i < n; i++) {
             fire_t *f = &t->fires[i];
+            sjob_t *dj = job_find(t, f->job_id);
+            /* backpressure: the job's lane defers (docs/PRIORITIES.md) */
+            if (dj && !dj->flow && strcmp(f->decision, "fired") == 0 &&
+                t->lane_min_age_ms[dj->priority] != 0) {
+                char *old = f->detail;
+                f->decision = "deferred";
+                f->detail = fmt("lane P%d deferring: lag %lld%s%s", dj->priority,
+                                (long long)t->lanes[dj->priority].lag, old ? "; " : "",
+                                old ? old : "");
+                free(old);
+                t->deferred_fires++;
+            }
             ax_pgarr_int(&a[0], f->job_id);
             ax_pgarr_int(&a[1], f->nominal_ms);
             ax_pgarr_text(&a[2], f->decision);
@@ -698,8 +741,7 @@ static int flush_batch(trigger_t *t) {
                 ax_pgarr_int(&a[4], f->wait_for);
             else
                 ax_pgarr_text(&a[4], NULL);
-            sjob_t *j = job_find(t, f->job_id);
-            ax_pgarr_int(&a[5], j && j->flow);
+            ax_pgarr_int(&a[5], dj && dj->flow);
         }
         for (int k = 0; k < 6; k++)
             ax_pgarr_end(&a[k]);
@@ -938,6 +980,13 @@ static void poll_fixed_delay(trigger_t *t) {
 }
 
 void sched_tick(trigger_t *t) {
+    /* the fire rate over the last second: is the trigger loaded? */
+    int64_t now = ax_mono_ms();
+    if (now - t->rate_at_ms >= 1000) {
+        t->fire_rate = t->rate_at_ms ? (t->fired - t->rate_fired) * 1000 / (now - t->rate_at_ms) : 0;
+        t->rate_fired = t->fired;
+        t->rate_at_ms = now;
+    }
     if (!lead_active(t))
         return;
     sched_poll_notify(t);

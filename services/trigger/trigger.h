@@ -62,6 +62,10 @@ typedef struct trigger {
     int lane_target[AX_PRIORITIES];
     int64_t deferred[AX_PRIORITIES]; /* deferred instances, last count */
     int64_t mark_since_ms[AX_PRIORITIES]; /* main.c mark_deferred */
+    int64_t deferred_fires;   /* scheduled fires recorded as deferred */
+    int64_t coalesced;        /* timers moved onto the coarse tick */
+    int64_t fire_rate;        /* fires per second over the last second */
+    int64_t rate_fired, rate_at_ms;
     struct lagmon *lag;
 } trigger_t;
 
