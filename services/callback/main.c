@@ -39,11 +39,7 @@ typedef struct callback {
 /* Alerts: logged, counted (ax_counter "alerts.<kind>"); the webhook is
  * sent by alert_send() when alert.webhook.url is set. */
 static void alert(callback_t *cb, const char *kind, const char *job, const char *text) {
-    char name[96];
-    ax_warn("ALERT %s%s%s: %s", kind, job ? " job " : "", job ? job : "", text);
-    snprintf(name, sizeof name, "alerts.%s", kind);
-    ax_pg_count(cb->svc.pg, name, 1);
-    alert_send(kind, job, text); /* asynchronous, best effort; no-op without a URL */
+    alert_raise(cb->svc.pg, kind, job, text);
 }
 
 static const char sql_finish[] =

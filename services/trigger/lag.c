@@ -328,8 +328,7 @@ static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
                      "lane P%d backlog %lld (lag %lld, deferred %lld) above %lld for %lld ms", l,
                      (long long)depth, (long long)t->lanes[l].lag, (long long)t->deferred[l],
                      (long long)depth_max, (long long)(now - m->depth_since_ms[l]));
-            ax_warn("%s", text);
-            alert_send("backlog_age", NULL, text);
+            alert_raise(svc->pg, "backlog_age", NULL, text);
             m->depth_alerted[l] = 1;
         }
     }

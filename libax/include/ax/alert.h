@@ -41,6 +41,12 @@ int alert_init(ax_svc_t *svc, char *errbuf, size_t errlen);
 /* Queue one alert for delivery; returns at once. job may be NULL. */
 void alert_send(const char *kind, const char *job, const char *text);
 
+/* Raise an alert: a WARN line "ALERT <kind>[ job <job>]: <text>", the
+ * counter alerts.<kind> in ax_counter (through pg, when not NULL), and the
+ * webhook (alert_send). */
+struct ax_pg;
+void alert_raise(struct ax_pg *pg, const char *kind, const char *job, const char *text);
+
 /* Abandon what is still held (logged) and free everything. Call before the
  * event base is freed. Safe without alert_init() and twice. */
 void alert_fini(void);

@@ -25,6 +25,7 @@
 #include "ax/common.h"
 #include "ax/hmac.h"
 #include "ax/log.h"
+#include "ax/pg.h"
 
 typedef struct delivery delivery_t;
 
@@ -387,4 +388,13 @@ static void sender_free(alert_sender_t *s) {
         free(s->secret);
     }
     free(s);
+}
+
+void alert_raise(struct ax_pg *pg, const char *kind, const char *job, const char *text) {
+    char name[96];
+    ax_warn("ALERT %s%s%s: %s", kind, job ? " job " : "", job ? job : "", text);
+    snprintf(name, sizeof name, "alerts.%s", kind);
+    if (pg)
+        ax_pg_count(pg, name, 1);
+    alert_send(kind, job, text); /* asynchronous, best effort; no-op without a URL */
 }
