@@ -37,11 +37,22 @@ void arm_scan(trigger_t *t, int64_t ms) {
 
 /* One statement inserts a batch of submissions, of defined jobs (joined by
  * name; an unknown name inserts nothing) and inline commands (argv as a JSON
- * array). submit_key dedups redelivered submissions. Payloads travel hex. */
+ * array). submit_key dedups redelivered submissions. Payloads travel hex.
+ *
+ * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
+ * an instance due now, whose lane flows and that is not a static shard
+ * parent, is marked dispatched with a dispatch_pending row in the same
+ * statement and produced right after the commit (produce_settle), so it
+ * skips the due scan and its extra update of the row. The rest waits for
+ * the leader's due scan. Columns: DISPATCH_COLS, hold (NULL: produce now),
+ * submit_key. */
+#define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
+#define LANE_DEFERS "coalesce(($13::bigint[])[coalesce(u.prio, j.priority, 2) + 1], 1) <> 0"
 static const char sql_ingest[] =
-    "INSERT INTO job_instance (job_id, job_name, handler_kind, command, payload, timeout_ms,"
+    "WITH ins AS ("
+    " INSERT INTO job_instance (job_id, job_name, handler_kind, command, payload, timeout_ms,"
     "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
-    "  routing_field, shard_mode, deferred_at)"
+    "  routing_field, shard_mode, deferred_at, dispatched_at)"
     " SELECT j.id, j.name, coalesce(j.handler_kind, 'command'),"
     "  CASE WHEN u.job IS NULL"
     "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE j.command END,"
@@ -53,16 +64,24 @@ static const char sql_ingest[] =
     "  CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
     "       WHEN j.shard_base IS NOT NULL THEN 'probe' END,"
     /* due now while its lane defers: recorded as deferred at once */
-    "  CASE WHEN u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
-    "   AND coalesce(($13::bigint[])[coalesce(u.prio, j.priority, 2) + 1], 1) <> 0"
-    "   THEN now() END"
+    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END,"
+    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND NOT " LANE_DEFERS
+    "   AND j.shard_count IS NULL THEN now() END"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
     "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
     "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
     " LEFT JOIN job j ON j.name = u.job"
     /* a flow's schedule job (handler flow) is not submitted: axctl flow run */
     " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow')"
-    " ON CONFLICT (submit_key) DO NOTHING RETURNING submit_key";
+    " ON CONFLICT (submit_key) DO NOTHING"
+    " RETURNING " DISPATCH_COLS ", CASE WHEN dispatched_at IS NULL THEN 1 END AS hold, submit_key"
+    "), pend AS ("
+    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
+    "  SELECT id, $14::bigint, $12 FROM ins WHERE hold IS NULL"
+    ")"
+    " SELECT * FROM ins";
+#define INGEST_HOLD 14
+#define INGEST_SUBMIT_KEY 15
 
 typedef struct ingest_row {
     ax_submit_t s;
@@ -149,9 +168,28 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
         snprintf(deftmo, sizeof deftmo, "%lld", (long long)svc->conf.executor_default_timeout_ms);
         char ages[200];
         lane_ages(t, ages, sizeof ages);
+        /* the leader produces what is due at once itself (fenced by its
+         * epoch, re-read in this transaction) */
+        char epoch[32] = "0";
+        int tx = 0;
+        if (lead_active(t) && ax_pg_begin(svc->pg, err, errlen) == 0) {
+            tx = 1;
+            if (lead_check_in_tx(t, err, errlen) == 0)
+                snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
+            else {
+                ax_pg_rollback(svc->pg);
+                tx = 0;
+            }
+        }
         const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
-                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix, ages};
-        rc = ax_pg_exec(svc->pg, sql_ingest, 13, p, NULL, NULL, &r, err, errlen);
+                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix, ages, epoch};
+        rc = ax_pg_exec(svc->pg, sql_ingest, 14, p, NULL, NULL, &r, err, errlen);
+        if (tx && rc == 0)
+            rc = ax_pg_commit(svc->pg, err, errlen);
+        else if (tx)
+            ax_pg_rollback(svc->pg);
+        if (rc == 0 && strcmp(epoch, "0") != 0)
+            produce_settle(t, r, INGEST_HOLD);
     }
     for (int k = 0; k < 10; k++)
         ax_strbuf_free(&a[k]);
@@ -168,7 +206,7 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
         if (w->state)
             continue;
         for (int k = 0; k < n && !w->state; k++)
-            if (strcmp(PQgetvalue(r, k, 0), w->submit_key) == 0)
+            if (strcmp(PQgetvalue(r, k, INGEST_SUBMIT_KEY), w->submit_key) == 0)
                 w->state = 2;
         if (!w->state && w->s.job) {
             ax_pgarr_text(&names, w->s.job);
