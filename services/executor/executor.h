@@ -1,7 +1,10 @@
 /*
  * ax-executor internals shared by its files:
- *   main.c       consumer group, the run list and in-order offset commits,
- *                claims, pools (admission, pause/resume), results, shutdown
+ *   main.c       consumer group (the lane topics of every group served), the
+ *                run list and in-order offset commits, claims, pools
+ *                (admission, per-lane queues), the pause state of every
+ *                partition (full pools, lane preference, watermarks,
+ *                shutdown), results, shutdown
  *   h_command.c  the command handler (posix_spawn, process group, timeout)
  *   h_http.c     the http handler (libevent HTTP client)
  *   h_plugin.c   the plugin handler (dlopen'ed ax/plugin.h API, worker threads)
@@ -17,6 +20,7 @@
 #include <stdint.h>
 
 #include "ax/codec.h"
+#include "ax/lane.h"
 #include "ax/service.h"
 
 typedef struct executor executor_t;
@@ -63,7 +67,9 @@ extern const handler_ops_t handler_command, handler_http, handler_plugin;
 
 struct run {
     run_t *next;             /* arrival order (the commit order) */
-    run_t *qnext;            /* its pool's queue */
+    run_t *qnext, *qprev;    /* its pool's queue of its lane */
+    int lane;                /* priority lane 0..4 it arrived on (its dispatch topic) */
+    int64_t queued_mono;     /* when it joined its pool's queue */
     executor_t *ex;
     rd_kafka_message_t *msg;
     ax_dispatch_t d;
@@ -87,7 +93,11 @@ struct pool {
     int64_t slots;        /* handlers running at once */
     int64_t queue;        /* claimed runs waiting beyond the slots */
     size_t running, waiting;
-    run_t *qhead, *qtail; /* RUN_CLAIMED, in arrival order */
+    size_t lane_waiting[AX_PRIORITIES]; /* `waiting` by lane */
+    struct {
+        run_t *head, *tail;           /* RUN_CLAIMED of one lane, in arrival order */
+    } q[AX_PRIORITIES];
+    int64_t lane_started[AX_PRIORITIES]; /* mono ms of the lane's last start here */
     int full;             /* partitions feeding it are paused */
 };
 

@@ -12,9 +12,17 @@
  * unfinished messages. A dispatch whose claim loses (a duplicate, or an
  * instance someone else holds) is counted and dropped.
  *
+ * Priority lanes: the executor reads the five lane topics of each group it
+ * serves (<prefix>dispatch[.G][.pN], ax/lane.h). It fetches from the most
+ * urgent lanes that have a backlog and pauses the partitions of the others,
+ * each for at most executor.lane.starve.ms at a time (lanes_tick); claimed
+ * runs wait in their pool in one FIFO per lane and start most urgent lane
+ * first, with the same starvation bound (pool_pop).
+ *
  * Back-pressure: when a pool is full the partitions that fed it are paused
  * (the consumer keeps polling), and resumed as it drains; above a CPU or
- * memory watermark every partition is paused. Leases of held instances are
+ * memory watermark every partition is paused. One function decides the
+ * state of every partition from all of these reasons (apply_pauses). Leases of held instances are
  * renewed in one statement every executor.lease.min.ms / 3; an instance
  * whose lease could not be renewed has its handler stopped. Jobs with a
  * concurrency limit take a slot in job.running_count when claimed; without a
@@ -59,7 +67,6 @@ static size_t nroutes;
 static struct {
     int fetching;          /* 0 while above a watermark */
     int64_t lease_ok_mono; /* last successful lease renewal */
-    rd_kafka_topic_partition_list_t *paused; /* paused for full pools */
     uint64_t cpu_busy, cpu_total;
     double cpu_pct, mem_pct;
 } st = {.fetching = 1};
@@ -91,35 +98,79 @@ static void track(executor_t *ex, run_t *r) {
     ex->tracked++;
 }
 
-static void pool_push(pool_t *p, run_t *r) {
-    r->qnext = NULL;
-    if (p->qtail)
-        p->qtail->qnext = r;
-    else
-        p->qhead = r;
-    p->qtail = r;
+/* Waiting (RUN_NEW or RUN_CLAIMED) in its pool, counted by lane too. */
+static void wait_add(run_t *r) {
+    r->pool->waiting++;
+    r->pool->lane_waiting[r->lane]++;
 }
 
-static run_t *pool_pop(pool_t *p) {
-    run_t *r = p->qhead;
-    if (r) {
-        p->qhead = r->qnext;
-        if (!p->qhead)
-            p->qtail = NULL;
-        r->qnext = NULL;
-    }
-    return r;
+static void wait_sub(run_t *r) {
+    r->pool->waiting--;
+    r->pool->lane_waiting[r->lane]--;
+}
+
+/* A pool's queue is one FIFO per lane: claimed runs start most urgent lane
+ * first, in arrival order within a lane (pool_pop). */
+static void pool_push(pool_t *p, run_t *r) {
+    r->qnext = NULL;
+    r->qprev = p->q[r->lane].tail;
+    if (r->qprev)
+        r->qprev->qnext = r;
+    else
+        p->q[r->lane].head = r;
+    p->q[r->lane].tail = r;
+    r->queued_mono = ax_mono_ms();
+}
+
+/* Back at the head of its lane (a start wave that could not be marked). */
+static void pool_push_front(pool_t *p, run_t *r) {
+    r->qprev = NULL;
+    r->qnext = p->q[r->lane].head;
+    if (r->qnext)
+        r->qnext->qprev = r;
+    else
+        p->q[r->lane].tail = r;
+    p->q[r->lane].head = r;
 }
 
 static void pool_remove(pool_t *p, run_t *r) {
-    for (run_t **pp = &p->qhead, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->qnext)
-        if (*pp == r) {
-            *pp = r->qnext;
-            if (p->qtail == r)
-                p->qtail = prev;
-            r->qnext = NULL;
-            return;
-        }
+    if (r->qprev)
+        r->qprev->qnext = r->qnext;
+    else if (p->q[r->lane].head == r)
+        p->q[r->lane].head = r->qnext;
+    else
+        return; /* not queued */
+    if (r->qnext)
+        r->qnext->qprev = r->qprev;
+    else
+        p->q[r->lane].tail = r->qprev;
+    r->qnext = r->qprev = NULL;
+}
+
+/* The next run to start: the head of the most urgent lane that has one,
+ * unless a less urgent lane starves — its head waited starve_ms and the
+ * lane has not started anything here for starve_ms — then the head that
+ * waited longest among those (so a steady stream of urgent work delays
+ * the other lanes by at most about starve_ms per start, never for ever). */
+static run_t *pool_pop(pool_t *p, int64_t now, int64_t starve_ms) {
+    int top = -1, pick = -1;
+    for (int l = 0; l < AX_PRIORITIES && top < 0; l++)
+        if (p->q[l].head)
+            top = l;
+    if (top < 0)
+        return NULL;
+    for (int l = top + 1; l < AX_PRIORITIES; l++) {
+        run_t *h = p->q[l].head;
+        if (h && now - h->queued_mono >= starve_ms && now - p->lane_started[l] >= starve_ms &&
+            (pick < 0 || h->queued_mono < p->q[pick].head->queued_mono))
+            pick = l;
+    }
+    if (pick < 0)
+        pick = top;
+    run_t *r = p->q[pick].head;
+    pool_remove(p, r);
+    p->lane_started[pick] = now;
+    return r;
 }
 
 static void maybe_resume(executor_t *ex);
@@ -131,7 +182,7 @@ static void run_drop(run_t *r) {
     if (r->pool && (r->state == RUN_NEW || r->state == RUN_CLAIMED)) {
         if (r->state == RUN_CLAIMED)
             pool_remove(r->pool, r);
-        r->pool->waiting--;
+        wait_sub(r);
         r->state = RUN_DONE;
         maybe_resume(r->ex);
         return;
@@ -139,8 +190,20 @@ static void run_drop(run_t *r) {
     r->state = RUN_DONE;
 }
 
-static int pool_full(const pool_t *p) {
-    return (int64_t)(p->running + p->waiting) >= p->slots + p->queue;
+/* What a pool holds as seen by a run of `lane`: everything running plus
+ * what waits of that lane and the more urgent ones — waiting runs of less
+ * urgent lanes do not keep a more urgent one out (they would start after
+ * it anyway). So a pool holds at most slots + queue runs of any one lane
+ * and, however the lanes mix, at most AX_PRIORITIES x that. */
+static int64_t pool_load(const pool_t *p, int lane) {
+    int64_t n = (int64_t)p->running;
+    for (int l = 0; l <= lane; l++)
+        n += (int64_t)p->lane_waiting[l];
+    return n;
+}
+
+static int pool_full(const pool_t *p, int lane) {
+    return pool_load(p, lane) >= p->slots + p->queue;
 }
 
 /* Commit every partition up to its first unfinished message. */
@@ -300,68 +363,232 @@ static const handler_ops_t *handler_for(const char *kind) {
     return NULL;
 }
 
-/* Pause (or resume) partitions. */
-static void set_paused(executor_t *ex, rd_kafka_topic_partition_list_t *l, int pause) {
-    if (!l || l->cnt == 0)
-        return;
-    rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(ex->svc.consumer, l)
-                                  : rd_kafka_resume_partitions(ex->svc.consumer, l);
-    if (e)
-        ax_warn("kafka %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
+/* ---- partitions: what is fetched -------------------------------------------------------
+ *
+ * One place decides whether a partition is fetched: part_paused() — paused
+ * while it fed a full pool, while its lane is not preferred (lanes_tick),
+ * above a machine watermark, or while stopping. apply_pauses() hands only
+ * the partitions whose state changes to rd_kafka_pause_partitions() /
+ * rd_kafka_resume_partitions(), and resumes only what it paused: in
+ * librdkafka 2.0.2 every pause/resume call bumps the partition's fetch
+ * version, and a resume of a partition that is not paused restarts its
+ * fetch from the offset it started at, delivering consumed messages again.
+ * A pause keeps the consumed position (the offset after the last message
+ * handed to us): messages fetched but not yet handed over are dropped and
+ * fetched again on resume, so nothing is skipped, and offsets are committed
+ * only for handled messages (commit_ready) as before. The application pause
+ * flag survives a rebalance, so a partition's record is kept when it is
+ * revoked, and applied again when it comes back. */
+
+typedef struct part {
+    char topic[300];
+    int32_t partition;
+    int lane;
+    int assigned; /* in the assignment last read */
+    uint64_t for_pool; /* bit i: fed ex->pools[i] while it was full (for this lane) */
+    int paused;   /* paused by us (what librdkafka was told) */
+} part_t;
+
+typedef struct lane_topic {
+    char name[300];
+    int lane;
+} lane_topic_t;
+
+static struct {
+    lane_topic_t *topics; /* every lane topic subscribed */
+    size_t ntopics;
+    part_t *parts;
+    size_t nparts, cap;
+    size_t for_pool; /* parts with for_pool set */
+    rd_kafka_topic_partition_list_t *assignment; /* as last read */
+    unsigned mask;                      /* lanes fetched from (ax_lane_serve) */
+    int64_t backlog[AX_PRIORITIES];     /* last sample: broker + consumed, not started */
+    int64_t served[AX_PRIORITIES];      /* mono ms a lane was last fetched from */
+    int64_t entered[AX_PRIORITIES];     /* mono ms a lane last entered the mask */
+    int64_t round_ms;                   /* fetch.wait.max.ms + a tick */
+    struct event *ev_tick;
+} ln = {.mask = (1u << AX_PRIORITIES) - 1};
+
+#define LANE_TICK_MS 100
+
+static int lane_of_topic(const char *topic) {
+    for (size_t i = 0; i < ln.ntopics; i++)
+        if (strcmp(ln.topics[i].name, topic) == 0)
+            return ln.topics[i].lane;
+    return AX_PRIORITY_DEFAULT;
+}
+
+static part_t *part_get(const char *topic, int32_t partition) {
+    for (size_t i = 0; i < ln.nparts; i++)
+        if (ln.parts[i].partition == partition && strcmp(ln.parts[i].topic, topic) == 0)
+            return &ln.parts[i];
+    if (ln.nparts == ln.cap) {
+        size_t cap = ln.cap ? ln.cap * 2 : 32;
+        part_t *n = realloc(ln.parts, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        ln.parts = n;
+        ln.cap = cap;
+    }
+    part_t *p = &ln.parts[ln.nparts++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->topic, sizeof p->topic, "%s", topic);
+    p->partition = partition;
+    p->lane = lane_of_topic(topic);
+    return p;
+}
+
+static int part_paused(const executor_t *ex, const part_t *p) {
+    return ex->svc.stopping || !st.fetching || p->for_pool || !(ln.mask & (1u << p->lane));
+}
+
+/* Bring every assigned partition to the state part_paused() wants: one
+ * pause call and one resume call for the partitions that change. */
+static void apply_pauses(executor_t *ex) {
+    rd_kafka_topic_partition_list_t *l[2] = {NULL, NULL}; /* [0] resume, [1] pause */
+    for (size_t i = 0; i < ln.nparts; i++) {
+        part_t *p = &ln.parts[i];
+        int want = part_paused(ex, p);
+        if (!p->assigned || want == p->paused)
+            continue;
+        if (!l[want])
+            l[want] = rd_kafka_topic_partition_list_new(8);
+        rd_kafka_topic_partition_list_add(l[want], p->topic, p->partition);
+    }
+    for (int pause = 0; pause < 2; pause++) {
+        if (!l[pause])
+            continue;
+        rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(ex->svc.consumer, l[pause])
+                                      : rd_kafka_resume_partitions(ex->svc.consumer, l[pause]);
+        if (e)
+            ax_warn("kafka %s: %s", pause ? "pause" : "resume", rd_kafka_err2str(e));
+        for (int k = 0; k < l[pause]->cnt; k++) {
+            rd_kafka_topic_partition_t *t = &l[pause]->elems[k];
+            part_t *p = part_get(t->topic, t->partition);
+            if (!e && !t->err && p)
+                p->paused = pause; /* else tried again at the next change or tick */
+            else if (t->err)
+                ax_debug("kafka %s %s [%d]: %s", pause ? "pause" : "resume", t->topic,
+                         (int)t->partition, rd_kafka_err2str(t->err));
+        }
+        rd_kafka_topic_partition_list_destroy(l[pause]);
+    }
 }
 
 static void pause_for_pool(executor_t *ex, pool_t *p, const rd_kafka_message_t *m) {
-    const char *topic = rd_kafka_topic_name(m->rkt);
-    if (rd_kafka_topic_partition_list_find(st.paused, topic, m->partition))
+    part_t *pt = part_get(rd_kafka_topic_name(m->rkt), m->partition);
+    uint64_t bit = 1ull << (size_t)(p - ex->pools);
+    if (!pt || (pt->for_pool & bit))
         return;
-    rd_kafka_topic_partition_list_add(st.paused, topic, m->partition);
-    rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(one, topic, m->partition);
-    set_paused(ex, one, 1);
-    rd_kafka_topic_partition_list_destroy(one);
+    if (!pt->for_pool)
+        ln.for_pool++;
+    pt->for_pool |= bit;
+    pt->assigned = 1; /* it delivered a message: assigned, even before the next tick reads it */
+    apply_pauses(ex);
     if (!p->full)
         ax_info("pool %s full (%zu running, %zu waiting): pausing the partitions feeding it",
                 p->name, p->running, p->waiting);
     p->full = 1;
 }
 
-/* Resume what full pools paused once no pool is full any more. */
+/* Resume a partition a full pool paused once every pool it fed has room
+ * for half its queue again (for the partition's lane: pool_load). */
 static void maybe_resume(executor_t *ex) {
-    if (!st.paused->cnt)
+    if (!ln.for_pool)
         return;
-    for (size_t i = 0; i < ex->npools; i++) {
-        pool_t *p = &ex->pools[i];
-        if (p->full && (int64_t)(p->running + p->waiting) > p->slots + p->queue / 2)
-            return;
+    uint64_t still = 0;
+    int changed = 0;
+    for (size_t i = 0; i < ln.nparts; i++) {
+        part_t *pt = &ln.parts[i];
+        if (!pt->for_pool)
+            continue;
+        for (size_t k = 0; k < ex->npools; k++) {
+            const pool_t *p = &ex->pools[k];
+            if ((pt->for_pool & (1ull << k)) && pool_load(p, pt->lane) <= p->slots + p->queue / 2)
+                pt->for_pool &= ~(1ull << k);
+        }
+        if (!pt->for_pool) {
+            ln.for_pool--;
+            changed = 1;
+        }
+        still |= pt->for_pool;
     }
-    for (size_t i = 0; i < ex->npools; i++)
-        ex->pools[i].full = 0;
-    if (st.fetching && !ex->svc.stopping)
-        set_paused(ex, st.paused, 0);
-    rd_kafka_topic_partition_list_destroy(st.paused);
-    st.paused = rd_kafka_topic_partition_list_new(8);
-    event_active(ex->ev_kick, 0, 0);
+    for (size_t k = 0; k < ex->npools; k++)
+        ex->pools[k].full = (still >> k) & 1;
+    if (changed) {
+        apply_pauses(ex);
+        event_active(ex->ev_kick, 0, 0);
+    }
 }
 
-/* Pause/resume the whole assignment (watermarks, shutdown). */
-static void pause_all(executor_t *ex, int pause) {
-    rd_kafka_topic_partition_list_t *a = NULL;
-    if (rd_kafka_assignment(ex->svc.consumer, &a) == 0 && a) {
-        if (!pause) { /* keep what full pools paused */
-            rd_kafka_topic_partition_list_t *keep = rd_kafka_topic_partition_list_new(a->cnt);
-            for (int i = 0; i < a->cnt; i++)
-                if (!rd_kafka_topic_partition_list_find(st.paused, a->elems[i].topic,
-                                                        a->elems[i].partition))
-                    rd_kafka_topic_partition_list_add(keep, a->elems[i].topic,
-                                                      a->elems[i].partition);
-            set_paused(ex, keep, 0);
-            rd_kafka_topic_partition_list_destroy(keep);
-        } else {
-            set_paused(ex, a, 1);
+/* Lane preference. The backlog of a lane is what its partitions assigned
+ * to us hold past our position (the high watermark librdkafka cached from
+ * its last fetch, no broker call) plus what we consumed of it and have not
+ * started. ax_lane_serve() names the lanes to fetch from: down to the most
+ * urgent one with a backlog, and any other lane not fetched from for
+ * executor.lane.starve.ms. A lane counts as fetched from when a message of
+ * it was consumed, or when it shows no backlog after being in the mask for
+ * a round (fetch.wait.max.ms + a tick: the time the fetch request in flight
+ * may take before one with the resumed partitions goes out) — so a
+ * starving lane stays resumed until a fetch actually delivered from it or
+ * could have, and a paused lane's stale high watermark (no fetches while
+ * paused) is refreshed every starve period. With `refresh` the assignment
+ * is read again (rebalances). */
+static void lanes_tick(executor_t *ex, int refresh) {
+    rd_kafka_t *rk = ex->svc.consumer;
+    if (!rk)
+        return;
+    if (refresh || !ln.assignment) {
+        rd_kafka_topic_partition_list_t *a = NULL;
+        if (rd_kafka_assignment(rk, &a) == 0 && a) {
+            for (size_t i = 0; i < ln.nparts; i++)
+                ln.parts[i].assigned = 0;
+            for (int i = 0; i < a->cnt; i++) {
+                part_t *p = part_get(a->elems[i].topic, a->elems[i].partition);
+                if (p)
+                    p->assigned = 1;
+            }
+            if (ln.assignment)
+                rd_kafka_topic_partition_list_destroy(ln.assignment);
+            ln.assignment = a;
         }
-        rd_kafka_topic_partition_list_destroy(a);
     }
+    int64_t backlog[AX_PRIORITIES] = {0};
+    if (ln.assignment && ln.assignment->cnt) {
+        rd_kafka_position(rk, ln.assignment);
+        for (int i = 0; i < ln.assignment->cnt; i++) {
+            rd_kafka_topic_partition_t *t = &ln.assignment->elems[i];
+            int64_t lo = 0, hi = 0;
+            if (t->offset < 0 ||
+                rd_kafka_get_watermark_offsets(rk, t->topic, t->partition, &lo, &hi) ||
+                hi <= t->offset)
+                continue; /* nothing consumed yet here, or no fetch yet: not known */
+            backlog[lane_of_topic(t->topic)] += hi - t->offset;
+        }
+    }
+    for (size_t i = 0; i < ex->npools; i++)
+        for (int l = 0; l < AX_PRIORITIES; l++)
+            backlog[l] += (int64_t)ex->pools[i].lane_waiting[l];
+    int64_t now = ax_mono_ms();
+    unsigned mask = ax_lane_serve(backlog, ln.served, now, ex->svc.conf.executor_lane_starve_ms);
+    for (int l = 0; l < AX_PRIORITIES; l++) {
+        if ((mask & (1u << l)) && !(ln.mask & (1u << l)))
+            ln.entered[l] = now;
+        if ((mask & (1u << l)) && backlog[l] == 0 && now - ln.entered[l] >= ln.round_ms)
+            ln.served[l] = now;
+        ln.backlog[l] = backlog[l];
+    }
+    if (mask != ln.mask)
+        ax_debug("lanes: fetching from %s%s%s%s%s (backlog %lld %lld %lld %lld %lld)",
+                 mask & 1 ? "P0 " : "", mask & 2 ? "P1 " : "", mask & 4 ? "P2 " : "",
+                 mask & 8 ? "P3 " : "", mask & 16 ? "P4 " : "", (long long)backlog[0],
+                 (long long)backlog[1], (long long)backlog[2], (long long)backlog[3],
+                 (long long)backlog[4]);
+    ln.mask = mask;
+    apply_pauses(ex);
 }
+
+static void on_lane_tick(evutil_socket_t fd, short what, void *arg) { lanes_tick(arg, 1); }
 
 /* ---- results ------------------------------------------------------------------- */
 
@@ -679,7 +906,7 @@ static void start_run(executor_t *ex, run_t *r) {
     r->started_at_ms = ax_now_ms();
     r->started_mono = ax_mono_ms();
     r->state = RUN_RUNNING;
-    r->pool->waiting--;
+    wait_sub(r);
     r->pool->running++;
     ex->running++;
     if (r->ops->start(ex, r, &res) < 0)
@@ -687,29 +914,40 @@ static void start_run(executor_t *ex, run_t *r) {
 }
 
 /* Mark RUNNING (one statement) and start as many waiting runs as the pools
- * have free slots. */
+ * have free slots, each pool's in lane order (pool_pop). */
 static void start_ready(executor_t *ex) {
     ax_svc_t *svc = &ex->svc;
     if (svc->stopping)
         return;
-    ax_strbuf_t ids = {0};
-    ax_pgarr_begin(&ids);
-    size_t n = 0;
-    run_t *wave = NULL, **wtail = &wave;
+    int64_t now = ax_mono_ms(), starve = svc->conf.executor_lane_starve_ms;
+    run_t **wave = NULL;
+    size_t n = 0, cap = 0;
     for (size_t i = 0; i < ex->npools; i++) {
-        pool_t *p = &ex->pools[i];
-        size_t taken = 0;
-        for (run_t *r = p->qhead; r && (int64_t)(p->running + taken) < p->slots; r = r->qnext) {
-            ax_pgarr_int(&ids, r->d.instance_id);
-            taken++;
-            n++;
+        pool_t *pl = &ex->pools[i];
+        for (size_t k = 0; (int64_t)(pl->running + k) < pl->slots; k++) {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                run_t **w = realloc(wave, nc * sizeof *w);
+                if (!w)
+                    break;
+                wave = w;
+                cap = nc;
+            }
+            run_t *r = pool_pop(pl, now, starve);
+            if (!r)
+                break;
+            wave[n++] = r;
         }
     }
-    ax_pgarr_end(&ids);
     if (n == 0) {
-        ax_strbuf_free(&ids);
+        free(wave);
         return;
     }
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    for (size_t i = 0; i < n; i++)
+        ax_pgarr_int(&ids, wave[i]->d.instance_id);
+    ax_pgarr_end(&ids);
     char err[1024];
     const char *p[] = {svc->worker_id, ids.s};
     PGresult *res;
@@ -721,6 +959,9 @@ static void start_ready(executor_t *ex) {
     ax_strbuf_free(&ids);
     if (rc < 0) {
         ax_warn("mark running: %s", err);
+        for (size_t i = n; i-- > 0;) /* back where they were, in order */
+            pool_push_front(wave[i]->pool, wave[i]);
+        free(wave);
         event_add(ex->ev_retry, &(struct timeval){0, 200000});
         return;
     }
@@ -730,24 +971,13 @@ static void start_ready(executor_t *ex) {
         mine[i] = (idflag_t){ax_pg_int(res, i, 0), strcmp(PQgetvalue(res, i, 1), "t") == 0};
     if (mine)
         qsort(mine, (size_t)rows, sizeof *mine, idflag_cmp);
-    for (size_t i = 0; i < ex->npools; i++) {
-        pool_t *pl = &ex->pools[i];
-        size_t k = 0;
-        while (pl->qhead && (int64_t)(pl->running + k) < pl->slots) {
-            run_t *r = pool_pop(pl);
-            k++;
-            *wtail = r;
-            wtail = &r->qnext;
-        }
-    }
-    for (run_t *r = wave, *nx; r; r = nx) {
-        nx = r->qnext;
-        r->qnext = NULL;
+    for (size_t i = 0; i < n; i++) {
+        run_t *r = wave[i];
         const idflag_t *f = mine ? idflag_find(mine, (size_t)rows, r->d.instance_id) : NULL;
         if (!f) { /* lost meanwhile (lease swept, cancelled) */
             ax_info("instance %lld: no longer ours before it started; dropped",
                     (long long)r->d.instance_id);
-            r->pool->waiting--;
+            wait_sub(r);
             r->state = RUN_DONE;
             maybe_resume(ex);
             continue;
@@ -758,7 +988,7 @@ static void start_ready(executor_t *ex) {
             r->started_at_ms = ax_now_ms();
             r->started_mono = ax_mono_ms();
             r->state = RUN_RUNNING;
-            r->pool->waiting--;
+            wait_sub(r);
             r->pool->running++;
             ex->running++;
             run_done(r, &none);
@@ -766,6 +996,7 @@ static void start_ready(executor_t *ex) {
         }
         start_run(ex, r);
     }
+    free(wave);
     free(mine);
     PQclear(res);
 }
@@ -828,6 +1059,8 @@ static void on_dispatch_ready(void *arg) {
             }
             r->ex = ex;
             r->msg = m;
+            r->lane = lane_of_topic(rd_kafka_topic_name(m->rkt));
+            ln.served[r->lane] = ax_mono_ms(); /* the lane was fetched from */
             char reason[512];
             if (ax_svc_precheck(svc, m, AX_SCHEMA_DISPATCH, reason, sizeof reason) < 0 ||
                 ax_dispatch_decode(m->payload, m->len, &r->d, reason, sizeof reason) < 0) {
@@ -846,12 +1079,13 @@ static void on_dispatch_ready(void *arg) {
                 dlq = 1;
             } else {
                 r->state = RUN_NEW;
-                r->pool->waiting++;
-                if (pool_full(r->pool))
+                wait_add(r);
+                if (pool_full(r->pool, r->lane))
                     pause_for_pool(ex, r->pool, m);
             }
             track(ex, r);
         }
+        lanes_tick(ex, 0); /* what this batch changed: pause less urgent lanes at once */
         if (dlq)
             ax_svc_flush(svc, 35000); /* dead letters are durable before their commit */
         if (claim_new(ex) < 0) {
@@ -1041,12 +1275,10 @@ static void heartbeat(executor_t *ex, const char *state) {
         ax_info("below the watermarks again (cpu %.0f%%, memory %.0f%%): fetching",
                 st.cpu_pct, st.mem_pct);
         st.fetching = 1;
-        pause_all(ex, 0);
         event_active(ex->ev_kick, 0, 0);
     }
-    if (!st.fetching || svc->stopping)
-        pause_all(ex, 1); /* again: a rebalance may have added partitions */
-    char pools[4096], *w = pools;
+    apply_pauses(ex); /* (partitions assigned since are brought in line by lanes_tick) */
+    char pools[16384], *w = pools;
     size_t left = sizeof pools;
     int k = snprintf(w, left, "{");
     for (size_t i = 0; i < ex->npools && k > 0 && (size_t)k < left; i++) {
@@ -1054,9 +1286,12 @@ static void heartbeat(executor_t *ex, const char *state) {
         left -= (size_t)k;
         pool_t *p = &ex->pools[i];
         k = snprintf(w, left, "%s\"%s\": {\"slots\": %lld, \"queue\": %lld, \"running\": %zu,"
-                              " \"waiting\": %zu, \"full\": %s}",
+                              " \"waiting\": %zu, \"full\": %s,"
+                              " \"waiting_by_lane\": [%zu, %zu, %zu, %zu, %zu]}",
                      i ? ", " : "", p->name, (long long)p->slots, (long long)p->queue,
-                     p->running, p->waiting, p->full ? "true" : "false");
+                     p->running, p->waiting, p->full ? "true" : "false", p->lane_waiting[0],
+                     p->lane_waiting[1], p->lane_waiting[2], p->lane_waiting[3],
+                     p->lane_waiting[4]);
     }
     if (k > 0 && (size_t)k < left)
         snprintf(w + k, left - (size_t)k, "}");
@@ -1133,6 +1368,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg) {
     c->executor_watermark_cpu = n.executor_watermark_cpu;
     c->executor_watermark_mem = n.executor_watermark_mem;
     c->executor_shutdown_grace_ms = n.executor_shutdown_grace_ms;
+    c->executor_lane_starve_ms = n.executor_lane_starve_ms;
 #undef TAKE_STR
     if (strcmp(n.executor_groups, c->executor_groups) != 0 ||
         n.executor_heartbeat_ms != c->executor_heartbeat_ms)
@@ -1141,8 +1377,10 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg) {
     for (size_t i = 0; i < ex->npools; i++)
         ax_info("pool %s: %lld slots, queue %lld", ex->pools[i].name,
                 (long long)ex->pools[i].slots, (long long)ex->pools[i].queue);
-    ax_info("SIGHUP: configuration reloaded");
+    ax_info("SIGHUP: configuration reloaded (executor.lane.starve.ms %lld)",
+            (long long)c->executor_lane_starve_ms);
     maybe_resume(ex);
+    lanes_tick(ex, 1);
     event_active(ex->ev_kick, 0, 0);
 }
 
@@ -1167,7 +1405,7 @@ static void release_waiting(executor_t *ex) {
         if (r->state == RUN_CLAIMED) {
             ax_pgarr_int(&ids, r->d.instance_id);
             pool_remove(r->pool, r);
-            r->pool->waiting--;
+            wait_sub(r);
             r->state = RUN_NEW; /* not committed */
             n++;
         }
@@ -1202,7 +1440,7 @@ static void release_waiting(executor_t *ex) {
  * results, commit, leave the group. */
 static void on_stop(ax_svc_t *svc) {
     executor_t *ex = (executor_t *)svc;
-    pause_all(ex, 1);
+    apply_pauses(ex); /* svc->stopping: every partition */
     release_waiting(ex);
     ax_info("draining: %zu running, %zu uncommitted", ex->running, ex->tracked);
     heartbeat(ex, "draining");
@@ -1210,6 +1448,57 @@ static void on_stop(ax_svc_t *svc) {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     event_add(ex->ev_deadline, &tv);
     commit_ready(ex);
+}
+
+/* executor.groups -> the lane topics to subscribe (ln.topics): five per
+ * group, <prefix>dispatch[.G][.pN] (ax_conf_dispatch_topic). A group named
+ * p0..p9 would read another group's lane topic; a name a job cannot carry
+ * (job.executor_group: [A-Za-z0-9][A-Za-z0-9_-]{0,63}) could too. */
+static int lane_topics(const ax_conf_t *c, char *err, size_t errlen) {
+    char *gl = strdup(c->executor_groups ? c->executor_groups : "");
+    int rc = 0;
+    for (char *save = NULL, *g = strtok_r(gl, ", ", &save); g && rc == 0;
+         g = strtok_r(NULL, ", ", &save)) {
+        size_t len = strlen(g), okchars = strspn(g, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                    "abcdefghijklmnopqrstuvwxyz0123456789_-");
+        if (g[0] == 'p' && g[1] >= '0' && g[1] <= '9' && g[2] == 0) {
+            rc = ax_seterr(err, errlen, AX_ERR_INVALID,
+                           "executor.groups: '%s' is not a group name: p0..p9 name the "
+                           "priority lanes (<prefix>dispatch.%s is lane %c of the default "
+                           "group)",
+                           g, g, g[1]);
+            break;
+        }
+        if (len > 64 || okchars != len || g[0] == '-' || g[0] == '_') {
+            rc = ax_seterr(err, errlen, AX_ERR_INVALID,
+                           "executor.groups: '%s' is not a group name (letters, digits, '_' "
+                           "and '-', at most 64, starting with a letter or digit)",
+                           g);
+            break;
+        }
+        char name[300];
+        ax_conf_dispatch_topic(c, g, AX_PRIORITY_DEFAULT, name, sizeof name);
+        int dup = 0;
+        for (size_t i = 0; i < ln.ntopics && !dup; i++)
+            dup = strcmp(ln.topics[i].name, name) == 0;
+        if (dup)
+            continue; /* listed twice */
+        lane_topic_t *n = realloc(ln.topics, (ln.ntopics + AX_PRIORITIES) * sizeof *n);
+        if (!n) {
+            rc = ax_seterr(err, errlen, AX_ERR_INVALID, "out of memory");
+            break;
+        }
+        ln.topics = n;
+        for (int l = 0; l < AX_PRIORITIES; l++) {
+            ax_conf_dispatch_topic(c, g, l, ln.topics[ln.ntopics].name,
+                                   sizeof ln.topics[ln.ntopics].name);
+            ln.topics[ln.ntopics++].lane = l;
+        }
+    }
+    free(gl);
+    if (rc == 0 && ln.ntopics == 0)
+        rc = ax_seterr(err, errlen, AX_ERR_INVALID, "executor.groups is empty");
+    return rc;
 }
 
 /* ---- main ----------------------------------------------------------------------------- */
@@ -1231,7 +1520,8 @@ int main(int argc, char **argv) {
         return 1;
     ax_svc_t *svc = &ex->svc;
     char err[1024];
-    if (pools_configure(ex, &svc->conf, err, sizeof err) < 0) {
+    if (pools_configure(ex, &svc->conf, err, sizeof err) < 0 ||
+        lane_topics(&svc->conf, err, sizeof err) < 0) {
         fprintf(stderr, "ax-executor: configuration error: %s\n", err);
         return 2;
     }
@@ -1244,8 +1534,9 @@ int main(int argc, char **argv) {
     for (char **e = environ; *e; e++)
         if (strncmp(*e, "AXCONF_", 7) != 0 && strncmp(*e, "AX_", 3) != 0)
             ex->child_env_base[k++] = *e;
-    st.paused = rd_kafka_topic_partition_list_new(8);
     st.lease_ok_mono = ax_mono_ms();
+    for (int l = 0; l < AX_PRIORITIES; l++)
+        ln.served[l] = st.lease_ok_mono;
     for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
         if (handlers[i]->init && handlers[i]->init(ex) < 0) {
             ax_error("handler %s could not start", handlers[i]->kind);
@@ -1264,40 +1555,45 @@ int main(int argc, char **argv) {
 
     char group[300];
     ax_conf_topic(&svc->conf, "executor", group, sizeof group);
+    /* The lanes are five topics per group: the cooperative-sticky assignor
+     * balances the number of partitions per member, not per topic, and can
+     * leave a whole lane on one executor; roundrobin spreads every lane
+     * (unless kafka.partition.assignment.strategy is set). */
+    int has_strategy = 0;
+    for (size_t i = 0; i < svc->conf.n_kafka; i++)
+        has_strategy |= strcmp(svc->conf.kafka[i].key, "partition.assignment.strategy") == 0;
+    if (!has_strategy &&
+        ax_conf_set(&svc->conf, "kafka.partition.assignment.strategy", "roundrobin",
+                    "ax-executor default", err, sizeof err) < 0) {
+        fprintf(stderr, "ax-executor: %s\n", err);
+        return 2;
+    }
     svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, err, sizeof err);
     if (!svc->consumer) {
         fprintf(stderr, "ax-executor: configuration error: %s\n", err);
         return 2;
     }
-    /* One dispatch topic per executor group served. */
-    char *topics[64];
-    size_t nt = 0;
-    char *gl = strdup(svc->conf.executor_groups);
-    for (char *save = NULL, *g = strtok_r(gl, ", ", &save); g && nt < 64;
-         g = strtok_r(NULL, ", ", &save)) {
-        char name[300], sfx[128];
-        if (strcmp(g, "default") == 0)
-            snprintf(sfx, sizeof sfx, "dispatch");
-        else
-            snprintf(sfx, sizeof sfx, "dispatch.%s", g);
-        topics[nt++] = strdup(ax_conf_topic(&svc->conf, sfx, name, sizeof name));
-    }
-    free(gl);
-    if (nt == 0) {
-        fprintf(stderr, "ax-executor: configuration error: executor.groups is empty\n");
-        return 2;
-    }
-    if (ax_kafka_subscribe(svc->consumer, (const char *const *)topics, nt, err, sizeof err) < 0) {
-        ax_error("%s", err);
+    /* The five lane topics of every executor group served. */
+    const char **topics = calloc(ln.ntopics, sizeof *topics);
+    for (size_t i = 0; topics && i < ln.ntopics; i++)
+        topics[i] = ln.topics[i].name;
+    if (!topics || ax_kafka_subscribe(svc->consumer, topics, ln.ntopics, err, sizeof err) < 0) {
+        ax_error("%s", topics ? err : "out of memory");
         return 1;
     }
+    free(topics);
     svc->cqueue = rd_kafka_queue_get_consumer(svc->consumer);
     svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, on_dispatch_ready, ex);
     for (size_t i = 0; i < ex->npools; i++)
         ax_info("pool %s: %lld slots, queue %lld", ex->pools[i].name,
                 (long long)ex->pools[i].slots, (long long)ex->pools[i].queue);
-    for (size_t i = 0; i < nt; i++)
-        ax_info("executing %s", topics[i]);
+    for (size_t i = 0; i < ln.ntopics; i++)
+        ax_info("executing %s (lane P%d)", ln.topics[i].name, ln.topics[i].lane);
+    char fw[32] = "500";
+    size_t fwlen = sizeof fw;
+    rd_kafka_conf_get(rd_kafka_conf(svc->consumer), "fetch.wait.max.ms", fw, &fwlen);
+    ln.round_ms = atoll(fw) + LANE_TICK_MS;
+    ln.ev_tick = every(ex, LANE_TICK_MS, on_lane_tick);
     heartbeat(ex, "running");
     event_base_dispatch(svc->base);
     ax_info("stopped: %lld attempts run, %lld duplicate dispatches dropped, %lld dead-lettered, "
@@ -1314,8 +1610,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
         if (handlers[i]->fini)
             handlers[i]->fini(ex);
-    for (size_t i = 0; i < nt; i++)
-        free(topics[i]);
     event_free(ex->ev_retry);
     event_free(ex->ev_deadline);
     event_free(ex->ev_kick);
@@ -1324,7 +1618,11 @@ int main(int argc, char **argv) {
     event_free(ex->ev_lease);
     event_free(ev_heart);
     event_free(ev_hup);
-    rd_kafka_topic_partition_list_destroy(st.paused);
+    event_free(ln.ev_tick);
+    if (ln.assignment)
+        rd_kafka_topic_partition_list_destroy(ln.assignment);
+    free(ln.parts);
+    free(ln.topics);
     free(routes);
     free(ex->pools);
     free(ex->child_env_base);

@@ -421,35 +421,8 @@ static void cb_stop(void) {
 /* ---- Kafka topics and groups ----------------------------------------------- */
 
 static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
-    static const char *const topics[] = {"submit", "dispatch", "callback", "results", "dlq"};
     static const char *const groups[] = {"callback", "bench"};
-    char err[512], names[5][256], gnames[2][256];
-    rd_kafka_t *rk = ax_kafka_producer_new(conf, "bench-admin", err, sizeof err);
-    if (!rk)
-        return;
-    rd_kafka_DeleteTopic_t *dt[5];
-    for (int i = 0; i < 5; i++) {
-        snprintf(names[i], sizeof names[i], "%s%s", prefix, topics[i]);
-        dt[i] = rd_kafka_DeleteTopic_new(names[i]);
-    }
-    rd_kafka_DeleteGroup_t *dg[2];
-    for (int i = 0; i < 2; i++) {
-        snprintf(gnames[i], sizeof gnames[i], "%s%s", prefix, groups[i]);
-        dg[i] = rd_kafka_DeleteGroup_new(gnames[i]);
-    }
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_DeleteGroups(rk, dg, 2, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_DeleteTopics(rk, dt, 5, NULL, q);
-    ev = rd_kafka_queue_poll(q, 30000);
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_DeleteTopic_destroy_array(dt, 5);
-    rd_kafka_DeleteGroup_destroy_array(dg, 2);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_destroy(rk);
+    bench_delete_kafka("bench_callback", conf, prefix, groups, AX_ARRAY_SIZE(groups));
 }
 
 /* ---- database rows ---------------------------------------------------------- */

@@ -69,8 +69,6 @@
 #include "ax/kafka.h"
 #include "ax/pg.h"
 
-extern char **environ;
-
 #define MAX_EXECUTORS 64
 #define NPROC (MAX_EXECUTORS + 2)
 
@@ -86,13 +84,7 @@ static char g_job[64];    /* bench-exec-<pid> */
 static int64_t g_job_id;
 
 /* The services: [0] trigger, [1] callback, [2..] executors. */
-typedef struct proc {
-    char name[32];  /* trigger, callback, exec0, ... */
-    char wid[64];   /* worker.id */
-    char log[256];
-    pid_t pid;
-} proc_t;
-static proc_t g_proc[NPROC];
+static bench_proc_t g_proc[NPROC];
 static int g_nproc;
 
 static int sql(const char *text, int n, const char *const *p, PGresult **r) {
@@ -115,17 +107,7 @@ static int64_t sql_int(const char *text, int n, const char *const *p) {
 
 static void nap(int64_t ms) { bench_nap(ms, &g_stop); }
 
-static int64_t mono_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* ---- /proc --------------------------------------------------------------- */
-
-
-
-
 
 typedef struct cpu {
     long long svc[NPROC];
@@ -186,135 +168,21 @@ static void pg_snap(pgstat_t *s) {
 
 /* ---- the services -------------------------------------------------------- */
 
-static int spawn(proc_t *p, const char *bin, char **pass, int npass) {
-    char wid[96];
-    snprintf(wid, sizeof wid, "worker.id=%s", p->wid);
-    char **av = calloc((size_t)npass + 6, sizeof *av);
-    size_t ne = 0;
-    while (environ[ne])
-        ne++;
-    char **env = calloc(ne + 2, sizeof *env);
-    if (!av || !env) {
-        free(av);
-        free(env);
-        return -1;
-    }
-    int k = 0;
-    av[k++] = (char *)bin;
-    av[k++] = "--set";
-    av[k++] = "log.level=warn";
-    for (int i = 0; i < npass; i++)
-        av[k++] = pass[i];
-    av[k++] = "--set";
-    av[k++] = wid;
-    size_t e = 0;
-    for (size_t i = 0; i < ne; i++)
-        if (strncmp(environ[i], "AXCONF_TOPIC_PREFIX=", 20) != 0 &&
-            strncmp(environ[i], "AXCONF_WORKER_ID=", 17) != 0)
-            env[e++] = environ[i];
-    char pre[128];
-    snprintf(pre, sizeof pre, "AXCONF_TOPIC_PREFIX=%s", g_prefix);
-    env[e++] = pre;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawn(&pid, bin, &fa, NULL, av, env);
-    posix_spawn_file_actions_destroy(&fa);
-    free(av);
-    free(env);
-    if (rc != 0) {
-        fprintf(stderr, "bench_exec: cannot start %s: %s\n", bin, strerror(rc));
-        return -1;
-    }
-    p->pid = pid;
-    return 0;
+static int spawn(bench_proc_t *p, const char *bin, char **pass, int npass) {
+    return bench_spawn("bench_exec", p, bin, g_prefix, NULL, 0, pass, npass);
 }
 
 /* 1 while every service runs. */
-static int all_alive(void) {
-    int ok = 1;
-    for (int i = 0; i < g_nproc; i++) {
-        proc_t *p = &g_proc[i];
-        if (p->pid <= 0) {
-            ok = 0;
-            continue;
-        }
-        int st;
-        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
-            fprintf(stderr, "bench_exec: %s exited (status %d); see %s\n", p->name, st, p->log);
-            p->pid = -1;
-            ok = 0;
-        }
-    }
-    return ok;
-}
+static int all_alive(void) { return bench_all_alive("bench_exec", g_proc, g_nproc); }
 
-/* SIGTERM to all, up to 30 s for clean stops, then SIGKILL. */
-static void stop_all(void) {
-    int left = 0;
-    for (int i = 0; i < g_nproc; i++)
-        if (g_proc[i].pid > 0) {
-            kill(g_proc[i].pid, SIGTERM);
-            left++;
-        }
-    for (int t = 0; t < 300 && left; t++) {
-        left = 0;
-        for (int i = 0; i < g_nproc; i++) {
-            if (g_proc[i].pid <= 0)
-                continue;
-            if (waitpid(g_proc[i].pid, NULL, WNOHANG) == g_proc[i].pid)
-                g_proc[i].pid = -1;
-            else
-                left++;
-        }
-        if (left)
-            usleep(100 * 1000);
-    }
-    for (int i = 0; i < g_nproc; i++)
-        if (g_proc[i].pid > 0) {
-            fprintf(stderr, "bench_exec: %s did not stop in 30 s; SIGKILL\n", g_proc[i].name);
-            kill(g_proc[i].pid, SIGKILL);
-            waitpid(g_proc[i].pid, NULL, 0);
-            g_proc[i].pid = -1;
-        }
-}
+static void stop_all(void) { bench_stop_all("bench_exec", g_proc, g_nproc); }
 
 /* ---- Kafka topics and groups ----------------------------------------------- */
 
 /* Delete the topics and consumer groups of `prefix`. */
 static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
-    static const char *const topics[] = {"submit", "dispatch", "callback", "results", "dlq"};
     static const char *const groups[] = {"trigger", "executor", "callback", "bench"};
-    char err[512], names[5][256], gnames[4][256];
-    rd_kafka_t *rk = ax_kafka_producer_new(conf, "bench-admin", err, sizeof err);
-    if (!rk)
-        return;
-    rd_kafka_DeleteTopic_t *dt[5];
-    for (int i = 0; i < 5; i++) {
-        snprintf(names[i], sizeof names[i], "%s%s", prefix, topics[i]);
-        dt[i] = rd_kafka_DeleteTopic_new(names[i]);
-    }
-    rd_kafka_DeleteGroup_t *dg[4];
-    for (int i = 0; i < 4; i++) {
-        snprintf(gnames[i], sizeof gnames[i], "%s%s", prefix, groups[i]);
-        dg[i] = rd_kafka_DeleteGroup_new(gnames[i]);
-    }
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_DeleteGroups(rk, dg, 4, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_DeleteTopics(rk, dt, 5, NULL, q);
-    ev = rd_kafka_queue_poll(q, 30000);
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_DeleteTopic_destroy_array(dt, 5);
-    rd_kafka_DeleteGroup_destroy_array(dg, 4);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_destroy(rk);
+    bench_delete_kafka("bench_exec", conf, prefix, groups, AX_ARRAY_SIZE(groups));
 }
 
 /* ---- database rows ---------------------------------------------------------- */
@@ -384,11 +252,11 @@ static int submit(const char *tag, long from, long n, double rate) {
     ax_delivery_t *d = &g_dlv;
     d->failed = 0;
     d->err = 0;
-    int64_t t0 = mono_us(), check = ax_mono_ms() + 1000;
+    int64_t t0 = bench_mono_us(), check = ax_mono_ms() + 1000;
     for (long i = 0; i < n && !g_stop; i++) {
         if (rate > 0) {
             int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
-            for (int64_t now = mono_us(); now < due; now = mono_us()) {
+            for (int64_t now = bench_mono_us(); now < due; now = bench_mono_us()) {
                 rd_kafka_poll(g_rk, 0);
                 int64_t us = due - now;
                 usleep((useconds_t)(us > 2000 ? 2000 : us));
@@ -543,11 +411,6 @@ static const char usage[] =
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
     "--config and --set are passed on to the services (except topic.prefix).\n";
 
-static double pct(long long ticks, double secs) {
-    return ticks < 0 || secs <= 0 ? -1
-                                  : (double)ticks * 100.0 / (double)sysconf(_SC_CLK_TCK) / secs;
-}
-
 static int run(const char *build, const char *mode, int nexec, long n,
                double rate, int partitions, long warmup, long stall_s, char **pass, int npass) {
     char bin[3][PATH_MAX + 64], plugin[PATH_MAX + 64];
@@ -582,7 +445,7 @@ static int run(const char *build, const char *mode, int nexec, long n,
     /* The services. */
     g_nproc = 2 + nexec;
     for (int i = 0; i < g_nproc; i++) {
-        proc_t *p = &g_proc[i];
+        bench_proc_t *p = &g_proc[i];
         if (i < 2)
             snprintf(p->name, sizeof p->name, "%s", i == 0 ? "trigger" : "callback");
         else
@@ -722,7 +585,7 @@ static int run(const char *build, const char *mode, int nexec, long n,
     char exl[1024] = "";
     size_t el = 0;
     for (int i = 2; i < g_nproc; i++) {
-        double v = pct(c1.svc[i] - c0.svc[i], win);
+        double v = bench_pct(c1.svc[i] - c0.svc[i], win);
         ex_sum += v;
         if (el < sizeof exl - 16)
             el += (size_t)snprintf(exl + el, sizeof exl - el, "%s%.0f", i > 2 ? "," : "", v);
@@ -734,9 +597,9 @@ static int run(const char *build, const char *mode, int nexec, long n,
     printf("cpu_pct_trigger=%.0f cpu_pct_callback=%.0f cpu_pct_executors=%s "
            "cpu_pct_executors_sum=%.0f cpu_pct_postgres=%.0f cpu_pct_kafka=%.0f cpu_pct_bench=%.0f "
            "machine_busy_pct=%.0f loadavg1_before=%.2f loadavg1_after=%.2f\n",
-           pct(c1.svc[0] - c0.svc[0], win), pct(c1.svc[1] - c0.svc[1], win), exl, ex_sum,
-           pct(pgd, win), c0.kpid ? pct(c1.kafka - c0.kafka, win) : -1.0,
-           pct(c1.self - c0.self, win),
+           bench_pct(c1.svc[0] - c0.svc[0], win), bench_pct(c1.svc[1] - c0.svc[1], win), exl, ex_sum,
+           bench_pct(pgd, win), c0.kpid ? bench_pct(c1.kafka - c0.kafka, win) : -1.0,
+           bench_pct(c1.self - c0.self, win),
            c1.mtotal > c0.mtotal
                ? (double)(c1.mbusy - c0.mbusy) * 100.0 / (double)(c1.mtotal - c0.mtotal)
                : 0.0,
@@ -782,28 +645,10 @@ static int run(const char *build, const char *mode, int nexec, long n,
 
 int main(int argc, char **argv) {
     /* What the services get of our options, taken before they are consumed. */
-    char **pass = calloc((size_t)argc + 1, sizeof *pass);
     int npass = 0;
+    char **pass = bench_pass_args(argc, argv, &npass);
     if (!pass)
         return 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            break;
-        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--set") == 0) && i + 1 < argc) {
-            if (strcmp(argv[i], "--set") == 0 && (strncmp(argv[i + 1], "topic.prefix=", 13) == 0 ||
-                                                  strncmp(argv[i + 1], "worker.id=", 10) == 0)) {
-                i++;
-                continue;
-            }
-            pass[npass++] = argv[i];
-            pass[npass++] = argv[++i];
-        } else if (strncmp(argv[i], "--config=", 9) == 0 ||
-                   (strncmp(argv[i], "--set=", 6) == 0 &&
-                    strncmp(argv[i] + 6, "topic.prefix=", 13) != 0 &&
-                    strncmp(argv[i] + 6, "worker.id=", 10) != 0)) {
-            pass[npass++] = argv[i];
-        }
-    }
     ax_conf_t conf;
     ax_conf_from_args(&conf, &argc, argv, "bench_exec", usage, NULL);
     int partitions = 8;

@@ -336,23 +336,10 @@ static int insert_jobs(int cron, long n, long interval_ms, int64_t t0_ms) {
 
 /* ---- Kafka topics ------------------------------------------------------------ */
 
+/* The run's topics and the trigger's consumer group. */
 static void delete_topics(const ax_conf_t *conf) {
-    static const char *const suffixes[] = {"submit", "dispatch", "callback", "results", "dlq"};
-    char err[512], names[5][256];
-    rd_kafka_t *rk = ax_kafka_producer_new(conf, "bench-admin", err, sizeof err);
-    if (!rk)
-        return;
-    rd_kafka_DeleteTopic_t *dt[5];
-    for (int i = 0; i < 5; i++)
-        dt[i] = rd_kafka_DeleteTopic_new(ax_conf_topic(conf, suffixes[i], names[i], sizeof names[i]));
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_DeleteTopics(rk, dt, 5, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_DeleteTopic_destroy_array(dt, 5);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_destroy(rk);
+    static const char *const groups[] = {"trigger"};
+    bench_delete_kafka("bench_trigger", conf, conf->topic_prefix, groups, AX_ARRAY_SIZE(groups));
 }
 
 /* ---- measurements ------------------------------------------------------------ */

@@ -55,7 +55,7 @@ all_hold() { # every executor in EXECS holds partitions and together they hold a
         [ "$n" -gt 0 ] || return 1
         total=$((total + n))
     done
-    [ "$total" -eq "$PARTS" ]
+    [ "$total" -eq $((5 * PARTS)) ] # five priority lanes
 }
 
 # Runs reported in the executors' logs ("instance ID attempt A: OUTCOME"),

@@ -46,7 +46,7 @@ held() { # partitions the executor holds (cooperative: assigned minus revoked)
          /kafka: [0-9]+ partition\(s\) revoked/  { for (i = 1; i <= NF; i++) if ($i == "kafka:") n -= $(i + 1) }
          END { print n + 0 }' "$WORK/ax-executor.log"
 }
-holds_all() { [ "$(held)" -eq 4 ]; } # 2 of dispatch, 2 of dispatch.slow
+holds_all() { [ "$(held)" -eq 20 ]; } # 2 partitions x 5 lanes of dispatch and of dispatch.slow
 wait_for 60 "the executor holding dispatch and dispatch.slow" holds_all
 
 count() { # count JOB_ID [CONDITION]

@@ -89,6 +89,14 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w);
  * existing topics are left as they are. */
 int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
                            size_t errlen);
+/* Delete every topic ax_kafka_create_topics() creates for conf's prefix
+ * (submit, callback, results, dlq and the default group's five dispatch
+ * lanes), and first the consumer groups <prefix><groups[i]> (they must have
+ * no members). Topics and groups that do not exist are not errors. 0 when
+ * all is gone; AX_ERR_IO (the last failure in errbuf) when Kafka refused
+ * or did not answer something; the rest is still attempted. */
+int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, size_t ngroups,
+                           char *errbuf, size_t errlen);
 /* Create the topics `names` (full names, prefix included) with `partitions`
  * partitions and `replication` replicas, in one admin request; existing
  * topics are left as they are. AX_ERR_INVALID for invalid arguments

@@ -368,19 +368,119 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w) {
     free(w);
 }
 
-int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
-                           size_t errlen) {
-    /* submit, callback, results, dlq and the default group's five lanes */
+/* The topics ax_kafka_create_topics() creates for conf's prefix: submit,
+ * callback, results, dlq and the default group's five lanes. */
+enum { AX_TOPICS_N = 4 + AX_PRIORITIES };
+static size_t ax_topic_names(const ax_conf_t *conf, char names[AX_TOPICS_N][256],
+                             const char *np[AX_TOPICS_N]) {
     static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
-    enum { N = AX_ARRAY_SIZE(suffixes) + AX_PRIORITIES };
-    char names[N][256];
-    const char *np[N];
     size_t n = 0;
     for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++, n++)
         np[n] = ax_conf_topic(conf, suffixes[i], names[n], sizeof names[n]);
     for (int p = 0; p < AX_PRIORITIES; p++, n++)
         np[n] = ax_conf_dispatch_topic(conf, NULL, p, names[n], sizeof names[n]);
+    return n;
+}
+
+int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
+                           size_t errlen) {
+    char names[AX_TOPICS_N][256];
+    const char *np[AX_TOPICS_N];
+    size_t n = ax_topic_names(conf, names, np);
     return ax_kafka_create_topic_names(conf, np, n, partitions, replication, errbuf, errlen);
+}
+
+/* Wait for one admin result on q; AX_ERR_IO (with the reason) when there is
+ * none in time or the request as a whole failed. */
+static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q, const char *what, int *rc, char *errbuf,
+                                    size_t errlen) {
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
+    if (!ev) {
+        *rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "%s: no answer from Kafka in 60 s", what);
+    } else if (rd_kafka_event_error(ev)) {
+        *rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "%s: %s", what, rd_kafka_event_error_string(ev));
+        rd_kafka_event_destroy(ev);
+        ev = NULL;
+    }
+    return ev;
+}
+
+int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, size_t ngroups,
+                           char *errbuf, size_t errlen) {
+    char err[512], names[AX_TOPICS_N][256];
+    const char *np[AX_TOPICS_N];
+    size_t n = ax_topic_names(conf, names, np);
+    if (ngroups > 0 && !groups)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "delete topics: no group names");
+    rd_kafka_t *rk = ax_kafka_producer_new(conf, "ax-admin", errbuf, errlen);
+    if (!rk)
+        return AX_ERR_INVALID;
+    int rc = 0;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    if (ngroups > 0) {
+        rd_kafka_DeleteGroup_t **dg = calloc(ngroups, sizeof *dg);
+        if (!dg) {
+            rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "delete groups: out of memory");
+        } else {
+            char g[512];
+            for (size_t i = 0; i < ngroups; i++) {
+                snprintf(g, sizeof g, "%s%s", conf->topic_prefix ? conf->topic_prefix : "",
+                         groups[i]);
+                dg[i] = rd_kafka_DeleteGroup_new(g);
+            }
+            rd_kafka_AdminOptions_t *opt =
+                rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DELETEGROUPS);
+            rd_kafka_AdminOptions_set_request_timeout(opt, 30000, err, sizeof err);
+            rd_kafka_DeleteGroups(rk, dg, ngroups, opt, q);
+            rd_kafka_event_t *ev = admin_wait(q, "delete groups", &rc, errbuf, errlen);
+            if (ev) {
+                const rd_kafka_DeleteGroups_result_t *res = rd_kafka_event_DeleteGroups_result(ev);
+                size_t cnt = 0;
+                const rd_kafka_group_result_t **gr =
+                    res ? rd_kafka_DeleteGroups_result_groups(res, &cnt) : NULL;
+                for (size_t i = 0; i < cnt; i++) {
+                    const rd_kafka_error_t *e = rd_kafka_group_result_error(gr[i]);
+                    if (!e || rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND)
+                        continue;
+                    rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "delete group %s: %s",
+                                   rd_kafka_group_result_name(gr[i]), rd_kafka_error_string(e));
+                }
+                rd_kafka_event_destroy(ev);
+            }
+            rd_kafka_AdminOptions_destroy(opt);
+            rd_kafka_DeleteGroup_destroy_array(dg, ngroups);
+            free(dg);
+        }
+    }
+    /* The topics, also when a group could not be deleted. */
+    rd_kafka_DeleteTopic_t *dt[AX_TOPICS_N];
+    for (size_t i = 0; i < n; i++)
+        dt[i] = rd_kafka_DeleteTopic_new(np[i]);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DELETETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, err, sizeof err);
+    rd_kafka_AdminOptions_set_request_timeout(opt, 30000, err, sizeof err);
+    rd_kafka_DeleteTopics(rk, dt, n, opt, q);
+    rd_kafka_event_t *ev = admin_wait(q, "delete topics", &rc, errbuf, errlen);
+    if (ev) {
+        const rd_kafka_DeleteTopics_result_t *res = rd_kafka_event_DeleteTopics_result(ev);
+        size_t cnt = 0;
+        const rd_kafka_topic_result_t **tr =
+            res ? rd_kafka_DeleteTopics_result_topics(res, &cnt) : NULL;
+        for (size_t i = 0; i < cnt; i++) {
+            rd_kafka_resp_err_t e = rd_kafka_topic_result_error(tr[i]);
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR || e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                continue;
+            rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "delete topic %s: %s",
+                           rd_kafka_topic_result_name(tr[i]),
+                           rd_kafka_topic_result_error_string(tr[i]));
+        }
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_DeleteTopic_destroy_array(dt, n);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    return rc;
 }
 
 int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,
