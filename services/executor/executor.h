@@ -115,7 +115,8 @@ struct executor {
     size_t tracked, running;
     pool_t *pools;
     size_t npools;
-    struct event *ev_retry, *ev_deadline, *ev_kick, *ev_lease, *ev_more, *ev_commit;
+    struct event *ev_retry, *ev_deadline, *ev_kick, *ev_lease, *ev_more, *ev_commit, *ev_start;
+    int64_t queued_renewed_mono; /* on_lease: when queued claims were last renewed */
     unsigned claim_failures;
     char **child_env_base;
     size_t child_env_n;

@@ -949,13 +949,20 @@ static void start_ready(executor_t *ex) {
         ax_pgarr_int(&ids, wave[i]->d.instance_id);
     ax_pgarr_end(&ids);
     char err[1024];
-    const char *p[] = {svc->worker_id, ids.s};
+    /* A queued claim's lease is renewed rarely (on_lease): starting gives
+     * it a fresh one, the shortest lease (the next renewal sets each
+     * run's own). */
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.executor_lease_min_ms);
+    const char *p[] = {svc->worker_id, ids.s, lease};
     PGresult *res;
     int rc = ax_pg_exec(svc->pg,
-                        "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp()"
+                        "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp(),"
+                        "  lease_expires_at = greatest(lease_expires_at,"
+                        "    now() + $3::bigint * interval '1 millisecond')"
                         " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
                         " RETURNING id, cancel_requested_at IS NOT NULL",
-                        2, p, NULL, NULL, &res, err, sizeof err);
+                        3, p, NULL, NULL, &res, err, sizeof err);
     ax_strbuf_free(&ids);
     if (rc < 0) {
         ax_warn("mark running: %s", err);
@@ -1101,9 +1108,17 @@ static void on_dispatch_ready(void *arg) {
 static void on_more(evutil_socket_t fd, short what, void *arg) { on_dispatch_ready(arg); }
 static void on_commit(evutil_socket_t fd, short what, void *arg) { commit_ready(arg); }
 
+/* Slots freed by finishing handlers start their successors in one wave a
+ * millisecond later, so completions arriving together share one RUNNING
+ * statement instead of one each (fresh claims start at once, in
+ * on_dispatch_ready). */
+static void on_start(evutil_socket_t fd, short what, void *arg) { start_ready(arg); }
+
 static void on_kick(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
-    start_ready(ex);
+    static const struct timeval one_ms = {0, 1000};
+    if (!evtimer_pending(ex->ev_start, NULL))
+        evtimer_add(ex->ev_start, &one_ms);
     commit_ready(ex);
     on_dispatch_ready(ex);
 }
@@ -1122,21 +1137,34 @@ static void stop_run(executor_t *ex, run_t *r, const char *why) {
     }
 }
 
-/* Renew every held lease in one statement; learn about cancel requests. */
-/* Renew every held lease in one statement; learn about cancel requests. */
-
-/* Renew every held lease — one statement per distinct lease length, each a
- * primary-key lookup of its ids — and learn about cancel requests. */
+/* Renew the held leases — one statement per distinct lease length, each a
+ * primary-key lookup of its ids — and learn about cancel requests.
+ *
+ * Running (and reporting) instances are renewed every tick. Claimed ones
+ * waiting in a pool queue only every QUEUED_RENEW_MS: while this executor
+ * heartbeats, the sweep leaves an expired lease alone unless it expired
+ * ten minutes ago, and once the heartbeat stops, the queued instances are
+ * recovered as soon as it is stale (their leases have long expired).
+ * Renewing thousands of queued claims every lease/3 cost more PostgreSQL
+ * time than running them (BENCHMARKS.md). */
+#define QUEUED_RENEW_MS 60000
+#define RENEWS(r, queued_too)                                                                \
+    (((r)->state == RUN_RUNNING || (r)->state == RUN_REPORTING ||                           \
+      ((queued_too) && (r)->state == RUN_CLAIMED)) &&                                        \
+     !(r)->stop_why)
 static void on_lease(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     ax_svc_t *svc = &ex->svc;
     int64_t lens[32];
     size_t nlens = 0, n = 0;
+    int64_t now = ax_mono_ms();
+    int queued = now - ex->queued_renewed_mono >= QUEUED_RENEW_MS;
+    if (queued)
+        ex->queued_renewed_mono = now;
     /* Also while a result waits for Kafka's ack: the instance is ours until
      * the callback records it. */
     for (run_t *r = ex->head; r; r = r->next)
-        if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING || r->state == RUN_REPORTING) &&
-            !r->stop_why) {
+        if (RENEWS(r, queued)) {
             size_t k = 0;
             while (k < nlens && lens[k] != r->lease_ms)
                 k++;
@@ -1157,9 +1185,7 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
         ax_strbuf_t ids = {0};
         ax_pgarr_begin(&ids);
         for (run_t *r = ex->head; r; r = r->next)
-            if ((r->state == RUN_CLAIMED || r->state == RUN_RUNNING ||
-                 r->state == RUN_REPORTING) &&
-                !r->stop_why && (r->lease_ms == lens[k] || (k == nlens - 1 && nlens == 32)))
+            if (RENEWS(r, queued) && (r->lease_ms == lens[k] || (k == nlens - 1 && nlens == 32)))
                 ax_pgarr_int(&ids, r->d.instance_id);
         ax_pgarr_end(&ids);
         char len[32];
@@ -1198,8 +1224,9 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
     st.lease_ok_mono = m0;
     qsort(got, ngot, sizeof *got, idflag_cmp);
     for (run_t *r = ex->head; r; r = r->next) {
-        if ((r->state != RUN_CLAIMED && r->state != RUN_RUNNING) || r->stop_why)
-            continue; /* a REPORTING run has nothing left to stop */
+        if ((r->state != RUN_CLAIMED && r->state != RUN_RUNNING) || r->stop_why ||
+            !RENEWS(r, queued))
+            continue; /* a REPORTING run has nothing left to stop; a queued one not renewed now */
         const idflag_t *f = idflag_find(got, ngot, r->d.instance_id);
         if (!f) {
             ex->lost_leases++;
@@ -1545,6 +1572,7 @@ int main(int argc, char **argv) {
     ex->ev_retry = evtimer_new(svc->base, on_retry, ex);
     ex->ev_deadline = evtimer_new(svc->base, on_shutdown_deadline, ex);
     ex->ev_kick = event_new(svc->base, -1, 0, on_kick, ex);
+    ex->ev_start = evtimer_new(svc->base, on_start, ex);
     ex->ev_more = evtimer_new(svc->base, on_more, ex);
     ex->ev_commit = evtimer_new(svc->base, on_commit, ex);
     int64_t renew = svc->conf.executor_lease_min_ms / 3;
@@ -1613,6 +1641,7 @@ int main(int argc, char **argv) {
     event_free(ex->ev_retry);
     event_free(ex->ev_deadline);
     event_free(ex->ev_kick);
+    event_free(ex->ev_start);
     event_free(ex->ev_more);
     event_free(ex->ev_commit);
     event_free(ex->ev_lease);
