@@ -441,6 +441,8 @@ void lag_tick(trigger_t *t) {
         int changed = 0;
         if (failures == 0) {
             m->last_ok_ms = now;
+            t->lag_ok = 1;
+            memset(t->lane_sent, 0, sizeof t->lane_sent); /* the sample includes them */
             for (int p = 0; p < AX_PRIORITIES; p++) {
                 if (ax_lane_sample(&t->lanes[p], p == 0 ? 0 : lag[p], svc->conf.trigger_lag_high,
                                    svc->conf.trigger_lag_low, ax_now_ms())) {
@@ -456,6 +458,7 @@ void lag_tick(trigger_t *t) {
             }
         } else if (failures == 3) {
             ax_warn("lag monitor: %s; releasing every lane until it works again", err);
+            t->lag_ok = 0;
             for (int p = 0; p < AX_PRIORITIES; p++)
                 if (t->lanes[p].over) {
                     t->lanes[p].over = 0;

@@ -40,7 +40,8 @@ void arm_scan(trigger_t *t, int64_t ms) {
  * array). submit_key dedups redelivered submissions. Payloads travel hex.
  *
  * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
- * an instance due now, whose lane flows and that is not a static shard
+ * an instance due now, whose lane flows with room and nothing deferred
+ * ($15, per priority: lane_direct), and that is not a static shard
  * parent, is marked dispatched with a dispatch_pending row in the same
  * statement and produced right after the commit (produce_settle), so it
  * skips the due scan and its extra update of the row. The rest waits for
@@ -65,7 +66,8 @@ static const char sql_ingest[] =
     "       WHEN j.shard_base IS NOT NULL THEN 'probe' END,"
     /* due now while its lane defers: recorded as deferred at once */
     "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END,"
-    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND NOT " LANE_DEFERS
+    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW
+    "   AND ($15::int[])[coalesce(u.prio, j.priority, 2) + 1] = 1"
     "   AND j.shard_count IS NULL THEN now() END"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
     "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
@@ -181,9 +183,11 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
                 tx = 0;
             }
         }
+        char direct[64];
+        lane_direct(t, direct, sizeof direct);
         const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
-                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix, ages, epoch};
-        rc = ax_pg_exec(svc->pg, sql_ingest, 14, p, NULL, NULL, &r, err, errlen);
+                           a[8].s, a[9].s, deftmo, svc->conf.topic_prefix, ages, epoch, direct};
+        rc = ax_pg_exec(svc->pg, sql_ingest, 15, p, NULL, NULL, &r, err, errlen);
         if (tx && rc == 0)
             rc = ax_pg_commit(svc->pg, err, errlen);
         else if (tx)
@@ -331,20 +335,29 @@ out:
  * lane itself is back under its low mark), oldest first through the
  * (priority, due_at) index, then merged in order of effective priority
  * (priority - waited / aging; $5 = trigger.aging.ms, or a huge number
- * without aging). Backlog-capped instances (error class backlog_full) wait
+ * without aging), each onto its target lane ($6, per priority) and no more
+ * onto a lane than it has room for ($7, per lane: lane_room). Backlog-capped instances (error class backlog_full) wait
  * for ax-callback to finish them. */
 static const char sql_due[] =
-    "WITH d AS ("
-    "  SELECT c.id AS due_id FROM unnest($4::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
+    "WITH d0 AS ("
+    "  SELECT c.id, c.due_at, c.priority, ($6::int[])[c.priority + 1] AS lane"
+    "  FROM unnest($4::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
     "  LATERAL (SELECT id, due_at, priority FROM job_instance WHERE state = 'SCHEDULED'"
     "    AND dispatched_at IS NULL AND priority = l.lane1 - 1"
     "    AND due_at <= now() - l.wait_ms * interval '1 millisecond' AND deployment = $2"
     NOT_WAITING
     "    AND shard_mode IS DISTINCT FROM 'static'"
     "    AND error_class IS DISTINCT FROM 'backlog_full'"
-    "    ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED) c"
+    "    ORDER BY due_at LIMIT least($1, ($7::bigint[])[($6::int[])[l.lane1] + 1])"
+    "    FOR UPDATE SKIP LOCKED) c"
     "  WHERE l.wait_ms IS NOT NULL"
-    "  ORDER BY c.priority * $5::float8 - extract(epoch FROM now() - c.due_at) * 1000 LIMIT $1"
+    "), d1 AS ("
+    "  SELECT id, c.priority * $5::float8 - extract(epoch FROM now() - c.due_at) * 1000 AS eff,"
+    "    lane FROM d0 c"
+    "), d AS ("
+    /* no more onto a lane than its room ($7, per lane) */
+    "  SELECT id AS due_id, eff FROM (SELECT *, row_number() OVER (PARTITION BY lane ORDER BY eff)"
+    "    AS rn FROM d1) x WHERE rn <= ($7::bigint[])[lane + 1] ORDER BY eff LIMIT $1"
     "), u AS ("
     "  UPDATE job_instance SET dispatched_at = now() FROM d WHERE job_instance.id = d.due_id"
     "  RETURNING " DISPATCH_COLS
@@ -377,6 +390,30 @@ void lane_ages(const trigger_t *t, char *buf, size_t len) {
         else
             o += (size_t)snprintf(buf + o, len - o, "%s%lld", p ? "," : "",
                                   (long long)t->lane_min_age_ms[p]);
+    }
+    if (o < len)
+        snprintf(buf + o, len - o, "}");
+}
+
+/* The room of a lane: how many more it may be sent before the next lag
+ * sample, high mark - lag - sent since the sample; unlimited for P0 and
+ * while the lag monitor is not working. */
+int64_t lane_room(const trigger_t *t, int lane) {
+    if (lane <= 0 || lane >= AX_PRIORITIES || !t->lag_ok)
+        return INT64_MAX / 4;
+    int64_t room = t->svc.conf.trigger_lag_high - t->lanes[lane].lag - t->lane_sent[lane];
+    return room > 0 ? room : 0;
+}
+
+/* Per priority: 1 if an instance due now may be produced by the ingest
+ * statement itself: its lane flows, nothing of it is deferred (older work
+ * goes first, through the due scan) and there is room for a batch. */
+void lane_direct(const trigger_t *t, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "{");
+    for (int p = 0; p < AX_PRIORITIES && o < len; p++) {
+        int ok = p == 0 || (t->lane_min_age_ms[p] == 0 && t->deferred[p] == 0 &&
+                            lane_room(t, p) >= t->svc.conf.trigger_batch);
+        o += (size_t)snprintf(buf + o, len - o, "%s%d", p ? "," : "", ok);
     }
     if (o < len)
         snprintf(buf + o, len - o, "}");
@@ -500,6 +537,7 @@ static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_str
                 ax_warn("%s", err);
             else {
                 ax_pgarr_int(ids, d.instance_id);
+                t->lane_sent[lane_of(t, &d)]++;
                 produced++;
             }
         }
@@ -595,7 +633,18 @@ static int dispatch_batch(trigger_t *t) {
     snprintf(aging, sizeof aging, "%lld",
              (long long)(svc->conf.trigger_aging_ms > 0 ? svc->conf.trigger_aging_ms
                                                         : 1000000000000000LL));
-    const char *p[] = {lim, svc->conf.topic_prefix, epoch, ages, aging};
+    char targets[64], rooms[200];
+    size_t to = (size_t)snprintf(targets, sizeof targets, "{");
+    size_t ro = (size_t)snprintf(rooms, sizeof rooms, "{");
+    for (int k = 0; k < AX_PRIORITIES; k++) {
+        to += (size_t)snprintf(targets + to, sizeof targets - to, "%s%d", k ? "," : "",
+                               t->lane_target[k]);
+        ro += (size_t)snprintf(rooms + ro, sizeof rooms - ro, "%s%lld", k ? "," : "",
+                               (long long)lane_room(t, k));
+    }
+    snprintf(targets + to, sizeof targets - to, "}");
+    snprintf(rooms + ro, sizeof rooms - ro, "}");
+    const char *p[] = {lim, svc->conf.topic_prefix, epoch, ages, aging, targets, rooms};
     PGresult *r = NULL;
     /* Like every dispatch batch: in a transaction that re-reads the lease
      * row with our epoch, so a stale leader marks nothing. */
@@ -611,7 +660,7 @@ static int dispatch_batch(trigger_t *t) {
                         " AND i.due_at <= now() AND i.deployment = $2 LIMIT $1",
                         2, p, NULL, NULL, NULL, err, sizeof err);
     if (rc == 0)
-        rc = ax_pg_exec(svc->pg, sql_due, 5, p, NULL, NULL, &r, err, sizeof err);
+        rc = ax_pg_exec(svc->pg, sql_due, 7, p, NULL, NULL, &r, err, sizeof err);
     if (rc == 0)
         rc = ax_pg_commit(svc->pg, err, sizeof err);
     if (rc < 0) {

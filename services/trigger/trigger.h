@@ -63,6 +63,8 @@ typedef struct trigger {
     int64_t deferred[AX_PRIORITIES]; /* deferred instances, last count */
     int64_t mark_since_ms[AX_PRIORITIES]; /* main.c mark_deferred */
     int64_t deferred_fires;   /* scheduled fires recorded as deferred */
+    int64_t lane_sent[AX_PRIORITIES]; /* produced per lane since the last lag sample */
+    int lag_ok;               /* the lag monitor's samples are current */
     int64_t coalesced;        /* timers moved onto the coarse tick */
     int64_t fire_rate;        /* fires per second over the last second */
     int64_t rate_fired, rate_at_ms;
@@ -122,6 +124,8 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col);
 void recover_pending(trigger_t *t);
 void arm_scan(trigger_t *t, int64_t ms);
 void lane_ages(const trigger_t *t, char *buf, size_t len);
+int64_t lane_room(const trigger_t *t, int lane);
+void lane_direct(const trigger_t *t, char *buf, size_t len);
 
 /* lag.c */
 int lag_start(trigger_t *t);

@@ -3,7 +3,8 @@
  * topic names; hysteresis without flapping (a lag oscillating between the
  * marks changes nothing, crossing them changes once); the release plan
  * (P0 never deferred, deferral per lane, aging promotes to the nearest lane
- * that is not over, the wait bound p x aging); the effective-priority order
+ * that is not over but never onto P0, the wait bound (p - 1) x aging); the
+ * effective-priority order
  * of deferred instances (a model sort against ax_lane_effective); the
  * executor's preference (higher lanes first, lower lanes paused at most
  * starve_ms, everything served without backlog).
@@ -84,16 +85,27 @@ static void plan(void **state) {
     assert_int_equal(age[3], 120000);
     assert_int_equal(age[2], 60000);
     assert_int_equal(age[1], 0);
-    /* every lane over: P0 still flows, P4's bound is 4 periods */
-    for (int p = 0; p < AX_PRIORITIES; p++)
-        lanes[p].over = 1;
+    /* P1..P4 over: aging never reaches P0, everything but P0 is held */
+    lanes[1].over = 1;
     ax_lane_plan(lanes, 60000, age, target);
     assert_int_equal(age[0], 0);
     assert_int_equal(target[0], 0);
     for (int p = 1; p < AX_PRIORITIES; p++) {
-        assert_int_equal(age[p], p * 60000);
-        assert_int_equal(target[p], 0);
+        assert_true(age[p] == INT64_MAX);
+        assert_int_equal(target[p], p);
     }
+    /* P0 over (it never defers): nothing changes for P0 */
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        lanes[p].over = 1;
+    ax_lane_plan(lanes, 60000, age, target);
+    assert_int_equal(age[0], 0);
+    /* only P4 over: released on P3 after one period */
+    memset(lanes, 0, sizeof lanes);
+    lanes[4].over = 1;
+    ax_lane_plan(lanes, 60000, age, target);
+    assert_int_equal(age[4], 60000);
+    assert_int_equal(target[4], 3);
+    lanes[1].over = lanes[2].over = lanes[3].over = 1;
     /* no aging: deferred until the lane itself is back */
     ax_lane_plan(lanes, 0, age, target);
     assert_int_equal(age[0], 0);

@@ -45,16 +45,19 @@ int ax_lane_sample(ax_lane_t *l, int64_t lag, int64_t high, int64_t low, int64_t
 
 /* The release plan for the trigger's due scan. For each priority p:
  *   min_age_ms[p]: how long an instance of p must have been due before it
- *                  is dispatched (0: at once);
+ *                  is dispatched (0: at once; INT64_MAX: held);
  *   target[p]:     the lane it is dispatched on.
  * P0 never waits. A lane that is not over dispatches its own instances at
  * once. While lane p is over, its instances are deferred; one that has
  * waited k x aging_ms counts as priority p - k (aging), and is released on
- * lane q = the highest-priority lane at or above it that is not over, once
- * it has waited (p - q) x aging_ms. So a deferred instance of priority p
- * waits at most p x aging_ms (lane 0 is never over) plus the time to drain
- * what is ahead of it. aging_ms <= 0 disables aging (deferral lasts until
- * the lane is below its low mark). */
+ * lane q = the nearest lane above it that is not over, once it has waited
+ * (p - q) x aging_ms. Aging stops at P1: P0 carries only work submitted as
+ * P0, so aged work can never crowd out the most urgent lane; when every
+ * lane from P1 to p is over, the instance is held until one of them is
+ * back under its low mark (executors serve P1 right after P0). So a
+ * deferred P-n instance waits at most (n - 1) x aging_ms while P1 flows.
+ * aging_ms <= 0 disables aging (deferral lasts until the lane itself is
+ * back under its low mark). */
 void ax_lane_plan(const ax_lane_t lanes[AX_PRIORITIES], int64_t aging_ms,
                   int64_t min_age_ms[AX_PRIORITIES], int target[AX_PRIORITIES]);
 

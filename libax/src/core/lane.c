@@ -35,19 +35,24 @@ int ax_lane_sample(ax_lane_t *l, int64_t lag, int64_t high, int64_t low, int64_t
 
 void ax_lane_plan(const ax_lane_t lanes[AX_PRIORITIES], int64_t aging_ms,
                   int64_t min_age_ms[AX_PRIORITIES], int target[AX_PRIORITIES]) {
-    for (int p = 0; p < AX_PRIORITIES; p++) {
-        int q = p;
-        while (q > 0 && lanes[q].over)
-            q--;
-        target[p] = q;
-        if (q == p)
+    min_age_ms[0] = 0;
+    target[0] = 0;
+    for (int p = 1; p < AX_PRIORITIES; p++) {
+        target[p] = p;
+        if (!lanes[p].over) {
             min_age_ms[p] = 0;
-        else if (aging_ms <= 0)
-            min_age_ms[p] = INT64_MAX; /* no aging: wait for the lane itself */
-        else
-            min_age_ms[p] = (int64_t)(p - q) * aging_ms;
-        if (q != p && aging_ms <= 0)
-            target[p] = p;
+            continue;
+        }
+        /* aging rises at most to P1: P0 stays for work submitted as P0 */
+        int q = p;
+        while (q >= 1 && lanes[q].over)
+            q--;
+        if (q < 1 || aging_ms <= 0) {
+            min_age_ms[p] = INT64_MAX; /* held until a lane at P1 or below flows */
+            continue;
+        }
+        min_age_ms[p] = (int64_t)(p - q) * aging_ms;
+        target[p] = q;
     }
 }
 
