@@ -22,8 +22,12 @@
  * reports the load time, the trigger's RSS and its CPU over SECONDS
  * seconds at rest. JOBS = 0 gives the baseline.
  *
+ * --tolerance MS (rate mode) gives every job that tolerance (mixed
+ * precision, docs/PRIORITIES.md): with --set trigger.coalesce.load=0 their
+ * fires share the coarse tick; compare trigger_cpu_pct with and without.
+ *
  * Usage: bench_trigger [--config F] [--set k=v]... [--delay-ms MS] [--partitions N]
- *                      AX_TRIGGER JOBS INTERVAL_MS SECONDS
+ *                      [--tolerance MS] AX_TRIGGER JOBS INTERVAL_MS SECONDS
  *        bench_trigger [--config F] [--set k=v]... --cron AX_TRIGGER JOBS SECONDS
  *
  * --config and --set (except topic.prefix) are passed on to the trigger; it
@@ -34,7 +38,8 @@
  * trigger on this database would fire jobs left behind. Jobs of an earlier
  * run whose benchmark process no longer exists are deleted at start.
  *
- * Needs no other ax service; nothing consumes the dispatch topic.
+ * Needs no other ax service; nothing consumes the dispatch topic (so the
+ * trigger gets trigger.lag.high=10^12 first: no backpressure deferral).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -287,9 +292,9 @@ static void cleanup_stale(void) {
 }
 
 static const char sql_rate_jobs[] =
-    "INSERT INTO job (name, command, schedule_kind, interval_ms, start_at)"
+    "INSERT INTO job (name, command, schedule_kind, interval_ms, start_at, tolerance_ms)"
     " SELECT $1 || g, '{true}', 'fixed_rate', $2::bigint,"
-    "   to_timestamp(($3::bigint + g * $2::bigint / $4::bigint) / 1000.0)"
+    "   to_timestamp(($3::bigint + g * $2::bigint / $4::bigint) / 1000.0), $7::int"
     " FROM generate_series($5::bigint, $6::bigint) g";
 
 /* Cron jobs that cannot fire for at least five hours, whatever the zone:
@@ -311,8 +316,11 @@ static const char sql_cron_jobs[] =
     "                 'Australia/Lord_Howe'])[1 + g % 4] AS z) zz) s";
 
 /* Insert jobs [0, n) in statements of 10,000. */
+static long g_tolerance_ms; /* --tolerance: mixed precision (rate mode) */
+
 static int insert_jobs(int cron, long n, long interval_ms, int64_t t0_ms) {
-    char a[32], b[32], iv[32], t0[32], nj[32];
+    char a[32], b[32], iv[32], t0[32], nj[32], tol[32];
+    snprintf(tol, sizeof tol, "%ld", g_tolerance_ms);
     snprintf(iv, sizeof iv, "%ld", interval_ms);
     snprintf(t0, sizeof t0, "%lld", (long long)t0_ms);
     snprintf(nj, sizeof nj, "%ld", n);
@@ -325,8 +333,8 @@ static int insert_jobs(int cron, long n, long interval_ms, int64_t t0_ms) {
             const char *p[] = {g_name, a, b};
             rc = sql(sql_cron_jobs, 3, p, NULL);
         } else {
-            const char *p[] = {g_name, iv, t0, nj, a, b};
-            rc = sql(sql_rate_jobs, 6, p, NULL);
+            const char *p[] = {g_name, iv, t0, nj, a, b, tol};
+            rc = sql(sql_rate_jobs, 7, p, NULL);
         }
         if (rc < 0)
             return rc;
@@ -567,14 +575,19 @@ static int run_cron(const char *bin, char **pass, int npass, long jobs, long sec
 
 int main(int argc, char **argv) {
     static const char usage[] =
-        "Usage: bench_trigger [--delay-ms MS] [--partitions N] AX_TRIGGER JOBS INTERVAL_MS SECONDS\n"
+        "Usage: bench_trigger [--delay-ms MS] [--partitions N] [--tolerance MS] AX_TRIGGER JOBS INTERVAL_MS SECONDS\n"
         "       bench_trigger --cron AX_TRIGGER JOBS SECONDS\n"
         "--config and --set are passed on to the trigger (except topic.prefix).\n";
     /* What the trigger gets of our options, taken before they are consumed. */
-    char **pass = calloc((size_t)argc + 1, sizeof *pass);
+    char **pass = calloc((size_t)argc + 3, sizeof *pass);
     int npass = 0;
     if (!pass)
         return 1;
+    /* Nothing consumes the dispatch topic here: without this the trigger
+     * would see its lag grow and defer the fires (docs/PRIORITIES.md); a
+     * later --set wins. */
+    pass[npass++] = "--set";
+    pass[npass++] = "trigger.lag.high=1000000000000";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0)
             break;
@@ -603,6 +616,8 @@ int main(int argc, char **argv) {
             delay_ms = atol(argv[++ai]);
         else if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
             partitions = atoi(argv[++ai]);
+        else if (strcmp(argv[ai], "--tolerance") == 0 && ai + 1 < argc)
+            g_tolerance_ms = atol(argv[++ai]);
         else {
             fprintf(stderr, "%s", usage);
             return 2;
