@@ -63,8 +63,12 @@
  *                            most time during the window (delta of calls,
  *                            total and mean execution time)
  *
+ * --callbacks K starts K ax-callback processes (one consumer group sharing
+ * the partitions, each with its own PostgreSQL backend); CPU figures are
+ * summed over them.
+ *
  * Usage: bench_callback [--config F] [--set k=v]... [--partitions P]
- *                       [--fail-pct P] [--live RATE] [--timeout S]
+ *                       [--fail-pct P] [--live RATE] [--callbacks K] [--timeout S]
  *                       AX_CALLBACK N [BATCH]
  *
  * Cleanup on every way out (also SIGINT/SIGTERM/SIGHUP of the benchmark):
@@ -106,7 +110,13 @@ static char g_prefix[64]; /* bench.<pid>. */
 static char g_job[64];    /* bench-cb-<pid> */
 static char g_log[256];
 static int64_t g_job_id = -1;
-static pid_t g_cb = -1;
+/* --callbacks K: K ax-callback processes share the callback topic's
+ * partitions (one consumer group); g_cbs[0] is the one sampled for
+ * scheduler statistics, CPU is summed over all. */
+#define MAX_CB 8
+static pid_t g_cbs[MAX_CB] = {-1, -1, -1, -1, -1, -1, -1, -1};
+static int g_ncb = 1;
+#define g_cb g_cbs[0]
 
 static int sql(const char *text, int n, const char *const *p, PGresult **r) {
     char err[1024];
@@ -156,6 +166,20 @@ static void proc_sched(pid_t pid, long long *run, long long *wait) {
 
 
 static pid_t g_cb_backend; /* the callback's PostgreSQL backend, 0 = unknown */
+static pid_t g_cb_backends[MAX_CB]; /* every callback's backend (--callbacks) */
+
+static long long sum_ticks(const pid_t *pids, int n) {
+    long long t = 0;
+    for (int i = 0; i < n; i++) {
+        if (pids[i] <= 0)
+            return -1;
+        long long v = proc_ticks(pids[i]);
+        if (v < 0)
+            return -1;
+        t += v;
+    }
+    return t;
+}
 
 typedef struct cpu {
     long long cb, cb_backend, kafka, self, mbusy, mtotal;
@@ -168,8 +192,9 @@ typedef struct cpu {
 } cpu_t;
 
 static void cpu_snap(cpu_t *c, const cpu_t *start) {
-    c->cb = g_cb > 0 ? proc_ticks(g_cb) : -1;
-    c->cb_backend = g_cb_backend > 0 ? proc_ticks(g_cb_backend) : -1;
+    c->cb = sum_ticks(g_cbs, g_ncb);
+    c->cb_backend = g_ncb > 1 ? sum_ticks(g_cb_backends, g_ncb)
+                              : g_cb_backend > 0 ? proc_ticks(g_cb_backend) : -1;
     proc_sched(g_cb, &c->cb_run, &c->cb_wait);
     proc_sched(g_cb_backend, &c->be_run, &c->be_wait);
     if (!start) {
@@ -330,9 +355,17 @@ out:
 
 /* ---- the callback process ------------------------------------------------------ */
 
-static int cb_spawn(const char *bin, char **pass, int npass, const char *batch, long n_budget) {
-    char wid[96], bs[64], budget[64];
-    snprintf(wid, sizeof wid, "worker.id=bench-cb-%d-callback", (int)getpid());
+static int cb_spawn1(int idx, const char *bin, char **pass, int npass, const char *batch,
+                     long n_budget) {
+    char wid[96], bs[64], budget[64], logf[300];
+    if (idx)
+        snprintf(wid, sizeof wid, "worker.id=bench-cb-%d-callback-%d", (int)getpid(), idx);
+    else
+        snprintf(wid, sizeof wid, "worker.id=bench-cb-%d-callback", (int)getpid());
+    if (idx)
+        snprintf(logf, sizeof logf, "%s.%d", g_log, idx);
+    else
+        snprintf(logf, sizeof logf, "%s", g_log);
     snprintf(bs, sizeof bs, "callback.batch=%s", batch ? batch : "");
     snprintf(budget, sizeof budget, "callback.retry.budget=%ld", n_budget);
     char **av = calloc((size_t)npass + 12, sizeof *av);
@@ -372,7 +405,7 @@ static int cb_spawn(const char *bin, char **pass, int npass, const char *batch, 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, g_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     pid_t pid;
     int rc = posix_spawn(&pid, bin, &fa, NULL, av, env);
@@ -383,39 +416,52 @@ static int cb_spawn(const char *bin, char **pass, int npass, const char *batch, 
         fprintf(stderr, "bench_callback: cannot start %s: %s\n", bin, strerror(rc));
         return -1;
     }
-    g_cb = pid;
+    g_cbs[idx] = pid;
     return 0;
 }
 
-/* 1 while the callback runs. */
+static int cb_spawn(const char *bin, char **pass, int npass, const char *batch, long n_budget) {
+    for (int i = 0; i < g_ncb; i++)
+        if (cb_spawn1(i, bin, pass, npass, batch, n_budget) < 0)
+            return -1;
+    return 0;
+}
+
+/* 1 while every callback runs. */
 static int cb_alive(void) {
-    if (g_cb <= 0)
-        return 0;
-    int st;
-    if (waitpid(g_cb, &st, WNOHANG) == g_cb) {
-        fprintf(stderr, "bench_callback: the callback exited (status %d); see %s\n", st, g_log);
-        g_cb = -1;
-        return 0;
+    for (int i = 0; i < g_ncb; i++) {
+        if (g_cbs[i] <= 0)
+            return 0;
+        int st;
+        if (waitpid(g_cbs[i], &st, WNOHANG) == g_cbs[i]) {
+            fprintf(stderr, "bench_callback: callback %d exited (status %d); see %s%s\n", i, st,
+                    g_log, i ? ".N" : "");
+            g_cbs[i] = -1;
+            return 0;
+        }
     }
     return 1;
 }
 
 /* SIGTERM, up to 30 s for a clean stop, then SIGKILL. */
 static void cb_stop(void) {
-    if (g_cb <= 0)
-        return;
-    kill(g_cb, SIGTERM);
-    for (int i = 0; i < 300; i++) {
-        if (waitpid(g_cb, NULL, WNOHANG) == g_cb) {
-            g_cb = -1;
-            return;
+    for (int i = 0; i < g_ncb; i++)
+        if (g_cbs[i] > 0)
+            kill(g_cbs[i], SIGTERM);
+    for (int i = 0; i < g_ncb; i++) {
+        for (int k = 0; k < 300 && g_cbs[i] > 0; k++) {
+            if (waitpid(g_cbs[i], NULL, WNOHANG) == g_cbs[i])
+                g_cbs[i] = -1;
+            else
+                usleep(100 * 1000);
         }
-        usleep(100 * 1000);
+        if (g_cbs[i] > 0) {
+            fprintf(stderr, "bench_callback: callback %d did not stop in 30 s; SIGKILL\n", i);
+            kill(g_cbs[i], SIGKILL);
+            waitpid(g_cbs[i], NULL, 0);
+            g_cbs[i] = -1;
+        }
     }
-    fprintf(stderr, "bench_callback: the callback did not stop in 30 s; SIGKILL\n");
-    kill(g_cb, SIGKILL);
-    waitpid(g_cb, NULL, 0);
-    g_cb = -1;
 }
 
 /* ---- Kafka topics and groups ----------------------------------------------- */
@@ -718,12 +764,22 @@ static int run(const char *bin, long n, const char *batch, int fail_pct, int liv
     while (!g_stop && !g_cb_backend) {
         if (!cb_alive())
             return 1;
-        int64_t b = sql_int("SELECT pid FROM pg_stat_activity WHERE application_name ="
-                            " 'ax-callback' AND backend_start > now() - interval '60 s'"
-                            " ORDER BY backend_start DESC LIMIT 1",
-                            0, NULL);
-        if (b > 0)
-            g_cb_backend = (pid_t)b;
+        PGresult *br = NULL;
+        char lim[16];
+        snprintf(lim, sizeof lim, "%d", g_ncb);
+        const char *bp[] = {lim};
+        if (sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'ax-callback'"
+                " AND backend_start > now() - interval '60 s'"
+                " ORDER BY backend_start DESC LIMIT $1::int",
+                1, bp, &br) == 0 &&
+            PQntuples(br) == g_ncb) {
+            for (int i = 0; i < g_ncb; i++)
+                g_cb_backends[i] = (pid_t)ax_pg_int(br, i, 0);
+            g_cb_backend = g_cb_backends[0];
+        }
+        PQclear(br);
+        if (g_cb_backend > 0)
+            continue;
         else if (ax_mono_ms() - t_spawn > 60000) {
             fprintf(stderr, "bench_callback: the callback did not connect in 60 s\n");
             return 1;
@@ -956,7 +1012,7 @@ out:
 
 static const char usage[] =
     "Usage: bench_callback [--config F] [--set k=v]... [--partitions P] [--fail-pct P]\n"
-    "                      [--live RATE] [--timeout S] AX_CALLBACK N [BATCH]\n"
+    "                      [--live RATE] [--callbacks K] [--timeout S] AX_CALLBACK N [BATCH]\n"
     "Backlog mode by default (all N results produced before the callback starts);\n"
     "--live RATE produces them while it runs, RATE/s (0 = as fast as possible).\n"
     "--config and --set are passed on to the callback (except topic.prefix, worker.id).\n";
@@ -996,6 +1052,13 @@ int main(int argc, char **argv) {
             partitions = atoi(argv[++ai]);
         else if (strcmp(argv[ai], "--fail-pct") == 0 && ai + 1 < argc)
             fail_pct = atoi(argv[++ai]);
+        else if (strcmp(argv[ai], "--callbacks") == 0 && ai + 1 < argc) {
+            g_ncb = atoi(argv[++ai]);
+            if (g_ncb < 1 || g_ncb > MAX_CB) {
+                fprintf(stderr, "bench_callback: --callbacks must be 1..%d\n", MAX_CB);
+                return 2;
+            }
+        }
         else if (strcmp(argv[ai], "--live") == 0 && ai + 1 < argc) {
             live = 1;
             rate = atof(argv[++ai]);
