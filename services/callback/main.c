@@ -95,6 +95,23 @@ static const char sql_finish[] =
     "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')) AS bad,"
     "    avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
     "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
+    ")"
+    " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
+    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM fin"
+    "   WHERE retry_ms IS NULL AND flow_run_id IS NOT NULL"
+    " UNION ALL SELECT 'c', id::text, '' FROM fin WHERE retry_ms IS NULL AND parent_id IS NOT NULL"
+    /* per job: slots given back, results, successes, failures, mean run
+     * time — applied by sql_jobs just before the commit */
+    " UNION ALL SELECT 's', job_id::text, concat_ws(',', slots, n, ok, bad, mean_ms) FROM s";
+
+/* The jobs touched by a batch, in the batch's transaction but as its last
+ * statement, so the job rows — shared by every callback process finishing
+ * the same job — stay locked only until the commit that follows (locked
+ * in id order). */
+static const char sql_jobs[] =
+    "WITH s AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],"
+    "  $5::bigint[], $6::float8[]) AS s(job_id, slots, n, ok, bad, mean_ms)),"
+    " l AS (SELECT j.id FROM job j JOIN s ON s.job_id = j.id ORDER BY j.id FOR UPDATE OF j"
     "), jobs AS ("
     /* statistics, concurrency slots, and the circuit breaker: a success
      * closes it; failures count, and open it at the threshold (a failed
@@ -119,15 +136,11 @@ static const char sql_finish[] =
     "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND j.circuit_state = 'closed'"
     "        AND j.consecutive_failures + s.bad >= j.circuit_threshold THEN now()"
     "      ELSE j.circuit_opened_at END"
-    "  FROM s WHERE j.id = s.job_id"
+    "  FROM s JOIN l ON l.id = s.job_id WHERE j.id = s.job_id"
     "  RETURNING j.name, j.circuit_state, j.consecutive_failures,"
     "    j.circuit_opened_at = now() AS opened_now"
     ")"
-    " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
-    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM fin"
-    "   WHERE retry_ms IS NULL AND flow_run_id IS NOT NULL"
-    " UNION ALL SELECT 'c', id::text, '' FROM fin WHERE retry_ms IS NULL AND parent_id IS NOT NULL"
-    " UNION ALL SELECT 'j', name, consecutive_failures::text FROM jobs WHERE opened_now";
+    " SELECT 'j', name, consecutive_failures::text FROM jobs WHERE opened_now";
 
 typedef struct finish_batch {
     ax_strbuf_t a[10];
@@ -169,6 +182,43 @@ static void fb_add(finish_batch_t *b, const ax_attempt_t *a, int64_t retry_ms) {
 static void fb_free(finish_batch_t *b) {
     for (int k = 0; k < 10; k++)
         ax_strbuf_free(&b->a[k]);
+}
+
+/* Apply the per-job rows ('s': job id, "slots,n,ok,bad[,mean_ms]") of a
+ * finish result with sql_jobs; *jr gets its rows (circuits that opened). */
+static int apply_jobs(callback_t *cb, PGresult *r, PGresult **jr, char *err, size_t errlen) {
+    ax_strbuf_t a[6] = {{0}};
+    for (int k = 0; k < 6; k++)
+        ax_pgarr_begin(&a[k]);
+    int njobs = 0;
+    for (int i = 0; r && i < PQntuples(r); i++) {
+        if (PQgetvalue(r, i, 0)[0] != 's')
+            continue;
+        long long v[4] = {0};
+        const char *t = PQgetvalue(r, i, 2);
+        char *end = NULL;
+        for (int k = 0; k < 4; k++) {
+            v[k] = strtoll(t, &end, 10);
+            t = *end == ',' ? end + 1 : end;
+        }
+        ax_pgarr_int(&a[0], ax_pg_int(r, i, 1));
+        for (int k = 0; k < 4; k++)
+            ax_pgarr_int(&a[k + 1], v[k]);
+        ax_pgarr_text(&a[5], *t ? t : NULL); /* mean run time, if any ran */
+        njobs++;
+    }
+    int rc = 0;
+    if (njobs) {
+        const char *p[6];
+        for (int k = 0; k < 6; k++) {
+            ax_pgarr_end(&a[k]);
+            p[k] = a[k].s;
+        }
+        rc = ax_pg_exec(cb->svc.pg, sql_jobs, 6, p, NULL, NULL, jr, err, errlen);
+    }
+    for (int k = 0; k < 6; k++)
+        ax_strbuf_free(&a[k]);
+    return rc;
 }
 
 /* Returns the number of results that ended an attempt (finished or
@@ -255,30 +305,34 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
     }
     ax_strbuf_free(&fids);
     ax_strbuf_free(&fok);
+    PGresult *jr = NULL;
+    if (rc == 0)
+        rc = apply_jobs(cb, r, &jr, err, errlen);
     if (rc == 0)
         rc = ax_pg_commit(svc->pg, err, errlen);
     if (rc < 0) {
         ax_pg_rollback(svc->pg);
         PQclear(r);
+        PQclear(jr);
         return rc;
     }
     cb->nprobes = 0; /* split for good */
     int n = 0;
     for (int i = 0; i < PQntuples(r); i++) {
-        if (PQgetvalue(r, i, 0)[0] == 'f')
-            continue;
         if (PQgetvalue(r, i, 0)[0] == 'i') {
             n++;
             if (strcmp(PQgetvalue(r, i, 2), "true") == 0)
                 (*retried)++;
-        } else {
-            char text[512];
-            snprintf(text, sizeof text, "circuit of job %s opened after %s consecutive failures",
-                     PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
-            alert(cb, "circuit_open", PQgetvalue(r, i, 1), text);
         }
     }
+    for (int i = 0; jr && i < PQntuples(jr); i++) {
+        char text[512];
+        snprintf(text, sizeof text, "circuit of job %s opened after %s consecutive failures",
+                 PQgetvalue(jr, i, 1), PQgetvalue(jr, i, 2));
+        alert(cb, "circuit_open", PQgetvalue(jr, i, 1), text);
+    }
     PQclear(r);
+    PQclear(jr);
     return n;
 }
 
