@@ -264,7 +264,8 @@ static int wait_outcome(const char *trace, int timeout_s) {
                         "SELECT row_to_json(x)::text, x.outcome FROM ("
                         " SELECT id, job_name AS job, state, outcome, attempt, exit_code, error_class,"
                         "  error, output, trace_id, worker, scheduled_at, locked_at, running_at,"
-                        "  finished_at FROM job_instance WHERE trace_id = $1"
+                        "  finished_at FROM job_instance WHERE id IN (SELECT instance_id"
+                        "  FROM instance_trace WHERE trace_id = $1) AND trace_id = $1"
                         "  AND state = 'FINISHED' AND result_published_at IS NOT NULL"
                         "  ORDER BY id DESC LIMIT 1) x",
                         1, p);
@@ -435,7 +436,8 @@ static int cmd_instance(int argc, char **argv) {
         const char *p[] = {limit, trace};
         snprintf(sql, sizeof sql,
                  "SELECT row_to_json(x)::text FROM (SELECT %s FROM job_instance"
-                 " WHERE $2::text IS NULL OR trace_id = $2 ORDER BY id DESC LIMIT $1::int) x",
+                 " WHERE $2::text IS NULL OR id IN (SELECT instance_id FROM instance_trace"
+                 "  WHERE trace_id = $2) ORDER BY id DESC LIMIT $1::int) x",
                  instance_cols);
         print_rows(q(pg, sql, 2, p));
         return 0;

@@ -37,7 +37,8 @@ void arm_scan(trigger_t *t, int64_t ms) {
 
 /* One statement inserts a batch of submissions, of defined jobs (joined by
  * name; an unknown name inserts nothing) and inline commands (argv as a JSON
- * array). submit_key dedups redelivered submissions. Payloads travel hex.
+ * array). The key (submit_key) dedups redelivered submissions, through the
+ * insert-only table submission. Payloads travel hex.
  *
  * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
  * an instance due now, whose lane flows with room and nothing deferred
@@ -48,34 +49,42 @@ void arm_scan(trigger_t *t, int64_t ms) {
  * the leader's due scan. Columns: DISPATCH_COLS, hold (NULL: produce now),
  * submit_key. */
 #define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
-#define LANE_DEFERS "coalesce(($13::bigint[])[coalesce(u.prio, j.priority, 2) + 1], 1) <> 0"
+#define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
 static const char sql_ingest[] =
-    "WITH ins AS ("
-    " INSERT INTO job_instance (job_id, job_name, handler_kind, command, payload, timeout_ms,"
-    "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
-    "  routing_field, shard_mode, deferred_at, dispatched_at)"
-    " SELECT j.id, j.name, coalesce(j.handler_kind, 'command'),"
-    "  CASE WHEN u.job IS NULL"
-    "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE j.command END,"
-    "  decode(u.payload, 'hex'), coalesce(u.timeout, j.timeout_ms, $11::bigint),"
-    "  coalesce(u.prio, j.priority, 2),"
-    "  CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
-    "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
-    "  u.trace, u.idem, u.skey, $12, coalesce(j.executor_group, 'default'), j.routing_key,"
-    "  CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
-    "       WHEN j.shard_base IS NOT NULL THEN 'probe' END,"
-    /* due now while its lane defers: recorded as deferred at once */
-    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END,"
-    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW
-    "   AND ($15::int[])[coalesce(u.prio, j.priority, 2) + 1] = 1"
-    "   AND j.shard_count IS NULL THEN now() END"
+    "WITH u AS ("
+    /* one row per key (a batch may carry a submission twice) */
+    " SELECT DISTINCT ON (u.skey) u.*, j.id AS jid, j.name AS jname, j.handler_kind, j.command,"
+    "  j.timeout_ms, coalesce(u.prio, j.priority, 2) AS p, j.executor_group, j.routing_key,"
+    "  j.shard_count, j.shard_base"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
     "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
     "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
     " LEFT JOIN job j ON j.name = u.job"
     /* a flow's schedule job (handler flow) is not submitted: axctl flow run */
     " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow')"
-    " ON CONFLICT (submit_key) DO NOTHING"
+    "), sk AS ("
+    /* the key decides: an instance only for a key not seen before */
+    " INSERT INTO submission (submit_key, instance_id)"
+    " SELECT skey, nextval('job_instance_id_seq') FROM u ON CONFLICT DO NOTHING"
+    " RETURNING submit_key, instance_id"
+    "), ins AS ("
+    " INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
+    "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
+    "  routing_field, shard_mode, deferred_at, dispatched_at)"
+    " SELECT sk.instance_id, u.jid, u.jname, coalesce(u.handler_kind, 'command'),"
+    "  CASE WHEN u.job IS NULL"
+    "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE u.command END,"
+    "  decode(u.payload, 'hex'), coalesce(u.timeout, u.timeout_ms, $11::bigint), u.p,"
+    "  CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
+    "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
+    "  u.trace, u.idem, u.skey, $12, coalesce(u.executor_group, 'default'), u.routing_key,"
+    "  CASE WHEN u.shard_count IS NOT NULL THEN 'static'"
+    "       WHEN u.shard_base IS NOT NULL THEN 'probe' END,"
+    /* due now while its lane defers: recorded as deferred at once */
+    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END,"
+    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
+    "   AND u.shard_count IS NULL THEN now() END"
+    " FROM u JOIN sk ON sk.submit_key = u.skey"
     " RETURNING " DISPATCH_COLS ", CASE WHEN dispatched_at IS NULL THEN 1 END AS hold, submit_key"
     "), pend AS ("
     "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One job walks SCHEDULED -> LOCKED -> RUNNING -> FINISHED through the three
 # services; every timestamp is present and ordered; the final outcome is on
-# the results topic; a defined job and an inline command both work.
+# the results topic; a defined job and an inline command both work; a
+# submission repeated with the same idempotency key (in one batch and
+# later) makes one instance, findable by trace id.
 source "$(dirname "$0")/lib.sh"
 create_topics 3
 start_all
@@ -42,4 +44,19 @@ n=$(kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%k\n' |
 [ "$n" = 1 ] || fail "instance $id has $n result events"
 kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%s\n' | grep -aq "$trace" \
     || fail "the result event does not carry the trace id"
+# The same idempotency key three times (two at once, one later): one instance.
+key="walk-key-$$-$RANDOM"
+axctl submit --idempotency-key "$key" --trace-id "$key-a" -- true >/dev/null &
+dup=$!
+axctl submit --idempotency-key "$key" --trace-id "$key-b" -- true >/dev/null
+wait "$dup"
+out=$(axctl submit --idempotency-key "$key" --trace-id "$key-c" --wait --wait-timeout 5 -- true 2>/dev/null) || true
+[ -z "$out" ] || fail "a duplicate submission ran: $out"
+[ "$(sql "SELECT count(*) FROM job_instance WHERE idempotency_key = '$key'")" = 1 ] \
+    || fail "a repeated key made $(sql "SELECT count(*) FROM job_instance WHERE idempotency_key = '$key'") instances"
+first=$(sql "SELECT trace_id FROM job_instance WHERE idempotency_key = '$key'")
+axctl instance list --trace "$first" | grep -q "\"idempotency_key\":\"$key\"" \
+    || fail "instance list --trace does not find $first"
+[ "$(sql "SELECT count(*) FROM submission WHERE submit_key = 'idem:$key'")" = 1 ] \
+    || fail "the key is not recorded once"
 log "ok"
