@@ -30,8 +30,8 @@
  *   p3_deferred      P3 instances with deferred_at set (held in PostgreSQL
  *                    instead of produced) vs all P3; their waits
  *   p4_wait          the longest running_at - due_at of a P4 instance
- *                    against the aging bound 4 x trigger.aging.ms (plus
- *                    the drain of what is ahead of it)
+ *                    against the aging bound (4 - 1) x trigger.aging.ms
+ *                    (aging stops at P1), plus the drain of what is ahead
  *   per priority     count, FINISHED, deferred, fire-to-start p50/p99/max
  *   outcomes         by priority; anything but SUCCESS, or an instance not
  *                    FINISHED, makes the exit status 3
@@ -562,9 +562,9 @@ static int report(const ax_conf_t *conf, const opts_t *o, int64_t above, const c
         return 1;
     long long p4_wait = ax_pg_int(r, 0, 0), p4_disp = ax_pg_int(r, 0, 1);
     PQclear(r);
-    long long bound = 4 * (long long)conf->trigger_aging_ms;
+    long long bound = 3 * (long long)conf->trigger_aging_ms; /* P4 -> P1: aging stops at P1 */
     printf("p4_longest_wait_ms=%lld (due->dispatched %lld) deferred=%lld of %lld;"
-           " aging bound 4 x %lld = %lld ms plus the drain of what is ahead: %s\n",
+           " aging bound (4 - 1) x %lld = %lld ms plus the drain of what is ahead: %s\n",
            p4_wait, p4_disp, def[4], count[4], (long long)conf->trigger_aging_ms, bound,
            conf->trigger_aging_ms <= 0 ? "no aging" : p4_wait <= bound ? "within" : "beyond");
     /* outcomes */
