@@ -387,6 +387,7 @@ typedef struct part {
     int assigned; /* in the assignment last read */
     uint64_t for_pool; /* bit i: fed ex->pools[i] while it was full (for this lane) */
     int paused;   /* paused by us (what librdkafka was told) */
+    int64_t start; /* the group's committed offset when it was assigned (-1: none) */
 } part_t;
 
 typedef struct lane_topic {
@@ -541,13 +542,36 @@ static void lanes_tick(executor_t *ex, int refresh) {
     if (refresh || !ln.assignment) {
         rd_kafka_topic_partition_list_t *a = NULL;
         if (rd_kafka_assignment(rk, &a) == 0 && a) {
-            for (size_t i = 0; i < ln.nparts; i++)
+            int was[4096];
+            for (size_t i = 0; i < ln.nparts; i++) {
+                if (i < 4096)
+                    was[i] = ln.parts[i].assigned;
                 ln.parts[i].assigned = 0;
-            for (int i = 0; i < a->cnt; i++) {
-                part_t *p = part_get(a->elems[i].topic, a->elems[i].partition);
-                if (p)
-                    p->assigned = 1;
             }
+            /* Newly assigned partitions: where the group left off, so a lane
+             * whose first message has not been consumed yet (its position
+             * is not known) still shows its backlog. One OffsetFetch per
+             * rebalance. */
+            rd_kafka_topic_partition_list_t *fresh = rd_kafka_topic_partition_list_new(8);
+            for (int i = 0; i < a->cnt; i++) {
+                size_t before = ln.nparts;
+                part_t *p = part_get(a->elems[i].topic, a->elems[i].partition);
+                if (!p)
+                    continue;
+                size_t idx = (size_t)(p - ln.parts);
+                if (idx >= before || idx >= 4096 || !was[idx]) {
+                    p->start = -1; /* unknown until the OffsetFetch below answers */
+                    rd_kafka_topic_partition_list_add(fresh, p->topic, p->partition);
+                }
+                p->assigned = 1;
+            }
+            if (fresh->cnt && rd_kafka_committed(rk, fresh, 2000) == 0)
+                for (int i = 0; i < fresh->cnt; i++) {
+                    part_t *p = part_get(fresh->elems[i].topic, fresh->elems[i].partition);
+                    if (p && !fresh->elems[i].err)
+                        p->start = fresh->elems[i].offset;
+                }
+            rd_kafka_topic_partition_list_destroy(fresh);
             if (ln.assignment)
                 rd_kafka_topic_partition_list_destroy(ln.assignment);
             ln.assignment = a;
@@ -558,12 +582,17 @@ static void lanes_tick(executor_t *ex, int refresh) {
         rd_kafka_position(rk, ln.assignment);
         for (int i = 0; i < ln.assignment->cnt; i++) {
             rd_kafka_topic_partition_t *t = &ln.assignment->elems[i];
-            int64_t lo = 0, hi = 0;
-            if (t->offset < 0 ||
-                rd_kafka_get_watermark_offsets(rk, t->topic, t->partition, &lo, &hi) ||
-                hi <= t->offset)
-                continue; /* nothing consumed yet here, or no fetch yet: not known */
-            backlog[lane_of_topic(t->topic)] += hi - t->offset;
+            int64_t lo = 0, hi = 0, at = t->offset;
+            if (rd_kafka_get_watermark_offsets(rk, t->topic, t->partition, &lo, &hi))
+                continue; /* no fetch yet: not known */
+            if (at < 0) { /* nothing consumed here yet: from where the group left off */
+                const part_t *p = part_get(t->topic, t->partition);
+                /* no commit yet: auto.offset.reset=earliest reads from the start */
+                at = !p ? -1 : p->start >= 0 ? p->start : p->start == RD_KAFKA_OFFSET_INVALID ? lo : -1;
+            }
+            if (at < 0 || hi <= at)
+                continue;
+            backlog[lane_of_topic(t->topic)] += hi - at;
         }
     }
     for (size_t i = 0; i < ex->npools; i++)
