@@ -71,6 +71,8 @@ static const char sql_finish[] =
     "    due_at = CASE WHEN u.retry_ms IS NULL THEN i.due_at"
     "             ELSE now() + u.retry_ms * interval '1 millisecond' END,"
     "    dispatched_at = CASE WHEN u.retry_ms IS NULL THEN i.dispatched_at END,"
+    /* a retry waits for its backoff, not for backpressure */
+    "    deferred_at = CASE WHEN u.retry_ms IS NULL THEN i.deferred_at END,"
     "    worker = CASE WHEN u.retry_ms IS NULL THEN i.worker END,"
     "    locked_at = CASE WHEN u.retry_ms IS NULL THEN i.locked_at END,"
     "    running_at = CASE WHEN u.retry_ms IS NULL THEN i.running_at END,"
@@ -90,9 +92,13 @@ static const char sql_finish[] =
     "    to_timestamp(started_ms / 1000.0), finished_at FROM fin"
     "  ON CONFLICT DO NOTHING"
     "), s AS ("
-    "  SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots, count(*) AS n,"
+    /* an instance cut by the backlog cap never ran: not a run, not a
+     * failure of the job (its circuit stays as it is) */
+    "  SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots,"
+    "    count(*) FILTER (WHERE error_class IS DISTINCT FROM 'backlog_full') AS n,"
     "    count(*) FILTER (WHERE outcome = 'SUCCESS') AS ok,"
-    "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')) AS bad,"
+    "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')"
+    "      AND error_class IS DISTINCT FROM 'backlog_full') AS bad,"
     "    avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
     "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
     ")"
@@ -639,6 +645,21 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
         }
         if (as[i].output)
             ax_utf8_sanitize(as[i].output, strlen(as[i].output));
+    }
+    /* The trigger's backlog_full attempt and an executor's result for the
+     * same instance in one batch: the executor claimed it after the cap
+     * marked it, so its result is the one that counts (the statement
+     * checks one state per instance). */
+    for (size_t i = 0; i < n; i++) {
+        if (skip[i] || !as[i].error_class || strcmp(as[i].error_class, "backlog_full") != 0 ||
+            !as[i].worker || strcmp(as[i].worker, "ax-trigger") != 0)
+            continue;
+        for (size_t j = 0; j < n; j++)
+            if (j != i && !skip[j] && as[j].instance_id == as[i].instance_id &&
+                (!as[j].worker || strcmp(as[j].worker, "ax-trigger") != 0)) {
+                skip[i] = 1;
+                break;
+            }
     }
     retry_ms = calloc(n, sizeof *retry_ms);
     if (!retry_ms) {

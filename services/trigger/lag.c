@@ -135,8 +135,9 @@ static int sample(struct lagmon *m, rd_kafka_topic_partition_list_t *parts,
             int64_t hi = end->elems[i].offset, at = com->elems[i].offset;
             if (end->elems[i].err || hi < 0 || lane < 0)
                 continue;
-            if (at < 0 || com->elems[i].err)
-                at = beg->elems[i].err ? 0 : beg->elems[i].offset;
+            int64_t start = beg->elems[i].err ? 0 : beg->elems[i].offset;
+            if (at < 0 || com->elems[i].err || at < start)
+                at = start; /* none, or below what retention kept */
             if (hi > at)
                 lag[lane] += hi - at;
         }
@@ -345,6 +346,9 @@ static void enforce_backlog_caps(trigger_t *t, struct lagmon *m) {
     int rc = ax_pg_begin(svc->pg, err, sizeof err);
     if (rc == 0)
         rc = lead_check_in_tx(t, err, sizeof err);
+    /* the newest beyond each cap get marked; marks older than 5 s whose
+     * instance is still SCHEDULED are announced again (their attempt may
+     * never have reached the callback topic; a duplicate is stale there) */
     if (rc == 0)
         rc = ax_pg_exec(svc->pg,
                         "WITH o AS (SELECT i.id, j.name, j.backlog_max FROM job j"
@@ -352,10 +356,18 @@ static void enforce_backlog_caps(trigger_t *t, struct lagmon *m) {
                         "   WHERE job_id = j.id AND state = 'SCHEDULED'"
                         "   AND error_class IS DISTINCT FROM 'backlog_full'"
                         "   ORDER BY id OFFSET j.backlog_max LIMIT 1000) i"
-                        "  WHERE j.backlog_max IS NOT NULL AND j.deployment = $1)"
-                        " UPDATE job_instance i SET error_class = 'backlog_full' FROM o"
-                        " WHERE i.id = o.id AND i.state = 'SCHEDULED'"
-                        " RETURNING i.id, i.attempt, i.trace_id, o.name, o.backlog_max",
+                        "  WHERE j.backlog_max IS NOT NULL AND j.deployment = $1),"
+                        " m AS (UPDATE job_instance i SET error_class = 'backlog_full',"
+                        "  capped_at = now() FROM o"
+                        "  WHERE i.id = o.id AND i.state = 'SCHEDULED'"
+                        "  RETURNING i.id, i.attempt, i.trace_id, o.name, o.backlog_max),"
+                        " again AS (UPDATE job_instance i SET capped_at = now() FROM job j"
+                        "  WHERE j.id = i.job_id AND j.deployment = $1 AND j.backlog_max IS NOT NULL"
+                        "  AND i.job_id = j.id AND i.state = 'SCHEDULED'"
+                        "  AND i.error_class = 'backlog_full'"
+                        "  AND i.capped_at < now() - interval '5 seconds'"
+                        "  RETURNING i.id, i.attempt, i.trace_id, j.name, j.backlog_max)"
+                        " SELECT * FROM m UNION ALL SELECT * FROM again",
                         1, p, NULL, NULL, &r, err, sizeof err);
     if (rc == 0)
         rc = ax_pg_commit(svc->pg, err, sizeof err);
@@ -402,20 +414,7 @@ static void enforce_backlog_caps(trigger_t *t, struct lagmon *m) {
         if (lead_txn_commit(t) == 0) {
             m->backlog_full += rows;
             ax_warn("%d instance(s) beyond their job's backlog cap failed (backlog_full)", rows);
-        } else {
-            /* not announced: unmark, the next tick tries again */
-            ax_strbuf_t ids = {0};
-            ax_pgarr_begin(&ids);
-            for (int i = 0; i < rows; i++)
-                ax_pgarr_int(&ids, ax_pg_int(r, i, 0));
-            ax_pgarr_end(&ids);
-            const char *q[] = {ids.s};
-            ax_pg_exec(svc->pg,
-                       "UPDATE job_instance SET error_class = NULL WHERE id = ANY($1::bigint[])"
-                       " AND state = 'SCHEDULED' AND error_class = 'backlog_full'",
-                       1, q, NULL, NULL, NULL, err, sizeof err);
-            ax_strbuf_free(&ids);
-        }
+        } /* else: announced again in 5 s (capped_at) */
     }
     PQclear(r);
 }
@@ -456,9 +455,9 @@ void lag_tick(trigger_t *t) {
                 if (p == 0)
                     t->lanes[0].lag = lag[0]; /* P0 is never deferred; its lag is shown */
             }
-        } else if (failures == 3) {
+        } else if (failures >= 3 && t->lag_ok >= 0) {
             ax_warn("lag monitor: %s; releasing every lane until it works again", err);
-            t->lag_ok = 0;
+            t->lag_ok = -1; /* told once; -1: failing */
             for (int p = 0; p < AX_PRIORITIES; p++)
                 if (t->lanes[p].over) {
                     t->lanes[p].over = 0;

@@ -177,19 +177,24 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
             ax_pgarr_end(&a[k]);
         char deftmo[32];
         snprintf(deftmo, sizeof deftmo, "%lld", (long long)svc->conf.executor_default_timeout_ms);
-        char ages[200];
-        lane_ages(t, ages, sizeof ages);
+        /* only the leader knows the lanes: a standby never marks deferrals */
+        char ages[200] = "{0,0,0,0,0}";
+        if (lead_active(t))
+            lane_ages(t, ages, sizeof ages);
         /* the leader produces what is due at once itself (fenced by its
          * epoch, re-read in this transaction) */
         char epoch[32] = "0";
         int tx = 0;
         if (lead_active(t) && ax_pg_begin(svc->pg, err, errlen) == 0) {
             tx = 1;
-            if (lead_check_in_tx(t, err, errlen) == 0)
+            int lc = lead_check_in_tx(t, err, errlen);
+            if (lc == 0)
                 snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
             else {
                 ax_pg_rollback(svc->pg);
                 tx = 0;
+                if (lc == AX_ERR_CONFLICT)
+                    lead_lost(t, err); /* fenced: ingest as a standby */
             }
         }
         char direct[64];
@@ -201,6 +206,10 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
             rc = ax_pg_commit(svc->pg, err, errlen);
         else if (tx)
             ax_pg_rollback(svc->pg);
+        if (rc < 0) {
+            PQclear(r);
+            r = NULL;
+        }
         if (rc == 0 && strcmp(epoch, "0") != 0)
             produce_settle(t, r, INGEST_HOLD);
     }
@@ -408,7 +417,7 @@ void lane_ages(const trigger_t *t, char *buf, size_t len) {
  * sample, high mark - lag - sent since the sample; unlimited for P0 and
  * while the lag monitor is not working. */
 int64_t lane_room(const trigger_t *t, int lane) {
-    if (lane <= 0 || lane >= AX_PRIORITIES || !t->lag_ok)
+    if (lane <= 0 || lane >= AX_PRIORITIES || t->lag_ok <= 0)
         return INT64_MAX / 4;
     int64_t room = t->svc.conf.trigger_lag_high - t->lanes[lane].lag - t->lane_sent[lane];
     return room > 0 ? room : 0;
@@ -697,8 +706,9 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
         arm_scan(t, svc->conf.trigger_scan_interval_ms);
         return;
     }
+    int n = 0;
     for (int round = 0; round < 16; round++) {
-        int n = dispatch_batch(t);
+        n = dispatch_batch(t);
         if (n < 0) {
             arm_scan(t, ax_backoff_ms(t->scan_failures++, svc->conf.backoff_initial_ms,
                                       svc->conf.backoff_max_ms));
@@ -734,6 +744,10 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
             next = ax_pg_int(r, 0, 0);
         PQclear(r);
     }
+    /* Due work the last batch could not take (its lane has no room until
+     * the next lag sample, or rows locked elsewhere): not before then. */
+    if (n == 0 && next <= 0)
+        next = svc->conf.trigger_lag_interval_ms;
     arm_scan(t, next);
 }
 
