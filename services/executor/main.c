@@ -542,29 +542,23 @@ static void lanes_tick(executor_t *ex, int refresh) {
     if (refresh || !ln.assignment) {
         rd_kafka_topic_partition_list_t *a = NULL;
         if (rd_kafka_assignment(rk, &a) == 0 && a) {
-            int was[4096];
-            for (size_t i = 0; i < ln.nparts; i++) {
-                if (i < 4096)
-                    was[i] = ln.parts[i].assigned;
-                ln.parts[i].assigned = 0;
-            }
             /* Newly assigned partitions: where the group left off, so a lane
              * whose first message has not been consumed yet (its position
              * is not known) still shows its backlog. One OffsetFetch per
              * rebalance. */
             rd_kafka_topic_partition_list_t *fresh = rd_kafka_topic_partition_list_new(8);
             for (int i = 0; i < a->cnt; i++) {
-                size_t before = ln.nparts;
                 part_t *p = part_get(a->elems[i].topic, a->elems[i].partition);
                 if (!p)
                     continue;
-                size_t idx = (size_t)(p - ln.parts);
-                if (idx >= before || idx >= 4096 || !was[idx]) {
+                if (!p->assigned) {
                     p->start = -1; /* unknown until the OffsetFetch below answers */
                     rd_kafka_topic_partition_list_add(fresh, p->topic, p->partition);
                 }
-                p->assigned = 1;
+                p->assigned = 2; /* in this assignment */
             }
+            for (size_t i = 0; i < ln.nparts; i++) /* 1: still assigned; 0: revoked */
+                ln.parts[i].assigned = ln.parts[i].assigned == 2;
             if (fresh->cnt && rd_kafka_committed(rk, fresh, 2000) == 0)
                 for (int i = 0; i < fresh->cnt; i++) {
                     part_t *p = part_get(fresh->elems[i].topic, fresh->elems[i].partition);

@@ -56,10 +56,8 @@ struct lagmon {
     /* main loop side */
     uint64_t seen_seq;
     int64_t last_status_ms;
-    int64_t last_ok_ms;
     int64_t depth_since_ms[AX_PRIORITIES];
     int depth_alerted[AX_PRIORITIES];
-    int64_t backlog_full;
 };
 
 static int64_t mono_ms(void) {
@@ -84,8 +82,8 @@ static int topic_lane(const char *prefix, const char *name) {
 }
 
 /* The partitions of every dispatch topic of the deployment. */
-static rd_kafka_topic_partition_list_t *list_partitions(struct lagmon *m, int *lanes_of,
-                                                        char *err, size_t errlen) {
+static rd_kafka_topic_partition_list_t *list_partitions(struct lagmon *m, char *err,
+                                                        size_t errlen) {
     const struct rd_kafka_metadata *md;
     rd_kafka_resp_err_t e = rd_kafka_metadata(m->rk, 1, NULL, &md, 5000);
     if (e) {
@@ -101,7 +99,7 @@ static rd_kafka_topic_partition_list_t *list_partitions(struct lagmon *m, int *l
         for (int p = 0; p < md->topics[i].partition_cnt; p++)
             rd_kafka_topic_partition_list_add(l, md->topics[i].topic,
                                               md->topics[i].partitions[p].id);
-        lanes_of[nt++] = lane;
+        nt++;
     }
     rd_kafka_metadata_destroy(md);
     return l;
@@ -152,14 +150,13 @@ static void *monitor(void *arg) {
     struct lagmon *m = arg;
     rd_kafka_topic_partition_list_t *parts = NULL;
     int64_t listed = 0;
-    int lanes_of[MAX_TOPICS];
     pthread_mutex_lock(&m->mu);
     while (!m->stop) {
         pthread_mutex_unlock(&m->mu);
         char err[256] = "";
         int64_t now = mono_ms();
         if (!parts || now - listed > 10000) {
-            rd_kafka_topic_partition_list_t *np = list_partitions(m, lanes_of, err, sizeof err);
+            rd_kafka_topic_partition_list_t *np = list_partitions(m, err, sizeof err);
             if (np) {
                 if (parts)
                     rd_kafka_topic_partition_list_destroy(parts);
@@ -220,7 +217,6 @@ int lag_start(trigger_t *t) {
         return -1;
     }
     m->started = 1;
-    m->last_ok_ms = mono_ms();
     t->lag = m;
     /* Until the first sample, the lanes keep the state the last leader
      * stored, so a restart does not release a deferred backlog at once. */
@@ -369,15 +365,8 @@ static void enforce_backlog_caps(trigger_t *t, struct lagmon *m) {
                         "  RETURNING i.id, i.attempt, i.trace_id, j.name, j.backlog_max)"
                         " SELECT * FROM m UNION ALL SELECT * FROM again",
                         1, p, NULL, NULL, &r, err, sizeof err);
-    if (rc == 0)
-        rc = ax_pg_commit(svc->pg, err, sizeof err);
-    if (rc < 0) {
-        ax_pg_rollback(svc->pg);
+    if (lead_tx_finish(t, rc, "backlog caps", err, sizeof err) < 0) {
         PQclear(r);
-        if (rc == AX_ERR_CONFLICT)
-            lead_lost(t, err);
-        else
-            ax_warn("backlog caps: %s", err);
         return;
     }
     int rows = PQntuples(r);
@@ -400,19 +389,10 @@ static void enforce_backlog_caps(trigger_t *t, struct lagmon *m) {
                 .trace_id = PQgetvalue(r, i, 2),
                 .retryable = 0,
             };
-            void *buf;
-            size_t len;
-            char key[32];
-            int klen = snprintf(key, sizeof key, "%lld", (long long)a.instance_id);
-            if (ax_attempt_encode(&a, &buf, &len) == 0) {
-                if (ax_kafka_produce(t->txp, svc->topic_callback, key, (size_t)klen, buf, len,
-                                     NULL, NULL, err, sizeof err) < 0)
-                    ax_warn("%s", err);
-                free(buf);
-            }
+            if (produce_attempt(t, &a, err, sizeof err) < 0)
+                ax_warn("%s", err); /* announced again in 5 s (capped_at) */
         }
         if (lead_txn_commit(t) == 0) {
-            m->backlog_full += rows;
             ax_warn("%d instance(s) beyond their job's backlog cap failed (backlog_full)", rows);
         } /* else: announced again in 5 s (capped_at) */
     }
@@ -439,7 +419,6 @@ void lag_tick(trigger_t *t) {
         m->seen_seq = seq;
         int changed = 0;
         if (failures == 0) {
-            m->last_ok_ms = now;
             t->lag_ok = 1;
             memset(t->lane_sent, 0, sizeof t->lane_sent); /* the sample includes them */
             for (int p = 0; p < AX_PRIORITIES; p++) {

@@ -342,6 +342,36 @@ out:
     return rc;
 }
 
+/* ---- the leader's transactions ------------------------------------------- */
+
+int lead_tx_finish(trigger_t *t, int rc, const char *what, char *err, size_t errlen) {
+    if (rc == 0)
+        rc = ax_pg_commit(t->svc.pg, err, errlen);
+    if (rc < 0) {
+        ax_pg_rollback(t->svc.pg);
+        if (rc == AX_ERR_CONFLICT)
+            lead_lost(t, err);
+        else
+            ax_warn("%s: %s", what, err);
+    }
+    return rc;
+}
+
+int produce_attempt(trigger_t *t, const ax_attempt_t *a, char *err, size_t errlen) {
+    void *buf;
+    size_t len;
+    char key[32];
+    int klen = snprintf(key, sizeof key, "%lld", (long long)a->instance_id);
+    int rc = ax_attempt_encode(a, &buf, &len);
+    if (rc < 0)
+        return ax_seterr(err, errlen, rc, "instance %lld: cannot encode its attempt",
+                         (long long)a->instance_id);
+    rc = ax_kafka_produce(t->txp, t->svc.topic_callback, key, (size_t)klen, buf, len, NULL, NULL,
+                          err, errlen);
+    free(buf);
+    return rc;
+}
+
 /* ---- dispatch: due SCHEDULED -> ax.dispatch ------------------------------ */
 
 /* Due, not produced yet, and not waiting for an unfinished predecessor
@@ -395,8 +425,7 @@ static const char sql_mark_deferred[] =
     "   AND due_at > to_timestamp(l.since / 1000.0) AND due_at <= now()"
     "   AND deployment = $3 AND deferred_at IS NULL) i)"
     " UPDATE job_instance i SET deferred_at = now() FROM m WHERE i.id = m.id"
-    "  AND i.state = 'SCHEDULED' AND i.dispatched_at IS NULL"
-    " RETURNING (extract(epoch FROM now()) * 1000)::bigint";
+    "  AND i.state = 'SCHEDULED' AND i.dispatched_at IS NULL";
 
 /* The release plan as a PostgreSQL array: wait per priority, NULL = held. */
 void lane_ages(const trigger_t *t, char *buf, size_t len) {
@@ -462,12 +491,10 @@ static void mark_deferred(trigger_t *t) {
     snprintf(lanes + lo, sizeof lanes - lo, "}");
     snprintf(since + so, sizeof since - so, "}");
     const char *prm[] = {lanes, since, svc->conf.topic_prefix};
-    PGresult *r = NULL;
-    if (ax_pg_exec(svc->pg, sql_mark_deferred, 3, prm, NULL, NULL, &r, err, sizeof err) < 0) {
+    if (ax_pg_exec(svc->pg, sql_mark_deferred, 3, prm, NULL, NULL, NULL, err, sizeof err) < 0) {
         ax_warn("mark deferred: %s", err);
         return;
     }
-    PQclear(r);
     /* a small overlap: rows inserted late with an earlier due_at */
     for (int p = 1; p < AX_PRIORITIES; p++)
         if (t->lane_min_age_ms[p] != 0)
@@ -679,15 +706,8 @@ static int dispatch_batch(trigger_t *t) {
                         2, p, NULL, NULL, NULL, err, sizeof err);
     if (rc == 0)
         rc = ax_pg_exec(svc->pg, sql_due, 7, p, NULL, NULL, &r, err, sizeof err);
-    if (rc == 0)
-        rc = ax_pg_commit(svc->pg, err, sizeof err);
-    if (rc < 0) {
-        ax_pg_rollback(svc->pg);
+    if ((rc = lead_tx_finish(t, rc, "due scan", err, sizeof err)) < 0) {
         PQclear(r);
-        if (rc == AX_ERR_CONFLICT)
-            lead_lost(t, err);
-        else
-            ax_warn("due scan: %s", err);
         return rc;
     }
     int rows = PQntuples(r);
@@ -829,16 +849,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
             .trace_id = PQgetvalue(r, i, 2),
             .retryable = 1,
         };
-        void *buf;
-        size_t len;
-        char key[32];
-        int klen = snprintf(key, sizeof key, "%lld", (long long)a.instance_id);
-        if (ax_attempt_encode(&a, &buf, &len) == 0) {
-            if (ax_kafka_produce(t->txp, svc->topic_callback, key, (size_t)klen, buf, len,
-                                 NULL, NULL, err, sizeof err) == 0)
-                ax_pgarr_int(&ids, a.instance_id);
-            free(buf);
-        }
+        if (produce_attempt(t, &a, err, sizeof err) == 0)
+            ax_pgarr_int(&ids, a.instance_id);
+        else
+            ax_warn("%s", err);
         ax_warn("instance %lld attempt %d: %s", (long long)a.instance_id, (int)a.attempt, reason);
     }
     PQclear(r);

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "ax/codec.h"
 #include "ax/lane.h"
 #include "ax/schedule.h"
 #include "ax/service.h"
@@ -123,6 +124,13 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col);
  * left in dispatch_pending: of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
 void arm_scan(trigger_t *t, int64_t ms);
+/* End a leader's PostgreSQL transaction (begun with lead_check_in_tx):
+ * commit if rc == 0, else roll back and drop leadership when fenced or log
+ * "what: err". Returns rc, or the commit's error. */
+int lead_tx_finish(trigger_t *t, int rc, const char *what, char *err, size_t errlen);
+/* Produce an attempt, keyed by its instance, to the callback topic through
+ * the leader's open Kafka transaction. */
+int produce_attempt(trigger_t *t, const ax_attempt_t *a, char *err, size_t errlen);
 void lane_ages(const trigger_t *t, char *buf, size_t len);
 int64_t lane_room(const trigger_t *t, int lane);
 void lane_direct(const trigger_t *t, char *buf, size_t len);

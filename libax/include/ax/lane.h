@@ -34,7 +34,6 @@ typedef struct ax_lane {
     int over;            /* lag reached the high mark and has not yet fallen to the low mark */
     int64_t lag;         /* the last sample, messages */
     int64_t changed_ms;  /* when `over` last changed */
-    int64_t over_since_ms; /* when lag last rose above alert depth (ax_lane_depth_alert) */
     int64_t flips;       /* how often `over` changed */
 } ax_lane_t;
 

@@ -91,7 +91,9 @@ const ax_conf_def_t ax_conf_table[] = {
      "jobs; 0 = always coalesce them."},
     {"executor.groups", AX_CONF_STR, OFF(executor_groups), "default", 0, 0, "executor",
      "Executor groups this executor serves, comma-separated. Group default reads "
-     "<prefix>dispatch; group G reads <prefix>dispatch.G (a job names its group)."},
+     "<prefix>dispatch; group G reads <prefix>dispatch.G (a job names its group); each "
+     "with its priority lanes .p0 .p1 .p3 .p4 (P2 is the plain name). Names p0-p9 are "
+     "refused."},
     {"executor.slots", AX_CONF_INT, OFF(executor_slots), "8", 1, 4096, "executor",
      "Worker slots of the command pool: commands one executor runs at once. Reloaded on "
      "SIGHUP."},
