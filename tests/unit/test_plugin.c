@@ -601,7 +601,9 @@ static void test_http_timeout_and_cancel(void **state) {
     trun_t *t = http_run(&s, 1, 200, "/slow");
     int64_t t0 = ax_mono_ms();
     run_one(&handler_http, &ex, t);
-    assert_true(t->done.at_ms - t0 >= 200 && t->done.at_ms - t0 < 2000);
+    /* libevent arms the timer from its cached clock, which may lag the
+     * ax_mono_ms() read above by a few ms: allow that, not an early fire. */
+    assert_true(t->done.at_ms - t0 >= 180 && t->done.at_ms - t0 < 2000);
     assert_int_equal(t->done.res.outcome, AX_OUTCOME_TIMEOUT);
     assert_string_equal(t->done.error_class, "timeout");
     assert_int_equal(t->done.res.retryable, 1);
