@@ -583,6 +583,10 @@ const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, siz
     return buf;
 }
 
+int ax_conf_group_reserved(const char *group) {
+    return group && group[0] == 'p' && group[1] >= '0' && group[1] <= '9' && group[2] == '\0';
+}
+
 const char *ax_conf_dispatch_topic(const ax_conf_t *c, const char *group, int prio, char *buf,
                                    size_t len) {
     char base[512];
