@@ -40,9 +40,9 @@ void submit_size_check(const ax_submit_t *s, size_t longest_trace) {
 
 void group_check(const char *group) {
     if (ax_conf_group_reserved(group))
-        die_usagef("--group %s: p0-p9 are reserved (they name the priority lanes, "
-                   "<prefix>dispatch.%s is lane %c of the default group)",
-                   group, group, group[1]);
+        die_usagef("--group %s: p0-p9 are reserved names (they name priority lanes: "
+                   "<prefix>dispatch.p1 is the default group's P1 lane)",
+                   group);
     if (strcmp(group, "default") == 0)
         return;
     char err[512];
