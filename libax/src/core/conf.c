@@ -26,7 +26,11 @@ const ax_conf_def_t ax_conf_table[] = {
      "<prefix>results, <prefix>dlq; consumer groups <prefix>trigger, <prefix>executor, "
      "<prefix>callback."},
     {"message.max.bytes", AX_CONF_INT, OFF(message_max_bytes), "1048576", 64, 100 << 20, "all",
-     "Largest message a service decodes; larger ones go to the dead-letter topic."},
+     "Largest message (value) ax produces or decodes; larger ones go to the dead-letter "
+     "topic, and axctl submit refuses a submission whose dispatch record could be larger "
+     "(exit 2). Every producer and consumer handle gets librdkafka's message.max.bytes = "
+     "this + 65536 (keys, headers, framing; producers batch.size at most that, up to "
+     "1000000), and axctl topics create sets max.message.bytes to the same."},
     {"worker.id", AX_CONF_STR, OFF(worker_id), NULL, 0, 0, "all",
      "Name of this process in the database and in logs (default: <hostname>:<pid>)."},
     {"trigger.scan.interval.ms", AX_CONF_INT, OFF(trigger_scan_interval_ms), "1000", 10, 60000,
