@@ -13,10 +13,14 @@
 #     dispatch record would not be; axctl refuses both with exit 2, before
 #     producing anything;
 #   - a normal job then succeeds within 5 s, and the leader never left a
-#     transaction open nor gave up leadership.
+#     transaction open nor gave up leadership;
+#   - a command's output over the limit (executor.output.cap is larger) is
+#     cut to fit, so its result is carried.
 source "$(dirname "$0")/lib.sh"
 create_topics 2
-start_all
+start_svc trigger
+start_svc executor --set executor.output.cap=4000000   # more output than a message can carry
+start_svc callback
 
 # An encoded Submit (schemas/submit.avsc, Confluent framing, schema id 1):
 # an inline command with a payload of N bytes and a trace id.
@@ -98,6 +102,16 @@ done
 # Then a normal job succeeds within 5 s.
 axctl submit --trace-id "after-$$" --wait --wait-timeout 5 -- true >/dev/null \
     || fail "a normal job did not succeed within 5 s after the large submissions"
+
+# An output over message.max.bytes (executor.output.cap is larger) is cut to
+# fit: the result arrives, SUCCESS.
+axctl submit --trace-id "out-$$" --wait --wait-timeout 60 -- seq 1 300000 >/dev/null \
+    || fail "a job with 1.9 MB of output did not succeed: $(field "out-$$" "state || ' ' || coalesce(error, '')")"
+olen=$(field "out-$$" "octet_length(output)")
+log "1.9 MB of output kept as $olen bytes"
+[ "$olen" -gt 900000 ] && [ "$olen" -le 1048576 ] || fail "output kept as $olen bytes"
+grep -q "output cut to [0-9]* bytes to fit message.max.bytes 1048576" "$WORK/ax-executor.log" \
+    || fail "the cut is not logged"
 
 ! grep -q "InTransaction" "$WORK/ax-trigger.log" || fail "a Kafka transaction was left open"
 ! grep -q "giving up leadership" "$WORK/ax-trigger.log" || fail "the leader gave up leadership"

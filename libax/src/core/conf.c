@@ -114,7 +114,9 @@ const ax_conf_def_t ax_conf_table[] = {
      "JOB=POOL pairs, comma-separated: the job's instances run in that pool (so a slow job "
      "cannot take the slots of others). Reloaded on SIGHUP."},
     {"executor.output.cap", AX_CONF_INT, OFF(executor_output_cap), "65536", 0, 16 << 20,
-     "executor", "Bytes of a command's stdout+stderr kept (the rest is read and dropped)."},
+     "executor",
+     "Bytes of a command's stdout+stderr kept (the rest is read and dropped). An output "
+     "whose result would exceed message.max.bytes is cut to fit (logged)."},
     {"executor.kill.grace.ms", AX_CONF_INT, OFF(executor_kill_grace_ms), "2000", 1, 600000,
      "executor", "Time between SIGTERM and SIGKILL of a timed-out command's process group."},
     {"executor.lease.min.ms", AX_CONF_INT, OFF(executor_lease_min_ms), "5000", 500, 86400000,
