@@ -597,6 +597,66 @@ static int hold_reason(trigger_t *t, PGresult *r, int i, const char *topic, hold
     return known != 1;
 }
 
+/* One dispatch record's delivery report: a record Kafka refused for
+ * itself (too large for the topic, say: a topic not made by axctl topics
+ * create) is noted, so the batch is not retried with it forever. Freed by
+ * its report, whenever that is served (the commit's flush, or the next). */
+typedef struct row_dlv {
+    ax_delivery_t d;
+    trigger_t *t;
+    int64_t id;
+    size_t len;
+} row_dlv_t;
+
+static void on_row_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
+    row_dlv_t *rd = (row_dlv_t *)d;
+    trigger_t *t = rd->t;
+    if (err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
+        err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+        err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+        if (t->nrefused == t->caprefused) {
+            size_t cap = t->caprefused ? t->caprefused * 2 : 16;
+            struct refusal *v = realloc(t->refused, cap * sizeof *v);
+            if (v) {
+                t->refused = v;
+                t->caprefused = cap;
+            }
+        }
+        if (t->nrefused < t->caprefused)
+            t->refused[t->nrefused++] = (struct refusal){rd->id, rd->len, err};
+    }
+    free(rd);
+}
+
+/* After a failed commit: the largest record of this batch Kafka refused
+ * for itself is held (one per failed transaction: a record set refused as
+ * a whole names every record in it). Returns 1 if one was. */
+static int hold_refused(trigger_t *t, PGresult *r, int skip_col, hold_list_t *holds) {
+    struct refusal *best = NULL;
+    for (size_t k = 0; k < t->nrefused; k++) {
+        int in = 0;
+        for (int i = 0; i < PQntuples(r) && !in; i++)
+            in = (skip_col < 0 || PQgetisnull(r, i, skip_col)) &&
+                 ax_pg_int(r, i, 0) == t->refused[k].id;
+        if (in && (!best || t->refused[k].len > best->len))
+            best = &t->refused[k];
+    }
+    if (best)
+        for (int i = 0; i < PQntuples(r); i++)
+            if (ax_pg_int(r, i, 0) == best->id) {
+                hold_add(holds, best->id, PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
+                         NULL, 1,
+                         "Kafka refused its dispatch record of %zu bytes (%s): the topic "
+                         "accepts less than message.max.bytes; create topics with axctl "
+                         "topics create, or set max.message.bytes >= %lld",
+                         best->len, rd_kafka_err2str(best->err),
+                         (long long)ax_kafka_record_max(&t->svc.conf));
+                break;
+            }
+    t->nrefused = 0;
+    return best != NULL;
+}
+
 /* Produce rows of r (DISPATCH_COLS first) through the leader's
  * transactional producer, skipping rows whose column skip_col (if >= 0) is
  * not NULL; their ids are appended to `ids`, the ids of rows that cannot
@@ -646,8 +706,17 @@ static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_str
                      len, max, d.payload_len);
             free(buf);
         } else if (rc == 0) {
-            rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL, NULL, err,
-                                  errlen);
+            row_dlv_t *rd = calloc(1, sizeof *rd);
+            if (rd) {
+                rd->d.on_report = on_row_report;
+                rd->t = t;
+                rd->id = d.instance_id;
+                rd->len = len;
+            }
+            rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL,
+                                  rd ? &rd->d : NULL, err, errlen);
+            if (rc < 0)
+                free(rd); /* not adopted: no report comes */
             free(buf);
             if (rc == 0) {
                 ax_pgarr_int(ids, d.instance_id);
@@ -687,6 +756,7 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
         }
     ax_pgarr_end(&all);
     int produced = 0;
+    t->nrefused = 0;
     if (rows) {
         produced = AX_ERR_IO;
         if (lead_txn_begin(t) == 0) {
@@ -698,6 +768,16 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
                 lead_txn_abort(t, why);
             } else if (lead_txn_commit(t) < 0) {
                 produced = AX_ERR_IO;
+                /* aborted because of one record: hold it, retry the rest */
+                hold_list_free(&holds);
+                if (t->leader && hold_refused(t, r, skip_col, &holds) && holds.n) {
+                    t->txn_failures = 0; /* the producer works; the record did not */
+                    char id[32];
+                    snprintf(id, sizeof id, "{%lld}", (long long)holds.v[0].id);
+                    if (hold_record(t, id, &holds, err, sizeof err) < 0)
+                        ax_warn("dispatch hold: %s", err);
+                }
+                hold_list_free(&holds);
             }
         }
     }
@@ -1049,6 +1129,7 @@ int main(int argc, char **argv) {
     hold_stop(t);
     alert_fini();
     sched_destroy(t);
+    free(t->refused);
     ax_svc_destroy(svc);
     return 0;
 }

@@ -73,6 +73,9 @@ typedef struct trigger {
     int64_t rate_fired, rate_at_ms;
     struct lagmon *lag;
     struct holds *holds;      /* hold.c */
+    /* dispatch records Kafka refused (delivery reports of the last batch) */
+    struct refusal { int64_t id; size_t len; rd_kafka_resp_err_t err; } *refused;
+    size_t nrefused, caprefused;
 } trigger_t;
 
 /* The lane an instance of priority prio is produced on now. */
