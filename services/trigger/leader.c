@@ -269,7 +269,11 @@ int lead_txn_commit(trigger_t *t) {
         /* Our lease may be someone else's now: nothing of this may appear. */
         return AX_ERR_CONFLICT;
     }
-    int rc = ax_kafka_txn_commit(t->txp, 35000, err, sizeof err);
+    /* The outcome must be known while the lease is ours: a commit that
+     * cannot finish within it is aborted (and counts as failed). */
+    int64_t left = t->lease_until_mono - ax_mono_ms();
+    int budget = left < 1000 ? 1000 : left > 35000 ? 35000 : (int)left;
+    int rc = ax_kafka_txn_commit(t->txp, budget, err, sizeof err);
     if (rc == 0)
         t->txn_failures = 0;
     else if (rc == AX_ERR_CONFLICT)
