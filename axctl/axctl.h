@@ -47,6 +47,15 @@ int job_flow_schedule(ax_pg_t *pg, const char *flow, const char *flow_id, int ar
 /* The schedule of job NAME and its next fire (malloc'd); -1 if no such job. */
 int job_sched_describe(ax_pg_t *pg, const char *name, int verbose, char **sched, char **next);
 
+/* limits.c: checks before anything is written; each exits 2 with one line.
+ * The submission's encoded size and its dispatch record's (trace ids up to
+ * longest_trace bytes) within message.max.bytes. */
+struct ax_submit;
+void submit_size_check(const struct ax_submit *s, size_t longest_trace);
+/* --group G: not a reserved name (p0-p9) and, unless "default", a group
+ * whose lane topics exist (Kafka's metadata; exits 1 if Kafka cannot say). */
+void group_check(const char *group);
+
 int cmd_idem(int argc, char **argv);
 int cmd_topics(int argc, char **argv);
 /* axctl dlq list | replay (dlq.c) */

@@ -513,6 +513,7 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             if (!valid_group(v))
                 die_usagef("--group must be 1-64 of A-Z a-z 0-9 _ - starting with a letter or "
                            "digit, not '%s'", v);
+            group_check(v);
             o->group = v;
         } else if (strcmp(a, "--routing-key") == 0) {
             if (strlen(v) > 255)

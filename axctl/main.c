@@ -349,6 +349,7 @@ static int cmd_submit(int argc, char **argv) {
         die_usage("--count must be 1..10000000");
     if (count > 1 && (wait || s.idempotency_key))
         die_usage("--count does not go with --wait or --idempotency-key");
+    submit_size_check(&s, count > 1 ? strlen(s.trace_id) + 21 : strlen(s.trace_id));
     char err[512], topic[256];
     rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
     if (!rk) {
@@ -399,7 +400,9 @@ static int cmd_submit(int argc, char **argv) {
 static const char instance_cols[] =
     "id, job_name AS job, attempt, state, outcome, exit_code, error_class, error, output,"
     " trace_id, idempotency_key, worker, due_at, scheduled_at, dispatched_at, locked_at,"
-    " running_at, finished_at, result_published_at";
+    " running_at, finished_at, result_published_at,"
+    " (SELECT h.reason FROM instance_hold h WHERE h.instance_id = job_instance.id)"
+    "  AS held_reason";
 
 static int cmd_instance(int argc, char **argv) {
     if (argc < 1)

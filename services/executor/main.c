@@ -701,6 +701,21 @@ void run_done(run_t *r, const handler_result_t *res) {
             (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "", a.error ? a.error : "",
             (long long)(ax_mono_ms() - r->started_mono));
     int rc = ax_attempt_encode(&a, &r->result_buf, &r->result_len);
+    size_t max = (size_t)ex->svc.conf.message_max_bytes;
+    if (rc == 0 && r->result_len > max && out) {
+        /* The output is what can be large (executor.output.cap may exceed
+         * message.max.bytes): keep what fits, with room for the fields the
+         * final result adds, so the result is never refused as too large. */
+        size_t over = r->result_len - max + (max > 16384 ? 4096 : max / 4), len = strlen(out);
+        size_t keep = len > over ? len - over : 0;
+        out[keep] = '\0';
+        ax_utf8_sanitize(out, keep);
+        free(r->result_buf);
+        r->result_buf = NULL;
+        rc = ax_attempt_encode(&a, &r->result_buf, &r->result_len);
+        ax_warn("instance %lld: output cut to %zu bytes to fit message.max.bytes %zu",
+                (long long)a.instance_id, keep, max);
+    }
     free(out);
     /* A slot is free: start what waits, fetch more. */
     maybe_resume(ex);

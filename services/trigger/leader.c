@@ -155,6 +155,8 @@ void lead_tick(trigger_t *t) {
         PQclear(r);
         return;
     }
+    if (ax_mono_ms() < t->standby_until_mono)
+        return; /* gave up leadership: a standby's turn first */
     const char *ins[] = {t->role};
     ax_pg_exec(svc->pg, "INSERT INTO ax_leader (role) VALUES ($1) ON CONFLICT DO NOTHING", 1, ins,
                NULL, NULL, NULL, err, sizeof err);
@@ -208,32 +210,90 @@ int lead_check_in_tx(trigger_t *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* A transaction the leader could not complete: count it; after
+ * LEAD_TXN_FAILURES in a row the producer (or its path to Kafka) is taken
+ * to be unusable and leadership is given up. */
+static void txn_failed(trigger_t *t, const char *what, const char *err) {
+    t->txn_failures++;
+    ax_warn("%s: %s (%d failed Kafka transaction(s) in a row)", what, err, t->txn_failures);
+    if (t->txn_failures >= LEAD_TXN_FAILURES) {
+        char why[700];
+        snprintf(why, sizeof why, "%d Kafka transactions in a row could not be committed",
+                 t->txn_failures);
+        lead_give_up(t, why);
+    }
+}
+
 int lead_txn_begin(trigger_t *t) {
-    char err[512];
+    char err[512], aerr[512];
     if (!lead_active(t) || !t->txp)
         return AX_ERR_CONFLICT;
     int rc = ax_kafka_txn_begin(t->txp, err, sizeof err);
-    if (rc == AX_ERR_CONFLICT)
-        lead_lost(t, err);
-    else if (rc < 0)
-        ax_warn("%s", err);
+    if (rc == AX_ERR_CONFLICT) {
+        lead_give_up(t, err);
+    } else if (rc < 0) {
+        /* e.g. a transaction is still open: end it, so the next begin can work */
+        ax_warn("%s; aborting what is open", err);
+        if (ax_kafka_txn_end_abort(t->txp, 10000, aerr, sizeof aerr) < 0) {
+            char why[1100];
+            snprintf(why, sizeof why, "%s; %s", err, aerr);
+            lead_give_up(t, why);
+        } else {
+            txn_failed(t, "Kafka transaction not begun", err);
+        }
+    }
     return rc;
 }
 
-int lead_txn_commit(trigger_t *t) {
+int lead_txn_abort(trigger_t *t, const char *why) {
     char err[512];
+    if (!t->txp)
+        return AX_ERR_CONFLICT;
+    ax_warn("%s: aborting the Kafka transaction", why);
+    if (ax_kafka_txn_end_abort(t->txp, 10000, err, sizeof err) < 0) {
+        char msg[1100];
+        snprintf(msg, sizeof msg, "%s; the abort failed too: %s", why, err);
+        lead_give_up(t, msg);
+        return AX_ERR_CONFLICT;
+    }
+    ax_info("Kafka transaction aborted: nothing of it is visible");
+    txn_failed(t, "Kafka transaction aborted", why);
+    return AX_ERR_IO;
+}
+
+int lead_txn_commit(trigger_t *t) {
+    char err[1100];
     if (!t->txp)
         return AX_ERR_CONFLICT;
     if (!lead_active(t)) {
         /* Our lease may be someone else's now: nothing of this may appear. */
         return AX_ERR_CONFLICT;
     }
-    int rc = ax_kafka_txn_commit(t->txp, 35000, err, sizeof err);
-    if (rc == AX_ERR_CONFLICT)
-        lead_lost(t, err);
-    else if (rc < 0)
-        ax_warn("%s", err);
+    /* The outcome must be known while the lease is ours: a commit that
+     * cannot finish within it is aborted (and counts as failed). */
+    int64_t left = t->lease_until_mono - ax_mono_ms();
+    int budget = left < 1000 ? 1000 : left > 35000 ? 35000 : (int)left;
+    int rc = ax_kafka_txn_commit(t->txp, budget, err, sizeof err);
+    if (rc == 0)
+        t->txn_failures = 0;
+    else if (rc == AX_ERR_CONFLICT)
+        lead_give_up(t, err);
+    else
+        txn_failed(t, "Kafka transaction not committed", err);
     return rc;
+}
+
+void lead_give_up(trigger_t *t, const char *why) {
+    if (!t->leader)
+        return;
+    ax_error("giving up leadership (epoch %lld): %s; the Kafka producer is recreated, the "
+             "lease released for a standby", (long long)t->epoch, why);
+    lead_lost(t, why); /* destroys the transactional producer */
+    t->txn_failures = 0;
+    lead_release(t);
+    /* let a standby take it first; this trigger may lead again later with a
+     * new producer (whose init_transactions ends whatever was left open) */
+    t->standby_until_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms / 2;
 }
 
 void lead_release(trigger_t *t) {

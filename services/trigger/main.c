@@ -61,7 +61,9 @@ static const char sql_ingest[] =
     "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
     " LEFT JOIN job j ON j.name = u.job"
     /* a flow's schedule job (handler flow) is not submitted: axctl flow run */
-    " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow')"
+    " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow'"
+    /* p0-p9 are lanes, never groups (dead-lettered, below) */
+    "  AND j.executor_group !~ '^p[0-9]$')"
     "), sk AS ("
     /* the key decides: an instance only for a key not seen before */
     " INSERT INTO submission (submit_key, instance_id)"
@@ -241,20 +243,30 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
     ax_pgarr_end(&names);
     if (missing) {
         const char *q[] = {names.s};
-        rc = ax_pg_exec(svc->pg, "SELECT name, handler_kind = 'flow' FROM job WHERE name = ANY($1::text[])", 1, q, NULL,
-                        NULL, &r, err, errlen);
+        rc = ax_pg_exec(svc->pg,
+                        "SELECT name, handler_kind = 'flow', executor_group FROM job"
+                        " WHERE name = ANY($1::text[])",
+                        1, q, NULL, NULL, &r, err, errlen);
         if (rc == 0) {
             for (size_t i = from; i < to; i++) {
                 ingest_row_t *w = &rows[i];
                 if (w->state)
                     continue;
                 int exists = 0, flow = 0;
+                const char *group = "";
                 for (int k = 0; k < PQntuples(r) && !exists; k++)
                     if (strcmp(PQgetvalue(r, k, 0), w->s.job) == 0) {
                         exists = 1;
                         flow = strcmp(PQgetvalue(r, k, 1), "t") == 0;
+                        group = PQgetvalue(r, k, 2);
                     }
-                if (flow) {
+                if (exists && !flow && ax_conf_group_reserved(group)) {
+                    w->state = 1;
+                    snprintf(w->reason, sizeof w->reason,
+                             "job '%.300s' names executor group '%s', a reserved name (p0-p9 "
+                             "are priority lanes)",
+                             w->s.job, group);
+                } else if (flow) {
                     w->state = 1;
                     snprintf(w->reason, sizeof w->reason,
                              "job '%.400s' starts a flow: run it with axctl flow run", w->s.job);
@@ -270,6 +282,27 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
     }
     ax_strbuf_free(&names);
     return rc;
+}
+
+/* An instance is produced onward as one dispatch record, which must fit
+ * message.max.bytes like every ax message: a submission whose dispatch
+ * could not (payload + argv + the other fields at their longest) is
+ * dead-lettered now instead of failing the leader's Kafka transaction
+ * later. A defined job's own command is not known here; the dispatch path
+ * holds an instance whose record turns out too large (produce_dispatch_rows). */
+static void submit_size_check(ax_svc_t *svc, ingest_row_t *w) {
+    const ax_submit_t *s = &w->s;
+    size_t max = (size_t)svc->conf.message_max_bytes;
+    size_t n = ax_dispatch_size_max(s->job, NULL, (const char *const *)s->command,
+                                    s->command_len, s->payload_len, s->trace_id,
+                                    s->idempotency_key ? s->idempotency_key : w->submit_key);
+    if (n <= max)
+        return;
+    w->state = 1;
+    snprintf(w->reason, sizeof w->reason,
+             "too large: its dispatch record would take up to %zu bytes (payload %zu bytes), "
+             "over message.max.bytes %zu",
+             n, s->payload_len, max);
 }
 
 static int on_submit_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) {
@@ -292,6 +325,7 @@ static int on_submit_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, v
         else
             snprintf(w->submit_key, sizeof w->submit_key, "kafka:%s:%d:%lld",
                      rd_kafka_topic_name(m->rkt), (int)m->partition, (long long)m->offset);
+        submit_size_check(svc, w);
     }
     /* One statement for the batch; if it refuses the data, one row at a
      * time so only the bad submission is dead-lettered. */
@@ -538,18 +572,112 @@ static int routing_key(const char *field, const ax_dispatch_t *d, char *key, siz
     return snprintf(key, len, "%lld", (long long)d->instance_id);
 }
 
+/* Why the instance of row i must not be produced to `topic` now (into l),
+ * or 0 to produce it: its group is a reserved name, or the topic does not
+ * exist (never produced to: that would hold the transaction). */
+static int hold_reason(trigger_t *t, PGresult *r, int i, const char *topic, hold_list_t *l) {
+    int64_t id = ax_pg_int(r, i, 0);
+    const char *group = PQgetvalue(r, i, 12), *job = PQgetisnull(r, i, 2) ? NULL
+                                                                          : PQgetvalue(r, i, 2);
+    if (ax_conf_group_reserved(group)) {
+        hold_add(l, id, job, NULL, 1,
+                 "executor group '%s' is reserved: p0-p9 name the priority lanes; change the "
+                 "job's group (axctl job update --group) and cancel this instance",
+                 group);
+        return 1;
+    }
+    int known = hold_topic_known(t, topic);
+    if (known == 0)
+        hold_add(l, id, job, topic, 1,
+                 "executor group '%s' has no topic %s (create it: axctl topics create "
+                 "--group %s); produced once it exists",
+                 group, topic, group);
+    else if (known < 0)
+        hold_add(l, id, job, topic, 0, "waiting for the first list of topics");
+    return known != 1;
+}
+
+/* One dispatch record's delivery report: a record Kafka refused for
+ * itself (too large for the topic, say: a topic not made by axctl topics
+ * create) is noted, so the batch is not retried with it forever. Freed by
+ * its report, whenever that is served (the commit's flush, or the next). */
+typedef struct row_dlv {
+    ax_delivery_t d;
+    trigger_t *t;
+    int64_t id;
+    size_t len;
+} row_dlv_t;
+
+static void on_row_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
+    row_dlv_t *rd = (row_dlv_t *)d;
+    trigger_t *t = rd->t;
+    if (err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
+        err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+        err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+        if (t->nrefused == t->caprefused) {
+            size_t cap = t->caprefused ? t->caprefused * 2 : 16;
+            struct refusal *v = realloc(t->refused, cap * sizeof *v);
+            if (v) {
+                t->refused = v;
+                t->caprefused = cap;
+            }
+        }
+        if (t->nrefused < t->caprefused)
+            t->refused[t->nrefused++] = (struct refusal){rd->id, rd->len, err};
+    }
+    free(rd);
+}
+
+/* After a failed commit: the largest record of this batch Kafka refused
+ * for itself is held (one per failed transaction: a record set refused as
+ * a whole names every record in it). Returns 1 if one was. */
+static int hold_refused(trigger_t *t, PGresult *r, int skip_col, hold_list_t *holds) {
+    struct refusal *best = NULL;
+    for (size_t k = 0; k < t->nrefused; k++) {
+        int in = 0;
+        for (int i = 0; i < PQntuples(r) && !in; i++)
+            in = (skip_col < 0 || PQgetisnull(r, i, skip_col)) &&
+                 ax_pg_int(r, i, 0) == t->refused[k].id;
+        if (in && (!best || t->refused[k].len > best->len))
+            best = &t->refused[k];
+    }
+    if (best)
+        for (int i = 0; i < PQntuples(r); i++)
+            if (ax_pg_int(r, i, 0) == best->id) {
+                hold_add(holds, best->id, PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
+                         NULL, 1,
+                         "Kafka refused its dispatch record of %zu bytes (%s): the topic "
+                         "accepts less than message.max.bytes; create topics with axctl "
+                         "topics create, or set max.message.bytes >= %lld",
+                         best->len, rd_kafka_err2str(best->err),
+                         (long long)ax_kafka_record_max(&t->svc.conf));
+                break;
+            }
+    t->nrefused = 0;
+    return best != NULL;
+}
+
 /* Produce rows of r (DISPATCH_COLS first) through the leader's
  * transactional producer, skipping rows whose column skip_col (if >= 0) is
- * not NULL; their ids are appended to `ids`. Returns rows produced. */
-static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids) {
-    char err[512];
+ * not NULL; their ids are appended to `ids`, the ids of rows that cannot
+ * be produced to `holds` with their reason (hold.c). Returns rows
+ * produced, or AX_ERR_IO (err) when a produce failed: the caller aborts. */
+static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_strbuf_t *ids,
+                                 hold_list_t *holds, char *err, size_t errlen) {
     int produced = 0;
+    size_t max = (size_t)t->svc.conf.message_max_bytes;
     for (int i = 0; i < PQntuples(r); i++) {
         if (skip_col >= 0 && !PQgetisnull(r, i, skip_col))
             continue;
         ax_dispatch_t d = {0};
         d.instance_id = ax_pg_int(r, i, 0);
         d.attempt = (int32_t)ax_pg_int(r, i, 1);
+        d.priority = (int32_t)ax_pg_int(r, i, 9);
+        char key[256], topic[300];
+        ax_conf_dispatch_topic(&t->svc.conf, PQgetvalue(r, i, 12), lane_of(t, &d), topic,
+                               sizeof topic);
+        if (hold_reason(t, r, i, topic, holds))
+            continue;
         d.job = PQgetisnull(r, i, 2) ? NULL : strdup(PQgetvalue(r, i, 2));
         d.handler_kind = strdup(PQgetvalue(r, i, 3));
         if (PQgetisnull(r, i, 4) || json_argv(PQgetvalue(r, i, 4), &d) < 0) {
@@ -563,28 +691,45 @@ static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_str
         d.timeout_ms = ax_pg_int(r, i, 6);
         d.nominal_time_ms = ax_pg_int(r, i, 7);
         d.due_at_ms = ax_pg_int(r, i, 8);
-        d.priority = (int32_t)ax_pg_int(r, i, 9);
         d.trace_id = strdup(PQgetvalue(r, i, 10));
         d.idempotency_key = strdup(PQgetvalue(r, i, 11));
         void *buf;
         size_t len;
-        char key[256], topic[300];
         int klen = routing_key(PQgetisnull(r, i, 13) ? NULL : PQgetvalue(r, i, 13), &d, key,
                                sizeof key);
-        ax_conf_dispatch_topic(&t->svc.conf, PQgetvalue(r, i, 12), lane_of(t, &d), topic,
-                               sizeof topic);
         int rc = ax_dispatch_encode(&d, &buf, &len);
-        if (rc == 0) {
-            rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL, NULL, err,
-                                  sizeof err);
+        if (rc == 0 && len > max) {
+            /* a defined job's command made it too large: never produced */
+            hold_add(holds, d.instance_id, d.job, NULL, 1,
+                     "its dispatch record takes %zu bytes, over message.max.bytes %zu "
+                     "(payload %zu bytes)",
+                     len, max, d.payload_len);
             free(buf);
+        } else if (rc == 0) {
+            row_dlv_t *rd = calloc(1, sizeof *rd);
+            if (rd) {
+                rd->d.on_report = on_row_report;
+                rd->t = t;
+                rd->id = d.instance_id;
+                rd->len = len;
+            }
+            rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL,
+                                  rd ? &rd->d : NULL, err, errlen);
             if (rc < 0)
-                ax_warn("%s", err);
-            else {
+                free(rd); /* not adopted: no report comes */
+            free(buf);
+            if (rc == 0) {
                 ax_pgarr_int(ids, d.instance_id);
                 t->lane_sent[lane_of(t, &d)]++;
                 produced++;
+            } else if (strstr(err, "nknown topic")) {
+                /* gone since the last topic list: held, not the batch aborted */
+                hold_add(holds, d.instance_id, d.job, topic, 1, "%s", err);
+                rc = 0;
             }
+        } else {
+            snprintf(err, errlen, "instance %lld: cannot encode its dispatch",
+                     (long long)d.instance_id);
         }
         /* PQunescapeBytea memory must go back through PQfreemem. */
         PQfreemem(d.payload);
@@ -598,8 +743,9 @@ static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_str
 
 int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
     ax_svc_t *svc = &t->svc;
-    char err[512];
+    char err[512] = "";
     ax_strbuf_t ids = {0}, all = {0};
+    hold_list_t holds = {0};
     ax_pgarr_begin(&ids);
     ax_pgarr_begin(&all);
     int rows = 0;
@@ -610,17 +756,39 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
         }
     ax_pgarr_end(&all);
     int produced = 0;
+    t->nrefused = 0;
     if (rows) {
         produced = AX_ERR_IO;
         if (lead_txn_begin(t) == 0) {
-            produced = produce_dispatch_rows(t, r, skip_col, &ids);
-            if (produced >= 0 && lead_txn_commit(t) < 0)
+            produced = produce_dispatch_rows(t, r, skip_col, &ids, &holds, err, sizeof err);
+            if (produced < 0) {
+                /* never left open: every later begin would fail */
+                char why[700];
+                snprintf(why, sizeof why, "dispatch of %d instance(s): %s", rows, err);
+                lead_txn_abort(t, why);
+            } else if (lead_txn_commit(t) < 0) {
                 produced = AX_ERR_IO;
+                /* aborted because of one record: hold it, retry the rest */
+                hold_list_free(&holds);
+                if (t->leader && hold_refused(t, r, skip_col, &holds) && holds.n) {
+                    t->txn_failures = 0; /* the producer works; the record did not */
+                    char id[32];
+                    snprintf(id, sizeof id, "{%lld}", (long long)holds.v[0].id);
+                    if (hold_record(t, id, &holds, err, sizeof err) < 0)
+                        ax_warn("dispatch hold: %s", err);
+                }
+                hold_list_free(&holds);
+            }
         }
     }
     ax_pgarr_end(&ids);
     const char *p[] = {all.s};
-    if (rows && produced >= 0) {
+    if (rows && produced >= 0 && holds.n) {
+        if (hold_record(t, all.s, &holds, err, sizeof err) < 0)
+            ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
+                    "twice; executors drop the duplicates)", err);
+        t->dispatched += produced;
+    } else if (rows && produced >= 0) {
         if (ax_pg_exec(svc->pg, "DELETE FROM dispatch_pending WHERE instance_id = ANY($1::bigint[])",
                        1, p, NULL, NULL, NULL, err, sizeof err) < 0)
             ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
@@ -637,6 +805,7 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
             ax_warn("dispatch undo: %s (recovered later)", err);
         arm_scan(t, svc->conf.backoff_initial_ms);
     }
+    hold_list_free(&holds);
     ax_strbuf_free(&ids);
     ax_strbuf_free(&all);
     return produced;
@@ -792,7 +961,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     if (ax_pg_exec(svc->pg,
                    "UPDATE job_instance SET dispatched_at = NULL WHERE state = 'SCHEDULED'"
                    " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
-                   " AND deployment = $2 RETURNING id",
+                   " AND deployment = $2 AND NOT EXISTS (SELECT 1 FROM instance_hold h"
+                   "  WHERE h.instance_id = job_instance.id) RETURNING id",
                    2, ra, NULL, NULL, &r, err, sizeof err) == 0) {
         if (PQntuples(r) > 0) {
             ax_warn("%d instance(s) dispatched but never claimed: producing them again",
@@ -873,6 +1043,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
 static void on_lead(evutil_socket_t fd, short what, void *arg) { lead_tick(arg); }
 static void on_lag(evutil_socket_t fd, short what, void *arg) { lag_tick(arg); }
 static void on_tick(evutil_socket_t fd, short what, void *arg) { sched_tick(arg); }
+static void on_hold(evutil_socket_t fd, short what, void *arg) { hold_tick(arg); }
 
 static trigger_t g_trigger;
 
@@ -923,6 +1094,11 @@ int main(int argc, char **argv) {
     int64_t renew = svc->conf.trigger_lease_ms / 3;
     t->ev_lead = every(t, renew < 1000 ? renew : 1000, on_lead);
     t->ev_reload = every(t, 200, on_tick);
+    struct event *ev_hold = NULL;
+    if (hold_start(t) == 0)
+        ev_hold = every(t, 1000, on_hold);
+    else
+        ax_warn("no list of topics: instances are produced without checking their topic");
     struct event *ev_lag = NULL;
     if (lag_start(t) == 0)
         ev_lag = every(t, svc->conf.trigger_lag_interval_ms, on_lag);
@@ -948,8 +1124,12 @@ int main(int argc, char **argv) {
     if (ev_lag)
         event_free(ev_lag);
     lag_stop(t);
+    if (ev_hold)
+        event_free(ev_hold);
+    hold_stop(t);
     alert_fini();
     sched_destroy(t);
+    free(t->refused);
     ax_svc_destroy(svc);
     return 0;
 }

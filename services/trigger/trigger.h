@@ -39,6 +39,8 @@ typedef struct trigger {
     char role[300];
     int64_t lease_until_mono; /* stop dispatching at this CLOCK_MONOTONIC ms */
     rd_kafka_t *txp;          /* transactional producer, while leader */
+    int txn_failures;         /* Kafka transactions not committed in a row */
+    int64_t standby_until_mono; /* after giving up leadership: no takeover before */
     /* clock: now = mono + clock_base, synchronised with PostgreSQL */
     int64_t clock_base;
     int64_t wall_minus_mono;  /* to notice local wall-clock jumps */
@@ -70,6 +72,10 @@ typedef struct trigger {
     int64_t fire_rate;        /* fires per second over the last second */
     int64_t rate_fired, rate_at_ms;
     struct lagmon *lag;
+    struct holds *holds;      /* hold.c */
+    /* dispatch records Kafka refused (delivery reports of the last batch) */
+    struct refusal { int64_t id; size_t len; rd_kafka_resp_err_t err; } *refused;
+    size_t nrefused, caprefused;
 } trigger_t;
 
 /* The lane an instance of priority prio is produced on now. */
@@ -90,9 +96,19 @@ void lead_lost(trigger_t *t, const char *why);
  * 0 still leader, AX_ERR_CONFLICT fenced (leadership dropped), <0 error. */
 int lead_check_in_tx(trigger_t *t, char *err, size_t errlen);
 /* Produce in one Kafka transaction: begin, then the caller produces with
- * t->txp, then lead_txn_commit. On a fatal error leadership is dropped. */
+ * t->txp, then lead_txn_commit — or, when a produce failed, lead_txn_abort.
+ * Every transaction begun ends committed or aborted: a failed commit
+ * aborts it. A transaction that can be neither committed nor aborted (or a
+ * fatal/fenced producer, or LEAD_TXN_FAILURES failed transactions in a
+ * row) makes the leader give up leadership (lead_give_up). */
+#define LEAD_TXN_FAILURES 5
 int lead_txn_begin(trigger_t *t);
 int lead_txn_commit(trigger_t *t);
+int lead_txn_abort(trigger_t *t, const char *why); /* AX_ERR_IO aborted, <0 gave up */
+/* Stop leading because the leader cannot use its Kafka producer: drop
+ * leadership, destroy the producer, release the lease so a standby takes
+ * over (this trigger does not try to take it for trigger.lease.ms / 2). */
+void lead_give_up(trigger_t *t, const char *why);
 void lead_release(trigger_t *t);
 /* Notice a new PostgreSQL session (LISTEN again, reload jobs, hold off the
  * lease sweep for trigger.sweep.grace.ms). */
@@ -134,6 +150,32 @@ int produce_attempt(trigger_t *t, const ax_attempt_t *a, char *err, size_t errle
 void lane_ages(const trigger_t *t, char *buf, size_t len);
 int64_t lane_room(const trigger_t *t, int lane);
 void lane_direct(const trigger_t *t, char *buf, size_t len);
+
+/* hold.c: instances not produced, with their reason (instance_hold) */
+typedef struct hold {
+    int64_t id;
+    int alert;        /* raise the alert `held` (0: a short wait, logged only) */
+    char job[200];
+    char topic[300];  /* "" = not released by a topic appearing */
+    char reason[600];
+} hold_t;
+typedef struct hold_list {
+    hold_t *v;
+    size_t n, cap;
+} hold_list_t;
+int hold_start(trigger_t *t);
+void hold_stop(trigger_t *t);
+/* Whether the topic exists as the last listing saw it: 1 yes, 0 no, -1 no
+ * listing yet. Never blocks on Kafka. */
+int hold_topic_known(trigger_t *t, const char *topic);
+void hold_add(hold_list_t *l, int64_t id, const char *job, const char *topic, int alert,
+              const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void hold_list_free(hold_list_t *l);
+/* Delete the dispatch_pending rows `pending_ids` (a PostgreSQL array) and
+ * record the holds of l (their instances keep dispatched_at); log and alert. */
+int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, char *err,
+                size_t errlen);
+void hold_tick(trigger_t *t); /* release holds whose topic exists now */
 
 /* lag.c */
 int lag_start(trigger_t *t);

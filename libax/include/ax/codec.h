@@ -131,6 +131,15 @@ int  ax_submit_decode(const void *buf, size_t len, ax_submit_t *ret, char *errbu
 void ax_submit_clear(ax_submit_t *m);
 void ax_submit_init(ax_submit_t *m);        /* zero + sentinels (-1) */
 
+/* The most bytes the dispatch record of an instance can take (Confluent
+ * framing included), from what a submission says: the payload, the argv
+ * (NULL for a defined job, whose command is not known here: not counted),
+ * the job name (or NULL), the trace id and idempotency key (or NULL) and
+ * the handler kind (NULL: "command"). Every number is counted at its
+ * longest encoding, so the real record is never larger. */
+size_t ax_dispatch_size_max(const char *job, const char *handler_kind, const char *const *argv,
+                            size_t argc, size_t payload_len, const char *trace_id,
+                            const char *idempotency_key);
 int  ax_dispatch_encode(const ax_dispatch_t *m, void **ret_buf, size_t *ret_len);
 int  ax_dispatch_decode(const void *buf, size_t len, ax_dispatch_t *ret, char *errbuf, size_t errlen);
 void ax_dispatch_clear(ax_dispatch_t *m);

@@ -138,6 +138,10 @@ int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size
  * per-suffix buffer owned by the conf. */
 const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len);
 
+/* 1 when `group` is one of the reserved names p0 … p9: they would read as
+ * priority lanes (<prefix>dispatch.p1 is the default group's P1 lane), so
+ * no job, submission or executor may name them. */
+int ax_conf_group_reserved(const char *group);
 /* The dispatch topic of an executor group ("default" or NULL: the default
  * group) and priority lane 0..4 (ax/lane.h): <prefix>dispatch[.G][.pN], P2
  * without the lane suffix. */

@@ -28,6 +28,16 @@ typedef struct ax_delivery {
     void (*on_report)(struct ax_delivery *d, rd_kafka_resp_err_t err); /* optional */
 } ax_delivery_t;
 
+/* Size limits (docs/CONFIGURATION.md, message.max.bytes): a message's
+ * value is at most message.max.bytes (M); a Kafka record, with its key,
+ * headers and the protocol's framing, at most M + AX_KAFKA_HEADROOM. Every
+ * producer and consumer handle gets message.max.bytes = that record
+ * maximum (producers also batch.size = min(that, 1,000,000)), and the
+ * topics ax creates get max.message.bytes = the same, so whatever one part
+ * accepts the others can carry. */
+#define AX_KAFKA_HEADROOM 65536
+int64_t ax_kafka_record_max(const ax_conf_t *conf);
+
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen);
 /* A transactional producer: transactional.id = txn_id, and
@@ -37,13 +47,24 @@ rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, 
 rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_id,
                                       const char *txn_id, int timeout_ms, char *errbuf,
                                       size_t errlen);
+/* Begin a transaction. AX_ERR_CONFLICT when the producer failed fatally
+ * (destroy it); AX_ERR_IO otherwise (e.g. one is still open: end it with
+ * ax_kafka_txn_end_abort). */
 int ax_kafka_txn_begin(rd_kafka_t *rk, char *errbuf, size_t errlen);
-/* Flush and commit the open transaction. 0 when committed; AX_ERR_IO when
- * it was aborted (nothing of it is visible to read_committed consumers;
- * produce it again later); AX_ERR_CONFLICT when the producer was fenced or
- * failed fatally — destroy it. */
+/* Flush and commit the open transaction, retrying what librdkafka calls
+ * retriable within timeout_ms in all. 0 when committed; AX_ERR_IO when it
+ * was aborted (nothing of it is visible to read_committed consumers;
+ * produce it again later); AX_ERR_CONFLICT when the producer was fenced,
+ * failed fatally, or the transaction could be neither committed nor
+ * aborted — the producer cannot be used any more: destroy it. Never
+ * returns with the transaction still open unless it returns
+ * AX_ERR_CONFLICT. */
 int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen);
-/* Abort the open transaction (best effort). */
+/* Abort the open transaction: 0 when aborted (or none was open);
+ * AX_ERR_CONFLICT when the producer is fenced/fatal or the abort failed
+ * (the transaction may still be open: destroy the producer). */
+int ax_kafka_txn_end_abort(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen);
+/* Abort the open transaction (best effort; a failure is logged). */
 void ax_kafka_txn_abort(rd_kafka_t *rk, int timeout_ms);
 
 /* A consumer in `group`. `rebalance` may be NULL (the default cooperative
@@ -85,8 +106,9 @@ ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, i
                                  void (*cb)(void *arg), void *arg);
 void ax_kafka_watch_free(ax_kafka_watch_t *w);
 
-/* Create the ax topics (prefix from conf) with `partitions` partitions;
- * existing topics are left as they are. */
+/* Create the ax topics (prefix from conf) with `partitions` partitions and
+ * max.message.bytes = ax_kafka_record_max(conf); existing topics are left
+ * as they are. */
 int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
                            size_t errlen);
 /* Delete every topic ax_kafka_create_topics() creates for conf's prefix
@@ -98,7 +120,8 @@ int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replicatio
 int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, size_t ngroups,
                            char *errbuf, size_t errlen);
 /* Create the topics `names` (full names, prefix included) with `partitions`
- * partitions and `replication` replicas, in one admin request; existing
+ * partitions, `replication` replicas and max.message.bytes =
+ * ax_kafka_record_max(conf), in one admin request; existing
  * topics are left as they are. AX_ERR_INVALID for invalid arguments
  * (nothing is created), AX_ERR_IO when Kafka refused or did not answer. */
 int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,

@@ -681,6 +681,29 @@ void ax_dispatch_clear(ax_dispatch_t *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* Avro binary: an int or long is a zig-zag varint (at most 10 bytes), a
+ * string or bytes its length (a long) then its bytes, a union its branch
+ * (a long; 1 byte here) then the value, an array its items in blocks (a
+ * count, the items) ended by a 0 count. */
+#define VARINT_MAX 10
+size_t ax_dispatch_size_max(const char *job, const char *handler_kind, const char *const *argv,
+                            size_t argc, size_t payload_len, const char *trace_id,
+                            const char *idempotency_key) {
+    size_t n = 5;                                          /* magic byte, schema id */
+    n += VARINT_MAX + VARINT_MAX;                          /* instance_id, attempt */
+    n += 1 + (job ? VARINT_MAX + strlen(job) : 0);         /* job */
+    n += VARINT_MAX + strlen(handler_kind ? handler_kind : "command");
+    n += VARINT_MAX + 1;                                   /* command: a block and its end */
+    for (size_t i = 0; argv && i < argc; i++)
+        n += VARINT_MAX + strlen(argv[i] ? argv[i] : "");
+    n += VARINT_MAX + payload_len;                         /* payload */
+    n += VARINT_MAX + 1 + VARINT_MAX + VARINT_MAX + VARINT_MAX; /* timeout, nominal, due, prio */
+    n += VARINT_MAX + (trace_id ? strlen(trace_id) : 32);  /* trace_id (generated: 32) */
+    n += 1 + (idempotency_key ? VARINT_MAX + strlen(idempotency_key) : 0);
+    n += VARINT_MAX;                                       /* epoch */
+    return n;
+}
+
 int ax_dispatch_encode(const ax_dispatch_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;

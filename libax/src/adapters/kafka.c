@@ -48,6 +48,25 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
         ax_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);
 }
 
+int64_t ax_kafka_record_max(const ax_conf_t *conf) {
+    return conf->message_max_bytes + AX_KAFKA_HEADROOM;
+}
+
+/* A producer's batches stay within what the topics accept (a batch is
+ * checked as one record set against the topic's max.message.bytes). */
+static int producer_batch(rd_kafka_conf_t *kc, const ax_conf_t *conf, char *errbuf,
+                          size_t errlen) {
+    char v[32], err[512];
+    for (size_t i = 0; i < conf->n_kafka; i++)
+        if (strcmp(conf->kafka[i].key, "batch.size") == 0)
+            return 0; /* kafka.batch.size given: the operator's choice */
+    int64_t b = ax_kafka_record_max(conf);
+    snprintf(v, sizeof v, "%lld", (long long)(b < 1000000 ? b : 1000000));
+    if (rd_kafka_conf_set(kc, "batch.size", v, err, sizeof err) != RD_KAFKA_CONF_OK)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "batch.size: %s", err);
+    return 0;
+}
+
 static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
                                   const char *const *defaults, char *errbuf, size_t errlen) {
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
@@ -59,6 +78,15 @@ static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
         }
     if (client_id && rd_kafka_conf_set(kc, "client.id", client_id, err, sizeof err))
         goto fail;
+    /* One maximum end to end (message.max.bytes, ax_kafka_record_max):
+     * what this client may produce or must be able to fetch. librdkafka
+     * derives fetch.max.bytes and receive.message.max.bytes from it. */
+    char mmb[32];
+    snprintf(mmb, sizeof mmb, "%lld", (long long)ax_kafka_record_max(conf));
+    if (rd_kafka_conf_set(kc, "message.max.bytes", mmb, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "message.max.bytes: %s", err);
+        goto fail;
+    }
     for (size_t i = 0; i < conf->n_kafka; i++)
         if (rd_kafka_conf_set(kc, conf->kafka[i].key, conf->kafka[i].value, err, sizeof err) !=
             RD_KAFKA_CONF_OK) {
@@ -82,6 +110,10 @@ rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, 
     rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
     if (!kc)
         return NULL;
+    if (producer_batch(kc, conf, errbuf, errlen) < 0) {
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
     rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof err);
@@ -102,6 +134,10 @@ rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_
     rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
     if (!kc)
         return NULL;
+    if (producer_batch(kc, conf, errbuf, errlen) < 0) {
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
     char err[512];
     if (rd_kafka_conf_set(kc, "transactional.id", txn_id, err, sizeof err) != RD_KAFKA_CONF_OK) {
         ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka producer: %s", err);
@@ -136,35 +172,55 @@ int ax_kafka_txn_begin(rd_kafka_t *rk, char *errbuf, size_t errlen) {
     return rc;
 }
 
-void ax_kafka_txn_abort(rd_kafka_t *rk, int timeout_ms) {
+int ax_kafka_txn_end_abort(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen) {
     rd_kafka_error_t *e = rd_kafka_abort_transaction(rk, timeout_ms);
-    if (e) {
-        ax_warn("kafka abort_transaction: %s", rd_kafka_error_string(e));
+    if (!e)
+        return AX_OK;
+    /* none open: nothing to end */
+    if (rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__STATE && !rd_kafka_error_is_fatal(e) &&
+        strstr(rd_kafka_error_string(e), "in state Ready")) {
         rd_kafka_error_destroy(e);
+        return AX_OK;
     }
+    ax_seterr(errbuf, errlen, AX_ERR_CONFLICT, "kafka abort_transaction: %s",
+              rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return AX_ERR_CONFLICT;
+}
+
+void ax_kafka_txn_abort(rd_kafka_t *rk, int timeout_ms) {
+    char err[512];
+    if (ax_kafka_txn_end_abort(rk, timeout_ms, err, sizeof err) < 0)
+        ax_warn("%s", err);
 }
 
 int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen) {
-    for (int tries = 0;; tries++) {
-        rd_kafka_error_t *e = rd_kafka_commit_transaction(rk, timeout_ms);
+    int64_t deadline = ax_mono_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - ax_mono_ms();
+        rd_kafka_error_t *e = rd_kafka_commit_transaction(rk, left > 1000 ? (int)left : 1000);
         if (!e)
             return AX_OK;
         int rc;
+        char aerr[512] = "";
         if (rd_kafka_error_is_fatal(e) ||
             rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__FENCED ||
             rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) {
             rc = AX_ERR_CONFLICT;
-        } else if (rd_kafka_error_txn_requires_abort(e)) {
-            ax_kafka_txn_abort(rk, timeout_ms);
-            rc = AX_ERR_IO;
-        } else if (rd_kafka_error_is_retriable(e) && tries < 3) {
+        } else if (!rd_kafka_error_txn_requires_abort(e) && rd_kafka_error_is_retriable(e) &&
+                   ax_mono_ms() < deadline) {
             rd_kafka_error_destroy(e);
             continue;
         } else {
-            ax_kafka_txn_abort(rk, timeout_ms);
-            rc = AX_ERR_IO;
+            /* abortable, or retriable but out of time: end it */
+            left = deadline - ax_mono_ms();
+            rc = ax_kafka_txn_end_abort(rk, left > 5000 ? (int)left : 5000, aerr, sizeof aerr) < 0
+                     ? AX_ERR_CONFLICT
+                     : AX_ERR_IO;
         }
-        ax_seterr(errbuf, errlen, rc, "kafka commit_transaction: %s", rd_kafka_error_string(e));
+        ax_seterr(errbuf, errlen, rc, "kafka commit_transaction: %s%s%s%s",
+                  rd_kafka_error_string(e), rc == AX_ERR_IO ? " (aborted)" : "",
+                  aerr[0] ? "; " : "", aerr);
         rd_kafka_error_destroy(e);
         return rc;
     }
@@ -491,8 +547,16 @@ int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names,
     rd_kafka_NewTopic_t **nt = calloc(n, sizeof *nt);
     if (!nt)
         return ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: out of memory");
+    char mmb[32];
+    snprintf(mmb, sizeof mmb, "%lld", (long long)ax_kafka_record_max(conf));
     for (size_t i = 0; i < n; i++) {
         nt[i] = rd_kafka_NewTopic_new(names[i], partitions, replication, err, sizeof err);
+        /* the record maximum every ax client is configured with */
+        if (nt[i] && rd_kafka_NewTopic_set_config(nt[i], "max.message.bytes", mmb)) {
+            snprintf(err, sizeof err, "cannot set max.message.bytes");
+            rd_kafka_NewTopic_destroy(nt[i]);
+            nt[i] = NULL;
+        }
         if (!nt[i]) {
             for (size_t k = 0; k < i; k++)
                 rd_kafka_NewTopic_destroy(nt[k]);

@@ -26,7 +26,11 @@ const ax_conf_def_t ax_conf_table[] = {
      "<prefix>results, <prefix>dlq; consumer groups <prefix>trigger, <prefix>executor, "
      "<prefix>callback."},
     {"message.max.bytes", AX_CONF_INT, OFF(message_max_bytes), "1048576", 64, 100 << 20, "all",
-     "Largest message a service decodes; larger ones go to the dead-letter topic."},
+     "Largest message (value) ax produces or decodes; larger ones go to the dead-letter "
+     "topic, and axctl submit refuses a submission whose dispatch record could be larger "
+     "(exit 2). Every producer and consumer handle gets librdkafka's message.max.bytes = "
+     "this + 65536 (keys, headers, framing; producers batch.size at most that, up to "
+     "1000000), and axctl topics create sets max.message.bytes to the same."},
     {"worker.id", AX_CONF_STR, OFF(worker_id), NULL, 0, 0, "all",
      "Name of this process in the database and in logs (default: <hostname>:<pid>)."},
     {"trigger.scan.interval.ms", AX_CONF_INT, OFF(trigger_scan_interval_ms), "1000", 10, 60000,
@@ -110,7 +114,9 @@ const ax_conf_def_t ax_conf_table[] = {
      "JOB=POOL pairs, comma-separated: the job's instances run in that pool (so a slow job "
      "cannot take the slots of others). Reloaded on SIGHUP."},
     {"executor.output.cap", AX_CONF_INT, OFF(executor_output_cap), "65536", 0, 16 << 20,
-     "executor", "Bytes of a command's stdout+stderr kept (the rest is read and dropped)."},
+     "executor",
+     "Bytes of a command's stdout+stderr kept (the rest is read and dropped). An output "
+     "whose result would exceed message.max.bytes is cut to fit (logged)."},
     {"executor.kill.grace.ms", AX_CONF_INT, OFF(executor_kill_grace_ms), "2000", 1, 600000,
      "executor", "Time between SIGTERM and SIGKILL of a timed-out command's process group."},
     {"executor.lease.min.ms", AX_CONF_INT, OFF(executor_lease_min_ms), "5000", 500, 86400000,
@@ -581,6 +587,10 @@ void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program
 const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len) {
     snprintf(buf, len, "%s%s", c->topic_prefix, suffix);
     return buf;
+}
+
+int ax_conf_group_reserved(const char *group) {
+    return group && group[0] == 'p' && group[1] >= '0' && group[1] <= '9' && group[2] == '\0';
 }
 
 const char *ax_conf_dispatch_topic(const ax_conf_t *c, const char *group, int prio, char *buf,

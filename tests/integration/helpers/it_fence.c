@@ -1,0 +1,36 @@
+/*
+ * it_fence — integration-test helper: fence the producers of one
+ * transactional.id, as a new leader's init_transactions would, without
+ * taking any lease. Usage: it_fence BOOTSTRAP TRANSACTIONAL_ID
+ * Exit 0 when init_transactions succeeded.
+ */
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: it_fence BOOTSTRAP TRANSACTIONAL_ID\n");
+        return 2;
+    }
+    char err[512];
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(c, "bootstrap.servers", argv[1], err, sizeof err) ||
+        rd_kafka_conf_set(c, "transactional.id", argv[2], err, sizeof err)) {
+        fprintf(stderr, "it_fence: %s\n", err);
+        return 2;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "it_fence: %s\n", err);
+        return 1;
+    }
+    rd_kafka_error_t *e = rd_kafka_init_transactions(rk, 30000);
+    int rc = 0;
+    if (e) {
+        fprintf(stderr, "it_fence: init_transactions: %s\n", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        rc = 1;
+    }
+    rd_kafka_destroy(rk);
+    return rc;
+}
