@@ -21,7 +21,9 @@
 
 static const char usage[] =
     "Usage: ax-callback [--config FILE] [--set KEY=VALUE]...\n\n"
-    "Persists attempt results and publishes final outcomes.\n\n";
+    "Persists attempt results and publishes final outcomes. SIGHUP reloads the\n"
+    "configuration (the keys it can apply while running: see docs/OPERATIONS.md);\n"
+    "SIGTERM stops after the batch at hand.\n\n";
 
 typedef struct callback {
     ax_svc_t svc;
@@ -760,11 +762,41 @@ out:
     return rc;
 }
 
+/* ---- SIGHUP: keys applied while running; any other change waits for a restart ---------- */
+static const char *const reloadable_keys[] = {
+    "callback.retry.budget", "callback.batch", "alert.webhook.url", "alert.webhook.secret",
+    "alert.webhook.timeout.ms", "backoff.initial.ms", "backoff.max.ms", NULL};
+
+static int reload_check(ax_svc_t *svc, ax_conf_t *n, char *err, size_t len) {
+    return alert_check(n, err, len);
+}
+
+static int str_changed(const char *a, const char *b) {
+    return strcmp(a ? a : "", b ? b : "") != 0;
+}
+
+static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
+    const ax_conf_t *c = &svc->conf;
+    char err[512];
+    if (c->callback_batch != old->callback_batch &&
+        ax_svc_set_batch_max(svc, (size_t)c->callback_batch) < 0)
+        ax_error("SIGHUP: callback.batch: out of memory; batches stay at %zu", svc->batch_max);
+    if (str_changed(c->alert_webhook_url, old->alert_webhook_url) ||
+        str_changed(c->alert_webhook_secret, old->alert_webhook_secret) ||
+        c->alert_webhook_timeout_ms != old->alert_webhook_timeout_ms) {
+        if (alert_init(svc, err, sizeof err) < 0)
+            ax_error("SIGHUP: alert webhook off: %s", err);
+    }
+}
+
 int main(int argc, char **argv) {
     static callback_t cb;
     if (ax_svc_init(&cb.svc, "ax-callback", &argc, argv, usage, "callback") < 0)
         return 1;
     ax_svc_t *svc = &cb.svc;
+    svc->reloadable = reloadable_keys;
+    svc->reload_check = reload_check;
+    svc->on_reload = on_reload;
     char aerr[512];
     if (alert_init(svc, aerr, sizeof aerr) < 0) {
         fprintf(stderr, "ax-callback: configuration error: %s\n", aerr);
