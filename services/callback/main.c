@@ -56,9 +56,12 @@ static const char sql_finish[] =
     "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
     "  WHERE i.id = ANY($1::bigint[])"
     "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
-    /* an instance cut by the trigger's backlog cap is finished from SCHEDULED */
-    "    AND CASE WHEN ($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
-    "             AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger'"
+    /* an instance cut by the trigger's backlog cap, or cancelled by axctl
+     * before it was claimed, is finished from SCHEDULED */
+    "    AND CASE WHEN (($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
+    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger')"
+    "          OR (($5::text[])[array_position($1::bigint[], i.id)] = 'cancelled'"
+    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'axctl')"
     "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "    ORDER BY i.id FOR UPDATE"
     "), fin AS ("
@@ -82,7 +85,8 @@ static const char sql_finish[] =
     "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
     "  FROM u JOIN old ON old.id = u.id"
     "  WHERE i.id = u.id AND i.attempt = u.attempt"
-    "  AND CASE WHEN u.error_class = 'backlog_full' AND u.worker = 'ax-trigger'"
+    "  AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
+    "      OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
@@ -97,7 +101,8 @@ static const char sql_finish[] =
     /* an instance cut by the backlog cap never ran: not a run, not a
      * failure of the job (its circuit stays as it is) */
     "  SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots,"
-    "    count(*) FILTER (WHERE error_class IS DISTINCT FROM 'backlog_full') AS n,"
+    "    count(*) FILTER (WHERE error_class IS DISTINCT FROM 'backlog_full'"
+    "      AND (worker IS DISTINCT FROM 'axctl' OR error_class IS DISTINCT FROM 'cancelled')) AS n,"
     "    count(*) FILTER (WHERE outcome = 'SUCCESS') AS ok,"
     "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')"
     "      AND error_class IS DISTINCT FROM 'backlog_full') AS bad,"
