@@ -1260,6 +1260,48 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
     commit_ready(ex);
 }
 
+/* Cancel requests (overlap=cancel, axctl instance cancel) of running
+ * instances are looked for every CANCEL_POLL_MS — one primary-key lookup of
+ * the running ids — not only at the lease renewal (executor.lease.min.ms/3,
+ * 1.7 s by default), so a cancelled handler is stopped within a second. */
+#define CANCEL_POLL_MS 200
+static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
+    executor_t *ex = arg;
+    ax_svc_t *svc = &ex->svc;
+    ax_strbuf_t ids = {0};
+    size_t n = 0;
+    ax_pgarr_begin(&ids);
+    for (run_t *r = ex->head; r; r = r->next)
+        if (r->state == RUN_RUNNING && !r->stop_why) {
+            ax_pgarr_int(&ids, r->d.instance_id);
+            n++;
+        }
+    ax_pgarr_end(&ids);
+    if (n == 0) {
+        ax_strbuf_free(&ids);
+        return;
+    }
+    const char *p[] = {svc->worker_id, ids.s};
+    PGresult *res;
+    char err[512];
+    int rc = ax_pg_exec(svc->pg,
+                        "SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
+                        " AND cancel_requested_at IS NOT NULL AND state = 'RUNNING'",
+                        2, p, NULL, NULL, &res, err, sizeof err);
+    ax_strbuf_free(&ids);
+    if (rc < 0) {
+        ax_debug("cancel poll: %s", err); /* the lease renewal looks too */
+        return;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        int64_t id = ax_pg_int(res, i, 0);
+        for (run_t *r = ex->head; r; r = r->next)
+            if (r->d.instance_id == id && r->state == RUN_RUNNING)
+                stop_run(ex, r, "cancelled");
+    }
+    PQclear(res);
+}
+
 static void read_machine_load(void) {
     FILE *f = fopen("/proc/stat", "r");
     if (f) {
@@ -1570,6 +1612,7 @@ int main(int argc, char **argv) {
     ex->ev_commit = evtimer_new(svc->base, on_commit, ex);
     int64_t renew = svc->conf.executor_lease_min_ms / 3;
     ex->ev_lease = every(ex, renew, on_lease);
+    struct event *ev_cancel_poll = every(ex, CANCEL_POLL_MS, on_cancel_poll);
     struct event *ev_heart = every(ex, svc->conf.executor_heartbeat_ms, on_heartbeat);
     svc->reloadable = reloadable_keys;
     svc->reload_check = reload_check;
@@ -1656,6 +1699,7 @@ int main(int argc, char **argv) {
     event_free(ex->ev_more);
     event_free(ex->ev_commit);
     event_free(ex->ev_lease);
+    event_free(ev_cancel_poll);
     event_free(ev_heart);
     event_free(ln.ev_tick);
     if (ln.assignment)
