@@ -229,6 +229,6 @@ stop_svc executor@1 TERM
 axctl workers >"$WORK/workers" || fail "axctl workers failed"
 grep -qE "^$E1 +stopped " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: $E1 not stopped after SIGTERM"; }
 grep -qE "^$E2 +running " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: $E2 not running"; }
-grep -qE "^$E1 .* no +command " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: a stopped executor still fetching"; }
+grep -qE "^$E1 .* no +$hb_re +command " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: a stopped executor still fetching"; }
 
 log "ok"
