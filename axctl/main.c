@@ -198,11 +198,18 @@ ax_pg_t *pg_open(void) {
 }
 
 const char *pg_err_line(char *err) {
-    /* PostgreSQL's DETAIL (e.g. "Failing row contains (...)", the whole row)
-     * and HINT lines are not for the operator's terminal. */
-    char *nl = strchr(err, '\n');
-    if (nl)
-        *nl = '\0';
+    /* PostgreSQL's DETAIL (e.g. "Failing row contains (...)", the whole row),
+     * CONTEXT and HINT (joined into one line by ax_pg_exec) are not for the
+     * operator's terminal. */
+    static const char *const tails[] = {"DETAIL:", "CONTEXT:", "HINT:", "\n"};
+    for (size_t i = 0; i < AX_ARRAY_SIZE(tails); i++) {
+        char *t = strstr(err, tails[i]);
+        if (t) {
+            while (t > err && (t[-1] == ' ' || t[-1] == '\t'))
+                t--;
+            *t = '\0';
+        }
+    }
     return err;
 }
 
@@ -771,6 +778,16 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     int rc;
+    /* Every value axctl stores or sends is text: refuse bytes that are not
+     * UTF-8 before anything is written (submit and job check their own,
+     * where a payload may be any bytes). */
+    if (strcmp(cmd, "submit") != 0 && strcmp(cmd, "job") != 0)
+        for (int i = 2; i < argc; i++)
+            if (!utf8_valid(argv[i], strlen(argv[i]))) {
+                if (argv[i - 1][0] == '-' && argv[i - 1][1] == '-' && i > 2)
+                    die_usagef("%s is not valid UTF-8 text", argv[i - 1]);
+                die_usagef("%s: argument %d is not valid UTF-8 text", cmd, i - 1);
+            }
     if (strcmp(cmd, "submit") == 0) {
         rc = cmd_submit(argc - 2, argv + 2);
     } else if (strcmp(cmd, "job") == 0) {
