@@ -116,7 +116,8 @@ axctl job create "$GONE" -- true >/dev/null
 "$AX_BIN/axctl/axctl" submit --job "$GONE" --trace-id "gone-$$" --wait --wait-timeout 120 \
     >"$WORK/wait.out" 2>"$WORK/wait.err" &
 wait_pid=$!
-sleep 1
+# once axctl checked the job and produced the submission (it waits in Kafka)
+wait_for 30 "the submission on $(topic submit)" check '[ "$(topic_count "$(topic submit)")" = 1 ]'
 axctl job delete "$GONE" >/dev/null || fail "job delete $GONE"
 start_svc trigger
 wait_for 60 "the dead-lettered submission's --wait to return" bash -c "! kill -0 $wait_pid 2>/dev/null"
@@ -145,8 +146,10 @@ cat "$WORK/dlq"
 [ ! -s "$WORK/dlq.err" ] || { cat "$WORK/dlq.err"; fail "dlq list printed on stderr"; }
 grep -qvE '^[0-9]+:[0-9]+  [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z  ' "$WORK/dlq" \
     && fail "dlq list: a line without P:O and an ISO-8601 time"
-head -n 1 "$WORK/dlq" | grep -q "from $(topic submit) .*schema\|from $(topic submit) .*avro\|from $(topic submit) .*frame\|magic" \
-    || grep -q "unknown job" <(tail -n 1 "$WORK/dlq") || fail "dlq list: not newest first"
+head -n 1 "$WORK/dlq" | grep -qE "rejected  from $(topic submit) \[[0-9]\] @[0-9]+  magic byte" \
+    || fail "dlq list: the newest record (the garbage) is not first"
+tail -n 1 "$WORK/dlq" | grep -qE "rejected  from $(topic submit) \[[0-9]\] @[0-9]+  unknown job '$GONE'" \
+    || fail "dlq list: the oldest record (unknown job) is not last"
 awk '{ print $2 }' "$WORK/dlq" >"$WORK/times"
 sort -r "$WORK/times" | cmp -s - "$WORK/times" || fail "dlq list: times not newest first"
 axctl dlq list --limit 1 >"$WORK/dlq1"
