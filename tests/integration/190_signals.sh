@@ -8,7 +8,8 @@
 # (b) A configuration that is refused (trigger.lag.low >= trigger.lag.high,
 #     a bad value) changes nothing and is logged; the service lives.
 # (c) SIGUSR1, SIGUSR2 and SIGPIPE kill nothing (USR1/USR2 are logged).
-# (d) SIGTERM (and SIGQUIT, SIGINT) drain: logged, exit status 0.
+# (d) SIGTERM (and SIGQUIT, SIGINT) drain: logged, exit status 0 — also
+#     while a service still waits for PostgreSQL.
 source "$(dirname "$0")/lib.sh"
 
 create_topics
@@ -105,4 +106,8 @@ wait_for 30 "the second trigger to consume" grep -q "consuming" "$WORK/ax-trigge
 wait_for 30 "the second callback to consume" grep -q "consuming" "$WORK/ax-callback@i.log"
 term trigger@q QUIT
 term callback@i INT
+# Also while PostgreSQL is unreachable (the service waits for it).
+start_svc executor@pg --config "$CONF" --set pg.port=1 --set backoff.max.ms=2000
+wait_for 30 "the executor to wait for PostgreSQL" grep -q "retrying in" "$WORK/ax-executor@pg.log"
+term executor@pg TERM
 log "PASS"

@@ -65,7 +65,8 @@ struct ax_svc {
 };
 
 /* Parse the command line (exits 2 on bad configuration), open the loop,
- * PostgreSQL (waits with backoff until reachable) and the producer. */
+ * PostgreSQL (waits with backoff until reachable; a SIGTERM meanwhile exits
+ * 0) and the producer. */
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by);
 

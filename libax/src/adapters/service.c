@@ -169,8 +169,22 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     svc->pqueue = rd_kafka_queue_get_main(svc->producer);
     svc->pwatch = ax_kafka_watch(svc->base, svc->pqueue, 100, producer_poll, svc);
     ax_info("starting as %s (topics %s*)", svc->worker_id, svc->conf.topic_prefix);
-    if (ax_pg_connect_wait(svc->pg, &svc->stopping) < 0)
-        return AX_ERR_IO;
+    /* Wait for PostgreSQL with the loop running between tries, so SIGTERM
+     * (and SIGHUP) are handled while it is unreachable. */
+    for (unsigned attempt = 0;; attempt++) {
+        if (svc->stopping) {
+            ax_info("stopped before PostgreSQL was reachable");
+            exit(0);
+        }
+        if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)
+            break;
+        int64_t wait = ax_backoff_ms(attempt, svc->conf.backoff_initial_ms,
+                                     svc->conf.backoff_max_ms);
+        ax_warn("%s; retrying in %lld ms", err, (long long)wait);
+        struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+        event_base_loopexit(svc->base, &tv);
+        event_base_dispatch(svc->base);
+    }
     ax_info("connected to PostgreSQL");
     return 0;
 }
