@@ -86,6 +86,7 @@ usage_error "--tolerance must be" axctl job create "${JOBP}bad" --tolerance 3600
 usage_error "--retry-multiplier must be" axctl job create "${JOBP}bad" --retry-multiplier 0.5 -- true
 usage_error "not valid UTF-8" axctl job create "${JOBP}bad" -- echo $'\xff'
 usage_error "--tz is not valid UTF-8" axctl job create "${JOBP}bad" --cron '* * * * *' --tz $'\xff' -- true
+usage_error "invalid flow name 'bad name'" axctl flow create 'bad name' --stage "a=$J"
 usage_error "--stage is not valid UTF-8" axctl flow create "${JOBP}f" --stage a=$'\xff'
 usage_error "idem: argument 2 is not valid UTF-8" axctl idem claim $'\xff' --instance 1
 usage_error "--state must be" axctl instance list --state bogus
