@@ -675,7 +675,8 @@ void run_done(run_t *r, const handler_result_t *res) {
         a.exit_code_set = 0;
         snprintf(text, sizeof text, "%s",
                  strcmp(r->stop_why, "cancelled") == 0
-                     ? "cancelled: a newer run of the job started (overlap=cancel)"
+                     ? "cancelled: its cancellation was requested (overlap=cancel: a newer "
+                       "run started; or axctl instance cancel / job delete --cancel-pending)"
                  : strcmp(r->stop_why, "shutdown") == 0
                      ? "cancelled: the executor's shutdown grace ran out"
                      : "the lease could not be renewed: stopped (the instance is recovered "
@@ -1153,6 +1154,18 @@ static void stop_run(executor_t *ex, run_t *r, const char *why) {
     if (r->state == RUN_RUNNING) {
         ax_info("instance %lld: stopping its handler (%s)", (long long)r->d.instance_id, why);
         r->ops->cancel(ex, r, why);
+    } else if (r->state == RUN_CLAIMED && r->pool && strcmp(why, "cancelled") == 0) {
+        /* cancelled while it waited in its pool: reported CANCELLED now (as
+         * when a cancel is found at its start), not left to the sweep */
+        handler_result_t none = {.outcome = AX_OUTCOME_CANCELLED};
+        pool_remove(r->pool, r);
+        wait_sub(r);
+        r->started_at_ms = ax_now_ms();
+        r->started_mono = ax_mono_ms();
+        r->state = RUN_RUNNING;
+        r->pool->running++;
+        ex->running++;
+        run_done(r, &none);
     } else if (r->state == RUN_CLAIMED) {
         run_drop(r);
     }
@@ -1260,10 +1273,12 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
     commit_ready(ex);
 }
 
-/* Cancel requests (overlap=cancel, axctl instance cancel) of running
- * instances are looked for every CANCEL_POLL_MS — one primary-key lookup of
- * the running ids — not only at the lease renewal (executor.lease.min.ms/3,
- * 1.7 s by default), so a cancelled handler is stopped within a second. */
+/* Cancel requests (overlap=cancel, axctl instance cancel) of running and
+ * claimed instances are looked for every CANCEL_POLL_MS — one primary-key
+ * lookup of their ids — not only at the lease renewal (every
+ * executor.lease.min.ms/3, 1.7 s by default, and once a minute for claimed
+ * ones), so a cancelled handler is stopped within a second and a cancelled
+ * claim waiting in its pool is reported CANCELLED at once. */
 #define CANCEL_POLL_MS 200
 static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
@@ -1272,7 +1287,7 @@ static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
     size_t n = 0;
     ax_pgarr_begin(&ids);
     for (run_t *r = ex->head; r; r = r->next)
-        if (r->state == RUN_RUNNING && !r->stop_why) {
+        if ((r->state == RUN_RUNNING || r->state == RUN_CLAIMED) && !r->stop_why) {
             ax_pgarr_int(&ids, r->d.instance_id);
             n++;
         }
@@ -1286,7 +1301,7 @@ static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
     char err[512];
     int rc = ax_pg_exec(svc->pg,
                         "SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
-                        " AND cancel_requested_at IS NOT NULL AND state = 'RUNNING'",
+                        " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')",
                         2, p, NULL, NULL, &res, err, sizeof err);
     ax_strbuf_free(&ids);
     if (rc < 0) {
@@ -1296,10 +1311,13 @@ static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
     for (int i = 0; i < PQntuples(res); i++) {
         int64_t id = ax_pg_int(res, i, 0);
         for (run_t *r = ex->head; r; r = r->next)
-            if (r->d.instance_id == id && r->state == RUN_RUNNING)
+            if (r->d.instance_id == id && (r->state == RUN_RUNNING || r->state == RUN_CLAIMED)) {
                 stop_run(ex, r, "cancelled");
+                break;
+            }
     }
     PQclear(res);
+    commit_ready(ex);
 }
 
 static void read_machine_load(void) {

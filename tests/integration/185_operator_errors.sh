@@ -13,8 +13,9 @@
 #     dlq replay of one record twice makes one instance (the second call
 #     says so); dlq replay 99:99 exits 2 with one line.
 # (e) instance list --job --state; instance cancel of a SCHEDULED instance
-#     finishes it CANCELLED (result published), of a RUNNING one stops it
-#     (CANCELLED), of a FINISHED one exits 1.
+#     finishes it CANCELLED (result published), of one claimed and waiting
+#     for a slot and of a RUNNING one stops it (CANCELLED), of a FINISHED one
+#     exits 1.
 # (f) job delete refuses while instances are unfinished and names them;
 #     --cancel-pending cancels them, then deletes.
 # (g) workers: an executor whose heartbeat stopped is shown lost, with the
@@ -130,7 +131,7 @@ grep -q "submission gone-$$ was dead-lettered: unknown job '$GONE'" "$WORK/wait.
 t_dlq=$(kcat -b "$BOOTSTRAP" -C -t "$(topic dlq)" -o beginning -e -q -f '%T\n' 2>/dev/null | tail -n 1)
 log "--wait returned the DLQ reason $(( t_exit - t_dlq )) ms after the DLQ record"
 
-start_svc executor
+start_svc executor --set executor.slots=1   # one at a time: a second slow one waits claimed
 start_svc callback
 
 # ---- (c) --payload-file - -------------------------------------------------------------------
@@ -186,6 +187,14 @@ expect 1 "instance $later already finished \(CANCELLED\)" axctl instance cancel 
 expect 1 "no instance 999999999999" axctl instance cancel 999999999999
 axctl submit --job "$SLOW" --trace-id "slow-$$" >/dev/null
 wait_for 30 "the slow instance to run" state_is "slow-$$" RUNNING
+# claimed by the executor but waiting for its one slot (LOCKED): cancelled at once
+axctl submit --job "$SLOW" --trace-id "slowq-$$" >/dev/null
+wait_for 30 "the second slow instance to be claimed" state_is "slowq-$$" LOCKED
+expect 0 "its executor was asked to stop it" axctl instance cancel "$(field "slowq-$$" id)"
+wait_for 20 "the claimed instance to be cancelled" finished "slowq-$$"
+[ "$(field "slowq-$$" outcome)/$(field "slowq-$$" error_class)" = CANCELLED/cancelled ] \
+    || fail "instance cancel of a claimed instance: $(field "slowq-$$" outcome)/$(field "slowq-$$" error_class)"
+state_is "slow-$$" RUNNING || fail "cancelling the waiting instance disturbed the running one"
 expect 0 "its executor was asked to stop it" axctl instance cancel "$(field "slow-$$" id)"
 wait_for 20 "the running instance to be cancelled" finished "slow-$$"
 [ "$(field "slow-$$" outcome)" = CANCELLED ] || fail "instance cancel of a RUNNING instance: outcome $(field "slow-$$" outcome)"
