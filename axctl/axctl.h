@@ -20,6 +20,8 @@ void die_usage(const char *msg) __attribute__((noreturn));
 void die_usagef(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 ax_pg_t *pg_open(void);
+/* The first line of a PostgreSQL error (cut in place): no DETAIL/HINT. */
+const char *pg_err_line(char *err);
 /* One parameterised statement; exits 1 on failure. */
 PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p);
 void print_rows(PGresult *r);
@@ -28,7 +30,21 @@ void print_rows(PGresult *r);
 int64_t parse_int(const char *s, const char *what);
 /* ISO-8601 with an offset (Z or +HH:MM, optional .mmm) or epoch ms. */
 int64_t parse_time(const char *s, const char *what);
+/* The whole file ("-": standard input); exits 2 if it cannot be read. */
 char *read_file(const char *path, size_t *ret_len);
+/* 1 if s[0..n) is valid UTF-8; need_utf8 exits 2 naming `what` unless s
+ * (NUL-terminated, may be NULL) is. */
+int utf8_valid(const char *s, size_t n);
+void need_utf8(const char *s, const char *what);
+
+/* instance.c: cancel the unfinished instances among ids (a PostgreSQL
+ * bigint[] literal): SCHEDULED ones are finished CANCELLED through
+ * ax-callback, claimed or running ones are asked to stop (as overlap=cancel).
+ * `why` is the attempt's error text. Returns how many were unfinished (the
+ * counts in *ret_stopping and *ret_scheduled), -1 if Kafka did not take
+ * the cancellations (printed). */
+int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_stopping,
+                     int *ret_scheduled);
 
 /* axctl job ... (job.c) */
 int cmd_job(int argc, char **argv);
@@ -60,6 +76,15 @@ int cmd_idem(int argc, char **argv);
 int cmd_topics(int argc, char **argv);
 /* axctl dlq list | replay (dlq.c) */
 int cmd_dlq(int argc, char **argv);
+/* The dead-letter topic from its current end on (NULL if it cannot be
+ * read): dlq_tail_find waits up to wait_ms for a record of a submission
+ * keyed `key` (with trace id `trace` when it decodes) and returns 1 with its
+ * reason, else 0. */
+typedef struct dlq_tail dlq_tail_t;
+dlq_tail_t *dlq_tail_open(void);
+int dlq_tail_find(dlq_tail_t *t, const char *key, const char *trace, int wait_ms, char *reason,
+                  size_t len);
+void dlq_tail_close(dlq_tail_t *t);
 /* axctl flow ... (flow.c) */
 int cmd_flow(int argc, char **argv);
 

@@ -22,13 +22,19 @@
 
 /* One row per worker; pools as "name running/slots+waiting/queue ..." in
  * name order; the age in seconds with one decimal. */
+/* A worker whose heartbeat stopped (older than 3 x executor.heartbeat.ms,
+ * the trigger's rule for a lost executor) without it saying "stopped" is
+ * shown as lost; HEARTBEAT is the time of its last one. */
 static const char sql_workers[] =
-    "SELECT w.id, w.state,"
+    "SELECT w.id, CASE WHEN w.state <> 'stopped'"
+    "   AND w.heartbeat_at < now() - $2::bigint * interval '1 millisecond' THEN 'lost'"
+    "   ELSE w.state END,"
     " to_char(greatest(extract(epoch FROM now() - w.heartbeat_at), 0), 'FM9999999990.0'),"
     " array_to_string(w.groups, ','),"
     " coalesce(to_char(w.cpu_pct, 'FM990.0'), '-'), coalesce(to_char(w.mem_pct, 'FM990.0'), '-'),"
     " coalesce(to_char(w.rss_bytes / 1048576.0, 'FM9999999990.0'), '-'),"
     " w.running, w.waiting, CASE WHEN w.fetching THEN 'yes' ELSE 'no' END,"
+    " to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
     " coalesce((SELECT string_agg(format('%s %s/%s+%s/%s', p.key,"
     "     coalesce(p.value->>'running', '?'), coalesce(p.value->>'slots', '?'),"
     "     coalesce(p.value->>'waiting', '?'), coalesce(p.value->>'queue', '?')),"
@@ -61,12 +67,15 @@ static void print_table(PGresult *r, const char *const *head, const int *right, 
 }
 
 static void print_workers(ax_pg_t *pg, int all) {
-    const char *p[] = {all ? "true" : "false"};
-    PGresult *r = q(pg, sql_workers, 1, p);
-    static const char *const head[] = {"ID",   "STATE", "AGE_S", "GROUPS", "CPU%",  "MEM%",
-                                       "RSS_MB", "RUN", "WAIT",  "FETCH",  "POOLS"};
+    char lost[32];
+    snprintf(lost, sizeof lost, "%lld", (long long)(3 * conf.executor_heartbeat_ms));
+    const char *p[] = {all ? "true" : "false", lost};
+    PGresult *r = q(pg, sql_workers, 2, p);
+    static const char *const head[] = {"ID",   "STATE", "AGE_S", "GROUPS", "CPU%",
+                                       "MEM%", "RSS_MB", "RUN",  "WAIT",   "FETCH",
+                                       "HEARTBEAT", "POOLS"};
     /* text columns left-aligned, numbers right-aligned, the pools last */
-    static const int right[] = {0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0};
+    static const int right[] = {0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0};
     print_table(r, head, right, (int)AX_ARRAY_SIZE(head));
     PQclear(r);
 }

@@ -143,6 +143,16 @@ static int flow_create(int argc, char **argv) {
         } else
             die_usagef("flow create: unknown option '%s'", argv[i]);
     }
+    /* The flow table's CHECK; with a schedule, its job flow.NAME must fit
+     * the job table's 128 bytes too. */
+    size_t nlen = strlen(name), nmax = nsched ? 123 : 128;
+    int name_ok = nlen >= 1 && nlen <= nmax &&
+                  strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                      nlen &&
+                  strchr("._-", name[0]) == NULL;
+    if (!name_ok)
+        die_usagef("invalid flow name '%s': 1-%zu of A-Z a-z 0-9 . _ - starting with a letter "
+                   "or digit", name, nmax);
     if (nstages == 0)
         die_usage("a flow needs at least one --stage");
     for (int i = 0; i < nstages; i++)
@@ -166,14 +176,14 @@ static int flow_create(int argc, char **argv) {
         }
     }
     if (ax_pg_begin(pg, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
     const char *fp[] = {name, policy};
     PGresult *r;
     if (ax_pg_exec(pg, "INSERT INTO flow (name, failure_policy) VALUES ($1, $2) RETURNING id", 2, fp,
                    NULL, NULL, &r, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: cannot create flow %s: %s\n", name, err);
+        fprintf(stderr, "axctl: cannot create flow %s: %s\n", name, pg_err_line(err));
         return 1;
     }
     char id[32];
@@ -192,14 +202,14 @@ static int flow_create(int argc, char **argv) {
                             4, sp, NULL, NULL, NULL, err, sizeof err);
         ax_strbuf_free(&deps);
         if (rc < 0) {
-            fprintf(stderr, "axctl: stage '%s': %s\n", stages[i].name, err);
+            fprintf(stderr, "axctl: stage '%s': %s\n", stages[i].name, pg_err_line(err));
             return 1;
         }
     }
     int scheduled = job_flow_schedule(pg, name, id, nsched, sched);
     free(sched);
     if (ax_pg_commit(pg, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
     printf("created flow %s (%d stages, on failure %s)\n", name, nstages, policy);
@@ -215,7 +225,7 @@ static int flow_schedule(int argc, char **argv) {
     ax_pg_t *pg = pg_open();
     char err[1024];
     if (ax_pg_begin(pg, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
     const char *p[] = {argv[0]};
@@ -229,7 +239,7 @@ static int flow_schedule(int argc, char **argv) {
     PQclear(r);
     int wrote = job_flow_schedule(pg, argv[0], id, argc - 1, argv + 1);
     if (ax_pg_commit(pg, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
     if (wrote)
@@ -250,7 +260,7 @@ static int flow_run(int argc, char **argv) {
      * scheduled fire runs too */
     if (ax_pg_exec(pg, "SELECT ax_flow_start(id, 'manual') FROM flow WHERE name = $1", 1, p, NULL,
                    NULL, &r, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
     if (PQntuples(r) != 1) {

@@ -45,8 +45,8 @@ static void cat(ax_strbuf_t *b, const char *s) {
     }
 }
 
-static void fail_sql(const char *err) {
-    fprintf(stderr, "axctl: %s\n", err);
+static void fail_sql(char *err) {
+    fprintf(stderr, "axctl: %s\n", pg_err_line(err));
     exit(1);
 }
 
@@ -376,6 +376,12 @@ static const char *const misfire_values[] = {"fire_once", "skip", "catch_up", NU
 static const char *const overlap_values[] = {"allow", "skip", "queue", "cancel", NULL};
 static const char *const handler_values[] = {"command", "http", "plugin", NULL};
 
+/* The job table's CHECK (misfire_threshold_ms >= 1000). */
+#define MISFIRE_THRESHOLD_MIN_MS 1000
+/* Longest --after and --fixed-rate/--fixed-delay interval: a century (the
+ * fire times stay within what PostgreSQL and the trigger hold). */
+#define SCHED_MS_MAX INT64_C(3153600000000)
+
 /* The longest circuit cool-down: a year (beyond, "until axctl job reset"
  * is meant; a threshold of 0 turns the breaker off). */
 #define CIRCUIT_COOLDOWN_MAX_MS INT64_C(31536000000)
@@ -429,6 +435,10 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
                 die_usagef("job %s: -- needs COMMAND ARG...", sub);
             o->command = argv + i;
             o->ncommand = argc - i;
+            for (int k = 0; k < o->ncommand; k++)
+                if (!utf8_valid(o->command[k], strlen(o->command[k])))
+                    die_usagef("job %s: argument %d of the command after -- is not valid UTF-8 "
+                               "text", sub, k + 1);
             break;
         }
         if (strcmp(a, "--no-schedule") == 0) {
@@ -458,6 +468,8 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
         if (i + 1 >= argc)
             die_usagef("%s needs a value", a);
         const char *v = argv[++i];
+        if (strcmp(a, "--payload") != 0 && strcmp(a, "--payload-file") != 0)
+            need_utf8(v, a); /* stored as text (a payload is bytes) */
         if (strcmp(a, "--cron") == 0) {
             set_sched(o, a, AX_SCHED_CRON);
             o->cron = v;
@@ -469,7 +481,7 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             o->overlap = one_of(a, v, dst_overlap_values);
         } else if (strcmp(a, "--fixed-rate") == 0 || strcmp(a, "--fixed-delay") == 0) {
             set_sched(o, a, a[8] == 'r' ? AX_SCHED_FIXED_RATE : AX_SCHED_FIXED_DELAY);
-            o->interval_ms = int_in(a, v, 1, INT64_MAX);
+            o->interval_ms = int_in(a, v, 1, SCHED_MS_MAX);
         } else if (strcmp(a, "--at") == 0) {
             set_sched(o, a, AX_SCHED_ONCE);
             o->has_at = 1;
@@ -477,7 +489,7 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
         } else if (strcmp(a, "--after") == 0) {
             set_sched(o, a, AX_SCHED_ONCE);
             o->has_after = 1;
-            o->after_ms = int_in(a, v, 0, INT64_MAX / 2);
+            o->after_ms = int_in(a, v, 0, SCHED_MS_MAX);
         } else if (strcmp(a, "--start") == 0) {
             o->has_start = 1;
             o->start_ms = parse_time(v, a);
@@ -485,7 +497,7 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             o->misfire = one_of(a, v, misfire_values);
         } else if (strcmp(a, "--misfire-threshold") == 0) {
             o->has_threshold = 1;
-            o->threshold = int_in(a, v, 0, INT64_MAX);
+            o->threshold = int_in(a, v, MISFIRE_THRESHOLD_MIN_MS, INT64_MAX);
         } else if (strcmp(a, "--catchup-max") == 0) {
             o->has_catchup = 1;
             o->catchup = int_in(a, v, 1, 10000);
@@ -493,7 +505,7 @@ static void parse_opts(const char *sub, int argc, char **argv, int create, opts_
             o->overlap_policy = one_of(a, v, overlap_values);
         } else if (strcmp(a, "--timeout") == 0) {
             o->has_timeout = 1;
-            o->timeout = int_in(a, v, 1, INT64_MAX);
+            o->timeout = int_in(a, v, 1, SCHED_MS_MAX);
         } else if (strcmp(a, "--priority") == 0) {
             o->has_priority = 1;
             o->priority = int_in(a, v, 0, 4);
@@ -878,16 +890,59 @@ static int job_enable(int argc, char **argv, int enable) {
     return 0;
 }
 
+/* A job with unfinished instances is deleted only with --cancel-pending
+ * (they are cancelled first: instance.c); without it the delete is refused
+ * and names them, so no instance is left behind that nothing dispatches. */
 static int job_delete(int argc, char **argv) {
     need_name("delete", argc, argv);
-    if (argc > 2)
-        die_usagef("job delete takes only a NAME");
+    int cancel = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--cancel-pending") == 0)
+            cancel = 1;
+        else
+            die_usagef("job delete: unknown argument '%s' (job delete NAME [--cancel-pending])",
+                       argv[i]);
+    }
     ax_pg_t *pg = pg_open();
+    char err[1024];
+    if (ax_pg_begin(pg, err, sizeof err) < 0)
+        fail_sql(err);
     const char *p[] = {argv[1]};
-    PGresult *r = q(pg, "DELETE FROM job WHERE name = $1 RETURNING id", 1, p);
+    PGresult *r = q(pg, "SELECT id FROM job WHERE name = $1 FOR UPDATE", 1, p);
     if (PQntuples(r) == 0)
         no_job(argv[1]);
+    const char *jp[] = {PQgetvalue(r, 0, 0)};
+    PGresult *pr = q(pg,
+                     "SELECT count(*), coalesce((SELECT string_agg(id::text, ', ' ORDER BY id)"
+                     "  FROM (SELECT id FROM job_instance WHERE job_id = $1::bigint"
+                     "   AND state <> 'FINISHED' ORDER BY id LIMIT 5) f), ''),"
+                     " coalesce(array_agg(id ORDER BY id)::text, '{}')"
+                     " FROM job_instance WHERE job_id = $1::bigint AND state <> 'FINISHED'",
+                     1, jp);
+    int64_t pending = ax_pg_int(pr, 0, 0);
+    if (pending > 0 && !cancel) {
+        fprintf(stderr,
+                "axctl: job %s has %lld unfinished instance(s) (%s%s): not deleted; cancel them "
+                "with job delete %s --cancel-pending, or wait for them to finish\n",
+                argv[1], (long long)pending, PQgetvalue(pr, 0, 1), pending > 5 ? ", ..." : "",
+                argv[1]);
+        exit(1); /* the transaction is rolled back: nothing written */
+    }
+    if (pending > 0) {
+        int stopping, scheduled;
+        if (cancel_instances(pg, PQgetvalue(pr, 0, 2),
+                             "cancelled by an operator (axctl job delete --cancel-pending)",
+                             &stopping, &scheduled) < 0)
+            exit(1);
+        printf("cancelled %d instance(s) not started yet; asked executors to stop %d claimed "
+               "or running\n", scheduled, stopping);
+    }
+    PQclear(pr);
     PQclear(r);
+    r = q(pg, "DELETE FROM job WHERE name = $1 RETURNING id", 1, p);
+    PQclear(r);
+    if (ax_pg_commit(pg, err, sizeof err) < 0)
+        fail_sql(err);
     printf("deleted job %s\n", argv[1]);
     ax_pg_destroy(pg);
     return 0;

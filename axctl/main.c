@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,10 @@ static const char usage[] =
     "      inline command (after --). TIME is ISO-8601 with offset\n"
     "      (2026-12-01T02:30:00Z) or epoch milliseconds. Prints the trace id; with\n"
     "      --wait, waits for the final outcome, prints it as JSON and exits 0 only\n"
-    "      on SUCCESS. --count N submits N instances, trace ids TRACE-1..TRACE-N.\n"
+    "      on SUCCESS, or with the reason (exit 1) as soon as the submission is\n"
+    "      dead-lettered. --count N submits N instances, trace ids TRACE-1..TRACE-N.\n"
+    "      --payload-file - reads the payload from standard input. --job must name\n"
+    "      an existing job (checked first: exit 2).\n"
     "  job create NAME [SCHEDULE] [POLICY...] [RUN...] [RETRY...] [--disabled]\n"
     "         -- COMMAND ARG...\n"
     "  job update NAME [SCHEDULE] [POLICY...] [RUN...] [RETRY...] [-- COMMAND ARG...]\n"
@@ -79,7 +83,10 @@ static const char usage[] =
     "                           attempts: fires are skipped (default 5, 0 = off)\n"
     "        --circuit-cooldown MS  then one fire probes after MS (default 60000)\n"
     "      Invalid values exit 2 before anything is written.\n"
-    "  job enable NAME | job disable NAME | job delete NAME\n"
+    "  job enable NAME | job disable NAME\n"
+    "  job delete NAME [--cancel-pending]\n"
+    "      Refused (exit 1, naming them) while the job has unfinished instances;\n"
+    "      --cancel-pending cancels them first (as instance cancel).\n"
     "  job list\n"
     "      One line per job: name, enabled/disabled, schedule, next fire time, and\n"
     "      the run settings that are not the defaults (handler=, group=,\n"
@@ -98,7 +105,14 @@ static const char usage[] =
     "  job reset NAME\n"
     "      Close the job's circuit breaker now (consecutive failures 0) and print\n"
     "      what it was.\n"
-    "  instance show ID | instance list [--limit N] [--trace ID]\n"
+    "  instance show ID\n"
+    "  instance list [--job NAME] [--state STATE] [--trace ID] [--limit N]\n"
+    "      Instances newest first (default 20), as JSON lines; STATE is SCHEDULED,\n"
+    "      LOCKED, RUNNING or FINISHED.\n"
+    "  instance cancel ID\n"
+    "      Cancel an unfinished instance: one not started yet is finished CANCELLED\n"
+    "      (its result published); a claimed or running one is stopped by its\n"
+    "      executor, as overlap=cancel does. A finished one: exit 1.\n"
     "  topics create [--partitions N] [--replication N] [--group G]...\n"
     "      Create the topics (default 6 partitions, replication 1), and\n"
     "      <prefix>dispatch.G for each executor group G; existing ones are kept.\n"
@@ -110,7 +124,9 @@ static const char usage[] =
     "      One line per executor (the worker table), newest heartbeat first: id,\n"
     "      state, heartbeat age, groups, machine cpu% and mem%, RSS MB, running,\n"
     "      waiting, fetching yes/no, and per pool NAME RUNNING/SLOTS+WAITING/QUEUE.\n"
-    "      Executors silent for over a minute are shown only with --all.\n"
+    "      Executors silent for over a minute are shown only with --all. An\n"
+    "      executor whose heartbeat stopped (older than 3 x executor.heartbeat.ms)\n"
+    "      without stopping is shown lost; HEARTBEAT is the time of its last one.\n"
     "  idem claim KEY [--scope JOB] [--instance ID]\n"
     "      For commands run by ax: claim a business key once per scope (default\n"
     "      $AX_JOB, else ''). ID defaults to $AX_INSTANCE_ID (set by the executor).\n"
@@ -128,10 +144,16 @@ static const char usage[] =
     "      Set, change or remove a flow's schedule (the fire history is kept).\n"
     "  flow run NAME            start a run now (prints its id)\n"
     "  flow show NAME [--run ID] | flow list | flow delete NAME\n"
-    "  dlq list [--limit N]     the dead-letter topic: rejected messages (reason, source)\n"
-    "                           and final failures (instance), as PARTITION:OFFSET lines\n"
-    "  dlq replay P:O           produce a rejected message again to its source topic, or\n"
-    "                           resubmit a final failure's job with the same payload\n"
+    "  dlq list [--limit N] [--since TIME] [--reason TEXT]\n"
+    "      The dead-letter topic, newest first (default 100): PARTITION:OFFSET, time\n"
+    "      (ISO-8601 UTC), rejected messages (source, reason) and final failures\n"
+    "      (instance); --since: records from TIME on; --reason: whose reason holds\n"
+    "      TEXT (any case).\n"
+    "  dlq replay P:O\n"
+    "      Produce a rejected message again to its source topic, or resubmit a final\n"
+    "      failure's job with the same payload. Idempotent: a replayed submission\n"
+    "      carries an idempotency key of the record, so replaying it again makes no\n"
+    "      second instance (and says so).\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
     "  config reference         the configuration reference (Markdown)\n"
     "  config print             the effective configuration, secrets redacted\n"
@@ -175,11 +197,27 @@ ax_pg_t *pg_open(void) {
     return pg;
 }
 
+const char *pg_err_line(char *err) {
+    /* PostgreSQL's DETAIL (e.g. "Failing row contains (...)", the whole row),
+     * CONTEXT and HINT (joined into one line by ax_pg_exec) are not for the
+     * operator's terminal. */
+    static const char *const tails[] = {"DETAIL:", "CONTEXT:", "HINT:", "\n"};
+    for (size_t i = 0; i < AX_ARRAY_SIZE(tails); i++) {
+        char *t = strstr(err, tails[i]);
+        if (t) {
+            while (t > err && (t[-1] == ' ' || t[-1] == '\t'))
+                t--;
+            *t = '\0';
+        }
+    }
+    return err;
+}
+
 PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
     char err[1024];
     PGresult *r;
     if (ax_pg_exec(pg, sql, n, p, NULL, NULL, &r, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", err);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         exit(1);
     }
     return r;
@@ -202,9 +240,18 @@ int64_t parse_int(const char *s, const char *what) {
 }
 
 /* ISO-8601 with offset (Z or ±HH:MM), optional .mmm; or epoch ms. */
+/* What a PostgreSQL timestamptz holds and a schedule can use: years 1-9999. */
+#define TIME_MIN_MS INT64_C(-62135596800000)
+#define TIME_MAX_MS INT64_C(253402300799999)
+static int64_t time_in_range(int64_t ms, const char *s, const char *what) {
+    if (ms < TIME_MIN_MS || ms > TIME_MAX_MS)
+        die_usagef("%s: '%s' is out of range (years 0001 to 9999)", what, s);
+    return ms;
+}
+
 int64_t parse_time(const char *s, const char *what) {
     if (*s && strspn(s, "0123456789") == strlen(s))
-        return parse_int(s, what);
+        return time_in_range(parse_int(s, what), s, what);
     struct tm tm = {0};
     const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
     int ms = 0;
@@ -233,32 +280,85 @@ int64_t parse_time(const char *s, const char *what) {
                         "2026-12-01T02:30:00Z\n", what, s);
         exit(2);
     }
-    return ((int64_t)timegm(&tm) - off) * 1000 + ms;
+    return time_in_range(((int64_t)timegm(&tm) - off) * 1000 + ms, s, what);
+}
+
+int utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s, *e = p + n;
+    while (p < e) {
+        unsigned c = *p++;
+        if (c < 0x80)
+            continue;
+        int more;
+        unsigned min, cp;
+        if ((c & 0xE0) == 0xC0)
+            more = 1, min = 0x80, cp = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0)
+            more = 2, min = 0x800, cp = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0)
+            more = 3, min = 0x10000, cp = c & 0x07;
+        else
+            return 0;
+        if (e - p < more)
+            return 0;
+        for (int k = 0; k < more; k++) {
+            if ((p[k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (p[k] & 0x3F);
+        }
+        p += more;
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+    }
+    return 1;
+}
+
+void need_utf8(const char *s, const char *what) {
+    if (s && !utf8_valid(s, strlen(s)))
+        die_usagef("%s is not valid UTF-8 text", what);
 }
 
 char *read_file(const char *path, size_t *ret_len) {
-    FILE *f = fopen(path, "rb");
+    int std_in = strcmp(path, "-") == 0;
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "axctl: %s: %s\n", path, strerror(errno));
-        exit(1);
+        fprintf(stderr, "axctl: cannot read %s: %s\n", path, strerror(errno));
+        exit(2);
     }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     size_t n;
     while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
         len += n;
-        if (len == cap)
-            buf = realloc(buf, cap *= 2);
+        if (len == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
     }
-    fclose(f);
+    int bad = ferror(f);
+    if (!std_in)
+        fclose(f);
+    if (!buf || bad) {
+        fprintf(stderr, "axctl: cannot read %s: %s\n", std_in ? "standard input" : path,
+                buf ? strerror(errno) : "out of memory");
+        free(buf);
+        exit(buf ? 2 : 1);
+    }
     *ret_len = len;
     return buf;
 }
 
-static int wait_outcome(const char *trace, int timeout_s) {
+/* Waits for the instance of trace to finish and be published; a
+ * submission keyed `key` that is dead-lettered meanwhile (seen on the DLQ
+ * through tail, when open) ends the wait at once with the DLQ's reason. */
+static int wait_outcome(const char *trace, const char *key, dlq_tail_t *tail, int timeout_s) {
     ax_pg_t *pg = pg_open();
     const char *p[] = {trace};
     int64_t deadline = ax_mono_ms() + (int64_t)timeout_s * 1000;
+    int rc = 1;
+    char reason[600];
     while (ax_mono_ms() < deadline) {
         PGresult *r = q(pg,
                         "SELECT row_to_json(x)::text, x.outcome FROM ("
@@ -271,18 +371,41 @@ static int wait_outcome(const char *trace, int timeout_s) {
                         1, p);
         if (PQntuples(r) == 1) {
             puts(PQgetvalue(r, 0, 0));
-            int ok = strcmp(PQgetvalue(r, 0, 1), "SUCCESS") == 0;
+            rc = strcmp(PQgetvalue(r, 0, 1), "SUCCESS") == 0 ? 0 : 1;
             PQclear(r);
-            ax_pg_destroy(pg);
-            return ok ? 0 : 1;
+            goto out;
         }
         PQclear(r);
-        usleep(100 * 1000);
+        if (tail && dlq_tail_find(tail, key, trace, 100, reason, sizeof reason) == 1) {
+            fprintf(stderr, "axctl: submission %s was dead-lettered: %s\n", trace, reason);
+            goto out;
+        }
+        if (!tail)
+            usleep(100 * 1000);
     }
     fprintf(stderr, "axctl: no final outcome for trace %s within %d s\n", trace, timeout_s);
+out:
     ax_pg_destroy(pg);
-    return 1;
+    return rc;
 }
+
+/* --job NAME must name a job that can be submitted: checked before anything
+ * is produced (the trigger would only dead-letter it). */
+static void check_job(const char *name) {
+    ax_pg_t *pg = pg_open();
+    const char *p[] = {name};
+    PGresult *r = q(pg, "SELECT handler_kind FROM job WHERE name = $1", 1, p);
+    int found = PQntuples(r) == 1, flow = found && strcmp(PQgetvalue(r, 0, 0), "flow") == 0;
+    PQclear(r);
+    ax_pg_destroy(pg);
+    if (!found)
+        die_usagef("--job: no job named '%s' (see axctl job list)", name);
+    if (flow)
+        die_usagef("--job: job '%s' starts a flow: run it with axctl flow run", name);
+}
+
+/* Longest --delay and --timeout: a century (a due time PostgreSQL holds). */
+#define SUBMIT_MS_MAX INT64_C(3153600000000)
 
 static int cmd_submit(int argc, char **argv) {
     ax_submit_t s;
@@ -303,34 +426,50 @@ static int cmd_submit(int argc, char **argv) {
             wait = 1;
             continue;
         }
+        if (strncmp(a, "--", 2) != 0)
+            die_usagef("submit: unexpected argument '%s' (an inline command goes after --)", a);
         if (!v)
-            die_usage("option needs a value");
+            die_usagef("%s needs a value", a);
         if (strcmp(a, "--job") == 0)
             s.job = (char *)v;
-        else if (strcmp(a, "--delay") == 0)
+        else if (strcmp(a, "--delay") == 0) {
             s.delay_ms = parse_int(v, a);
-        else if (strcmp(a, "--at") == 0)
+            if (s.delay_ms < 0 || s.delay_ms > SUBMIT_MS_MAX)
+                die_usagef("--delay must be 0..%" PRId64 " ms, not %s", SUBMIT_MS_MAX, v);
+        } else if (strcmp(a, "--at") == 0)
             s.run_at_ms = parse_time(v, a);
-        else if (strcmp(a, "--priority") == 0)
-            s.priority = (int32_t)parse_int(v, a);
-        else if (strcmp(a, "--timeout") == 0)
+        else if (strcmp(a, "--priority") == 0) {
+            int64_t pr = parse_int(v, a);
+            if (pr < 0 || pr > 4)
+                die_usagef("--priority must be 0..4, not %s", v);
+            s.priority = (int32_t)pr;
+        } else if (strcmp(a, "--timeout") == 0) {
             s.timeout_ms = parse_int(v, a);
-        else if (strcmp(a, "--payload") == 0) {
-            s.payload = (uint8_t *)v;
-            s.payload_len = strlen(v);
-        } else if (strcmp(a, "--payload-file") == 0) {
-            payload_buf = read_file(v, &s.payload_len);
-            s.payload = (uint8_t *)payload_buf;
+            if (s.timeout_ms < 1 || s.timeout_ms > SUBMIT_MS_MAX)
+                die_usagef("--timeout must be 1..%" PRId64 " ms, not %s", SUBMIT_MS_MAX, v);
+        } else if (strcmp(a, "--payload") == 0 || strcmp(a, "--payload-file") == 0) {
+            if (s.payload)
+                die_usage("give one of --payload TEXT or --payload-file FILE");
+            if (a[9] == '\0') {
+                s.payload = (uint8_t *)v;
+                s.payload_len = strlen(v);
+            } else {
+                payload_buf = read_file(v, &s.payload_len); /* "-": standard input */
+                s.payload = (uint8_t *)payload_buf;
+            }
         } else if (strcmp(a, "--idempotency-key") == 0)
             s.idempotency_key = (char *)v;
         else if (strcmp(a, "--trace-id") == 0)
             s.trace_id = (char *)v;
-        else if (strcmp(a, "--wait-timeout") == 0)
-            wait_timeout = (int)parse_int(v, a);
-        else if (strcmp(a, "--count") == 0)
+        else if (strcmp(a, "--wait-timeout") == 0) {
+            int64_t w = parse_int(v, a);
+            if (w < 1 || w > 86400)
+                die_usagef("--wait-timeout must be 1..86400 seconds, not %s", v);
+            wait_timeout = (int)w;
+        } else if (strcmp(a, "--count") == 0)
             count = parse_int(v, a);
         else
-            die_usage("unknown submit option");
+            die_usagef("submit: unknown option '%s' (see axctl --help)", a);
         i++;
     }
     if (i < argc) {
@@ -339,28 +478,47 @@ static int cmd_submit(int argc, char **argv) {
     }
     if (!s.job == !s.command)
         die_usage("submit needs exactly one of --job NAME or -- COMMAND ARG...");
-    if (s.priority != -1 && (s.priority < 0 || s.priority > 4))
-        die_usage("--priority must be 0..4");
+    if (s.command && !s.command[0][0])
+        die_usage("submit: the command after -- must start with a program name");
+    /* Text fields travel as Avro strings and are stored as PostgreSQL text. */
+    need_utf8(s.job, "--job");
+    need_utf8(s.idempotency_key, "--idempotency-key");
+    need_utf8(s.trace_id, "--trace-id");
+    for (size_t k = 0; k < s.command_len; k++)
+        if (!utf8_valid(s.command[k], strlen(s.command[k])))
+            die_usagef("submit: argument %zu of the command after -- is not valid UTF-8 text",
+                       k + 1);
+    if (s.idempotency_key && (!*s.idempotency_key || strlen(s.idempotency_key) > 512))
+        die_usage("--idempotency-key must be 1..512 bytes");
+    if (s.trace_id && (!*s.trace_id || strlen(s.trace_id) > 150))
+        die_usage("--trace-id must be 1..150 bytes");
+    if (s.run_at_ms && s.delay_ms >= 0)
+        die_usage("give one of --at TIME or --delay MS");
+    if (count < 1 || count > 10000000)
+        die_usagef("--count must be 1..10000000, not %" PRId64, count);
+    if (count > 1 && (wait || s.idempotency_key))
+        die_usage("--count does not go with --wait or --idempotency-key");
     if (!s.trace_id) {
         ax_random_hex(trace, 16);
         s.trace_id = trace;
     }
-    if (count < 1 || count > 10000000)
-        die_usage("--count must be 1..10000000");
-    if (count > 1 && (wait || s.idempotency_key))
-        die_usage("--count does not go with --wait or --idempotency-key");
     submit_size_check(&s, count > 1 ? strlen(s.trace_id) + 21 : strlen(s.trace_id));
+    if (s.job)
+        check_job(s.job);
     char err[512], topic[256];
     rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
     if (!rk) {
         fprintf(stderr, "axctl: configuration error: %s\n", err);
+        free(payload_buf);
         return 2;
     }
     ax_conf_topic(&conf, "submit", topic, sizeof topic);
+    /* Before producing: the DLQ's end, so --wait learns of a rejection. */
+    dlq_tail_t *tail = wait ? dlq_tail_open() : NULL;
     /* --count N: N instances, trace ids TRACE-1 ... TRACE-N. */
     ax_delivery_t d = {0};
     char *base = strdup(s.trace_id), one[200];
-    int rc = 0;
+    int rc = base ? 0 : AX_ERR_NOMEM;
     for (int64_t k = 1; k <= count && rc == 0; k++) {
         if (count > 1) {
             snprintf(one, sizeof one, "%.150s-%lld", base, (long long)k);
@@ -369,8 +527,9 @@ static int cmd_submit(int argc, char **argv) {
         void *buf;
         size_t len;
         if (ax_submit_encode(&s, &buf, &len) < 0) {
-            fprintf(stderr, "axctl: cannot encode the submission\n");
-            return 1;
+            snprintf(err, sizeof err, "cannot encode the submission");
+            rc = AX_ERR_INVALID;
+            break;
         }
         const char *key = s.idempotency_key ? s.idempotency_key : s.trace_id;
         rc = ax_kafka_produce(rk, topic, key, strlen(key), buf, len, NULL, &d, err, sizeof err);
@@ -379,12 +538,13 @@ static int cmd_submit(int argc, char **argv) {
     if (count > 1)
         s.trace_id = base;
     free(payload_buf);
-    if (rc == 0)
-        rc = ax_kafka_wait(rk, &d, 60000);
+    if (rc == 0 || d.pending)
+        rc = ax_kafka_wait(rk, &d, 60000) < 0 ? AX_ERR_IO : rc;
     rd_kafka_destroy(rk);
     if (rc < 0) {
         fprintf(stderr, "axctl: submission not acknowledged by Kafka: %s\n",
                 d.err ? rd_kafka_err2str(d.err) : err);
+        dlq_tail_close(tail);
         free(base);
         return 1;
     }
@@ -393,8 +553,11 @@ static int cmd_submit(int argc, char **argv) {
         free(base);
         return 0;
     }
+    rc = wait_outcome(s.trace_id, s.idempotency_key ? s.idempotency_key : s.trace_id, tail,
+                      wait_timeout);
+    dlq_tail_close(tail);
     free(base);
-    return wait_outcome(s.trace_id, wait_timeout);
+    return rc;
 }
 
 static const char instance_cols[] =
@@ -420,29 +583,106 @@ static int cmd_instance(int argc, char **argv) {
         PGresult *r = q(pg, sql, 1, p);
         if (PQntuples(r) == 0) {
             fprintf(stderr, "axctl: no instance %s\n", argv[1]);
+            PQclear(r);
+            ax_pg_destroy(pg);
             return 1;
         }
         print_rows(r);
+        PQclear(r);
+        ax_pg_destroy(pg);
         return 0;
     }
     if (strcmp(argv[0], "list") == 0) {
-        const char *limit = "20", *trace = NULL;
-        for (int i = 1; i + 1 < argc; i += 2) {
-            if (strcmp(argv[i], "--limit") == 0)
-                limit = argv[i + 1];
-            else if (strcmp(argv[i], "--trace") == 0)
-                trace = argv[i + 1];
-            else
-                die_usage("unknown instance list option");
+        const char *limit = "20", *trace = NULL, *job = NULL, *state = NULL;
+        char st[16];
+        for (int i = 1; i < argc; i += 2) {
+            const char *a = argv[i];
+            if (strcmp(a, "--limit") != 0 && strcmp(a, "--trace") != 0 &&
+                strcmp(a, "--job") != 0 && strcmp(a, "--state") != 0)
+                die_usagef("instance list: unknown option '%s' (see axctl --help)", a);
+            if (i + 1 >= argc)
+                die_usagef("%s needs a value", a);
+            const char *v = argv[i + 1];
+            need_utf8(v, a);
+            if (strcmp(a, "--limit") == 0) {
+                int64_t n = parse_int(v, a);
+                if (n < 1 || n > 1000000)
+                    die_usagef("--limit must be 1..1000000, not %s", v);
+                limit = v;
+            } else if (strcmp(a, "--trace") == 0) {
+                trace = v;
+            } else if (strcmp(a, "--job") == 0) {
+                job = v;
+            } else {
+                static const char *const states[] = {"SCHEDULED", "LOCKED", "RUNNING",
+                                                     "FINISHED", NULL};
+                snprintf(st, sizeof st, "%.15s", v);
+                for (char *c = st; *c; c++)
+                    *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+                int k = 0;
+                while (states[k] && strcmp(states[k], st) != 0)
+                    k++;
+                if (!states[k])
+                    die_usagef("--state must be SCHEDULED, LOCKED, RUNNING or FINISHED, not '%s'",
+                               v);
+                state = st;
+            }
         }
-        parse_int(limit, "--limit");
-        const char *p[] = {limit, trace};
+        const char *p[] = {limit, trace, job, state};
         snprintf(sql, sizeof sql,
                  "SELECT row_to_json(x)::text FROM (SELECT %s FROM job_instance"
-                 " WHERE $2::text IS NULL OR id IN (SELECT instance_id FROM instance_trace"
-                 "  WHERE trace_id = $2) ORDER BY id DESC LIMIT $1::int) x",
+                 " WHERE ($2::text IS NULL OR id IN (SELECT instance_id FROM instance_trace"
+                 "  WHERE trace_id = $2)) AND ($3::text IS NULL OR job_name = $3)"
+                 " AND ($4::text IS NULL OR state::text = $4)"
+                 " ORDER BY id DESC LIMIT $1::int) x",
                  instance_cols);
-        print_rows(q(pg, sql, 2, p));
+        PGresult *r = q(pg, sql, 4, p);
+        print_rows(r);
+        PQclear(r);
+        ax_pg_destroy(pg);
+        return 0;
+    }
+    if (strcmp(argv[0], "cancel") == 0) {
+        if (argc != 2)
+            die_usage("instance cancel needs one ID");
+        int64_t id = parse_int(argv[1], "ID");
+        if (id < 1)
+            die_usagef("ID must be a positive instance id, not %s", argv[1]);
+        char ids[40];
+        snprintf(ids, sizeof ids, "{%lld}", (long long)id);
+        const char *p[] = {argv[1]};
+        PGresult *r = q(pg,
+                        "SELECT state, coalesce(outcome::text, ''), coalesce(worker, '')"
+                        " FROM job_instance WHERE id = $1::bigint",
+                        1, p);
+        if (PQntuples(r) == 0 || strcmp(PQgetvalue(r, 0, 0), "FINISHED") == 0) {
+            if (PQntuples(r) == 0)
+                fprintf(stderr, "axctl: no instance %s\n", argv[1]);
+            else
+                fprintf(stderr, "axctl: instance %s already finished (%s): nothing to cancel\n",
+                        argv[1], PQgetvalue(r, 0, 1));
+            PQclear(r);
+            ax_pg_destroy(pg);
+            return 1;
+        }
+        PQclear(r);
+        int stopping, scheduled;
+        int n = cancel_instances(pg, ids, "cancelled by an operator (axctl instance cancel)",
+                                 &stopping, &scheduled);
+        if (n <= 0) {
+            if (n == 0)
+                fprintf(stderr, "axctl: instance %s finished meanwhile: nothing to cancel\n",
+                        argv[1]);
+            ax_pg_destroy(pg);
+            return 1;
+        }
+        if (scheduled)
+            printf("instance %s cancelled before it started: ax-callback records it FINISHED "
+                   "CANCELLED and publishes its result\n", argv[1]);
+        else
+            printf("instance %s: its executor was asked to stop it (it ends CANCELLED)\n",
+                   argv[1]);
+        ax_pg_destroy(pg);
         return 0;
     }
     die_usage("unknown instance subcommand");
@@ -530,6 +770,8 @@ static int cmd_cron(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     ax_conf_from_args(&conf, &argc, argv, "axctl", usage, NULL);
+    /* librdkafka's own lines go to the debug log: axctl reports errors itself. */
+    ax_kafka_quiet_logs = 1;
     if (argc < 2)
         die_usage("no command given");
     char err[512];
@@ -539,6 +781,16 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     int rc;
+    /* Every value axctl stores or sends is text: refuse bytes that are not
+     * UTF-8 before anything is written (submit and job check their own,
+     * where a payload may be any bytes). */
+    if (strcmp(cmd, "submit") != 0 && strcmp(cmd, "job") != 0)
+        for (int i = 2; i < argc; i++)
+            if (!utf8_valid(argv[i], strlen(argv[i]))) {
+                if (argv[i - 1][0] == '-' && argv[i - 1][1] == '-' && i > 2)
+                    die_usagef("%s is not valid UTF-8 text", argv[i - 1]);
+                die_usagef("%s: argument %d is not valid UTF-8 text", cmd, i - 1);
+            }
     if (strcmp(cmd, "submit") == 0) {
         rc = cmd_submit(argc - 2, argv + 2);
     } else if (strcmp(cmd, "job") == 0) {

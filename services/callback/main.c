@@ -21,7 +21,9 @@
 
 static const char usage[] =
     "Usage: ax-callback [--config FILE] [--set KEY=VALUE]...\n\n"
-    "Persists attempt results and publishes final outcomes.\n\n";
+    "Persists attempt results and publishes final outcomes. SIGHUP reloads the\n"
+    "configuration (the keys it can apply while running: see docs/OPERATIONS.md);\n"
+    "SIGTERM stops after the batch at hand.\n\n";
 
 typedef struct callback {
     ax_svc_t svc;
@@ -54,9 +56,12 @@ static const char sql_finish[] =
     "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
     "  WHERE i.id = ANY($1::bigint[])"
     "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
-    /* an instance cut by the trigger's backlog cap is finished from SCHEDULED */
-    "    AND CASE WHEN ($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
-    "             AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger'"
+    /* an instance cut by the trigger's backlog cap, or cancelled by axctl
+     * before it was claimed, is finished from SCHEDULED */
+    "    AND CASE WHEN (($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
+    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger')"
+    "          OR (($5::text[])[array_position($1::bigint[], i.id)] = 'cancelled'"
+    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'axctl')"
     "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "    ORDER BY i.id FOR UPDATE"
     "), fin AS ("
@@ -80,7 +85,8 @@ static const char sql_finish[] =
     "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
     "  FROM u JOIN old ON old.id = u.id"
     "  WHERE i.id = u.id AND i.attempt = u.attempt"
-    "  AND CASE WHEN u.error_class = 'backlog_full' AND u.worker = 'ax-trigger'"
+    "  AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
+    "      OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
@@ -95,7 +101,8 @@ static const char sql_finish[] =
     /* an instance cut by the backlog cap never ran: not a run, not a
      * failure of the job (its circuit stays as it is) */
     "  SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots,"
-    "    count(*) FILTER (WHERE error_class IS DISTINCT FROM 'backlog_full') AS n,"
+    "    count(*) FILTER (WHERE error_class IS DISTINCT FROM 'backlog_full'"
+    "      AND (worker IS DISTINCT FROM 'axctl' OR error_class IS DISTINCT FROM 'cancelled')) AS n,"
     "    count(*) FILTER (WHERE outcome = 'SUCCESS') AS ok,"
     "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')"
     "      AND error_class IS DISTINCT FROM 'backlog_full') AS bad,"
@@ -760,11 +767,41 @@ out:
     return rc;
 }
 
+/* ---- SIGHUP: keys applied while running; any other change waits for a restart ---------- */
+static const char *const reloadable_keys[] = {
+    "callback.retry.budget", "callback.batch", "alert.webhook.url", "alert.webhook.secret",
+    "alert.webhook.timeout.ms", "backoff.initial.ms", "backoff.max.ms", NULL};
+
+static int reload_check(ax_svc_t *svc, ax_conf_t *n, char *err, size_t len) {
+    return alert_check(n, err, len);
+}
+
+static int str_changed(const char *a, const char *b) {
+    return strcmp(a ? a : "", b ? b : "") != 0;
+}
+
+static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
+    const ax_conf_t *c = &svc->conf;
+    char err[512];
+    if (c->callback_batch != old->callback_batch &&
+        ax_svc_set_batch_max(svc, (size_t)c->callback_batch) < 0)
+        ax_error("SIGHUP: callback.batch: out of memory; batches stay at %zu", svc->batch_max);
+    if (str_changed(c->alert_webhook_url, old->alert_webhook_url) ||
+        str_changed(c->alert_webhook_secret, old->alert_webhook_secret) ||
+        c->alert_webhook_timeout_ms != old->alert_webhook_timeout_ms) {
+        if (alert_init(svc, err, sizeof err) < 0)
+            ax_error("SIGHUP: alert webhook off: %s", err);
+    }
+}
+
 int main(int argc, char **argv) {
     static callback_t cb;
     if (ax_svc_init(&cb.svc, "ax-callback", &argc, argv, usage, "callback") < 0)
         return 1;
     ax_svc_t *svc = &cb.svc;
+    svc->reloadable = reloadable_keys;
+    svc->reload_check = reload_check;
+    svc->on_reload = on_reload;
     char aerr[512];
     if (alert_init(svc, aerr, sizeof aerr) < 0) {
         fprintf(stderr, "ax-callback: configuration error: %s\n", aerr);

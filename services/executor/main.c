@@ -54,8 +54,6 @@ static const char usage[] =
 static const handler_ops_t *const handlers[] = {&handler_command, &handler_http, &handler_plugin};
 
 static executor_t g_ex;
-static int g_argc;
-static char **g_argv; /* a copy of the original command line, for SIGHUP */
 
 typedef struct route {
     char job[256];
@@ -677,7 +675,8 @@ void run_done(run_t *r, const handler_result_t *res) {
         a.exit_code_set = 0;
         snprintf(text, sizeof text, "%s",
                  strcmp(r->stop_why, "cancelled") == 0
-                     ? "cancelled: a newer run of the job started (overlap=cancel)"
+                     ? "cancelled: its cancellation was requested (overlap=cancel: a newer "
+                       "run started; or axctl instance cancel / job delete --cancel-pending)"
                  : strcmp(r->stop_why, "shutdown") == 0
                      ? "cancelled: the executor's shutdown grace ran out"
                      : "the lease could not be renewed: stopped (the instance is recovered "
@@ -1170,6 +1169,18 @@ static void stop_run(executor_t *ex, run_t *r, const char *why) {
     if (r->state == RUN_RUNNING) {
         ax_info("instance %lld: stopping its handler (%s)", (long long)r->d.instance_id, why);
         r->ops->cancel(ex, r, why);
+    } else if (r->state == RUN_CLAIMED && r->pool && strcmp(why, "cancelled") == 0) {
+        /* cancelled while it waited in its pool: reported CANCELLED now (as
+         * when a cancel is found at its start), not left to the sweep */
+        handler_result_t none = {.outcome = AX_OUTCOME_CANCELLED};
+        pool_remove(r->pool, r);
+        wait_sub(r);
+        r->started_at_ms = ax_now_ms();
+        r->started_mono = ax_mono_ms();
+        r->state = RUN_RUNNING;
+        r->pool->running++;
+        ex->running++;
+        run_done(r, &none);
     } else if (r->state == RUN_CLAIMED) {
         run_drop(r);
     }
@@ -1274,6 +1285,53 @@ static void on_lease(evutil_socket_t fd, short what, void *arg) {
         }
     }
     free(got);
+    commit_ready(ex);
+}
+
+/* Cancel requests (overlap=cancel, axctl instance cancel) of running and
+ * claimed instances are looked for every CANCEL_POLL_MS — one primary-key
+ * lookup of their ids — not only at the lease renewal (every
+ * executor.lease.min.ms/3, 1.7 s by default, and once a minute for claimed
+ * ones), so a cancelled handler is stopped within a second and a cancelled
+ * claim waiting in its pool is reported CANCELLED at once. */
+#define CANCEL_POLL_MS 200
+static void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
+    executor_t *ex = arg;
+    ax_svc_t *svc = &ex->svc;
+    ax_strbuf_t ids = {0};
+    size_t n = 0;
+    ax_pgarr_begin(&ids);
+    for (run_t *r = ex->head; r; r = r->next)
+        if ((r->state == RUN_RUNNING || r->state == RUN_CLAIMED) && !r->stop_why) {
+            ax_pgarr_int(&ids, r->d.instance_id);
+            n++;
+        }
+    ax_pgarr_end(&ids);
+    if (n == 0) {
+        ax_strbuf_free(&ids);
+        return;
+    }
+    const char *p[] = {svc->worker_id, ids.s};
+    PGresult *res;
+    char err[512];
+    int rc = ax_pg_exec(svc->pg,
+                        "SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
+                        " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')",
+                        2, p, NULL, NULL, &res, err, sizeof err);
+    ax_strbuf_free(&ids);
+    if (rc < 0) {
+        ax_debug("cancel poll: %s", err); /* the lease renewal looks too */
+        return;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        int64_t id = ax_pg_int(res, i, 0);
+        for (run_t *r = ex->head; r; r = r->next)
+            if (r->d.instance_id == id && (r->state == RUN_RUNNING || r->state == RUN_CLAIMED)) {
+                stop_run(ex, r, "cancelled");
+                break;
+            }
+    }
+    PQclear(res);
     commit_ready(ex);
 }
 
@@ -1403,47 +1461,23 @@ static void on_heartbeat(evutil_socket_t fd, short what, void *arg) {
 
 /* ---- SIGHUP ---------------------------------------------------------------------------- */
 
-static void on_sighup(evutil_socket_t sig, short what, void *arg) {
-    executor_t *ex = arg;
-    ax_conf_t n;
-    char err[1024];
-    ax_conf_init(&n);
-    if (ax_conf_reload(&n, g_argc, g_argv, err, sizeof err) < 0 ||
-        pools_configure(ex, &n, err, sizeof err) < 0) {
-        ax_error("SIGHUP: configuration not reloaded: %s", err);
-        ax_conf_free(&n);
-        return;
-    }
-    ax_conf_t *c = &ex->svc.conf;
-#define TAKE_STR(f)      \
-    do {                 \
-        char *t_ = c->f; \
-        c->f = n.f;      \
-        n.f = t_;        \
-    } while (0)
-    c->executor_slots = n.executor_slots;
-    c->executor_queue = n.executor_queue;
-    TAKE_STR(executor_pools);
-    TAKE_STR(executor_pool_routes);
-    c->executor_output_cap = n.executor_output_cap;
-    c->executor_kill_grace_ms = n.executor_kill_grace_ms;
-    c->executor_lease_min_ms = n.executor_lease_min_ms;
-    c->executor_lease_max_ms = n.executor_lease_max_ms;
-    c->executor_lease_factor = n.executor_lease_factor;
-    c->executor_watermark_cpu = n.executor_watermark_cpu;
-    c->executor_watermark_mem = n.executor_watermark_mem;
-    c->executor_shutdown_grace_ms = n.executor_shutdown_grace_ms;
-    c->executor_lane_starve_ms = n.executor_lane_starve_ms;
-#undef TAKE_STR
-    if (strcmp(n.executor_groups, c->executor_groups) != 0 ||
-        n.executor_heartbeat_ms != c->executor_heartbeat_ms)
-        ax_warn("SIGHUP: executor.groups and executor.heartbeat.ms take effect on restart");
-    ax_conf_free(&n);
+/* Keys applied while running; any other change waits for a restart. */
+static const char *const reloadable_keys[] = {
+    "executor.slots", "executor.queue", "executor.pools", "executor.pool.routes",
+    "executor.output.cap", "executor.kill.grace.ms", "executor.lease.min.ms",
+    "executor.lease.max.ms", "executor.lease.factor", "executor.watermark.cpu",
+    "executor.watermark.mem", "executor.shutdown.grace.ms", "executor.lane.starve.ms",
+    "backoff.initial.ms", "backoff.max.ms", NULL};
+
+static int reload_check(ax_svc_t *svc, ax_conf_t *n, char *err, size_t len) {
+    return pools_configure(&g_ex, n, err, len);
+}
+
+static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
+    executor_t *ex = &g_ex;
     for (size_t i = 0; i < ex->npools; i++)
         ax_info("pool %s: %lld slots, queue %lld", ex->pools[i].name,
                 (long long)ex->pools[i].slots, (long long)ex->pools[i].queue);
-    ax_info("SIGHUP: configuration reloaded (executor.lane.starve.ms %lld)",
-            (long long)c->executor_lane_starve_ms);
     maybe_resume(ex);
     lanes_tick(ex, 1);
     event_active(ex->ev_kick, 0, 0);
@@ -1577,10 +1611,6 @@ static struct event *every(executor_t *ex, int64_t ms, event_callback_fn fn) {
 
 int main(int argc, char **argv) {
     executor_t *ex = &g_ex;
-    g_argc = argc;
-    g_argv = calloc((size_t)argc + 1, sizeof *g_argv);
-    for (int i = 0; i < argc; i++)
-        g_argv[i] = strdup(argv[i]);
     if (ax_svc_init(&ex->svc, "ax-executor", &argc, argv, usage, "executor") < 0)
         return 1;
     ax_svc_t *svc = &ex->svc;
@@ -1615,9 +1645,11 @@ int main(int argc, char **argv) {
     ex->ev_commit = evtimer_new(svc->base, on_commit, ex);
     int64_t renew = svc->conf.executor_lease_min_ms / 3;
     ex->ev_lease = every(ex, renew, on_lease);
+    struct event *ev_cancel_poll = every(ex, CANCEL_POLL_MS, on_cancel_poll);
     struct event *ev_heart = every(ex, svc->conf.executor_heartbeat_ms, on_heartbeat);
-    struct event *ev_hup = evsignal_new(svc->base, SIGHUP, on_sighup, ex);
-    event_add(ev_hup, NULL);
+    svc->reloadable = reloadable_keys;
+    svc->reload_check = reload_check;
+    svc->on_reload = on_reload;
 
     char group[300];
     ax_conf_topic(&svc->conf, "executor", group, sizeof group);
@@ -1700,8 +1732,8 @@ int main(int argc, char **argv) {
     event_free(ex->ev_more);
     event_free(ex->ev_commit);
     event_free(ex->ev_lease);
+    event_free(ev_cancel_poll);
     event_free(ev_heart);
-    event_free(ev_hup);
     event_free(ln.ev_tick);
     if (ln.assignment)
         rd_kafka_topic_partition_list_destroy(ln.assignment);
@@ -1710,9 +1742,6 @@ int main(int argc, char **argv) {
     free(routes);
     free(ex->pools);
     free(ex->child_env_base);
-    for (int i = 0; i < g_argc; i++)
-        free(g_argv[i]);
-    free(g_argv);
     ax_svc_destroy(svc);
     return 0;
 }

@@ -24,7 +24,8 @@ static const char usage[] =
     "Usage: ax-trigger [--config FILE] [--set KEY=VALUE]...\n\n"
     "Fires the jobs' schedules, persists submitted instances, dispatches them when\n"
     "due, and recovers the instances of lost executors. Run one or more; one leads\n"
-    "at a time.\n\n";
+    "at a time. SIGHUP reloads the configuration (the keys it can apply while running:\n"
+    "see docs/OPERATIONS.md); SIGTERM stops (a leader releases its lease first).\n\n";
 
 void arm_scan(trigger_t *t, int64_t ms) {
     if (ms < 0)
@@ -1061,11 +1062,55 @@ static void on_stop(ax_svc_t *svc) {
     event_base_loopbreak(svc->base);
 }
 
+/* ---- SIGHUP: keys applied while running; any other change waits for a restart ---------- */
+static const char *const reloadable_keys[] = {
+    "trigger.scan.interval.ms", "trigger.sweep.interval.ms", "trigger.sweep.grace.ms",
+    "trigger.redispatch.after.ms", "trigger.fire.batch", "trigger.clock.jump.ms",
+    "trigger.misfire.record.max", "trigger.lag.high", "trigger.lag.low", "trigger.aging.ms",
+    "trigger.backlog.alert.depth", "trigger.backlog.alert.ms", "trigger.coalesce.ms",
+    "trigger.coalesce.load", "submit.default.timeout.ms",
+    "alert.webhook.url", "alert.webhook.secret", "alert.webhook.timeout.ms",
+    "backoff.initial.ms", "backoff.max.ms", NULL};
+
+static int reload_check(ax_svc_t *svc, ax_conf_t *n, char *err, size_t len) {
+    if (n->trigger_lag_low >= n->trigger_lag_high)
+        return ax_seterr(err, len, AX_ERR_INVALID,
+                         "trigger.lag.low (%lld) must be below trigger.lag.high (%lld)",
+                         (long long)n->trigger_lag_low, (long long)n->trigger_lag_high);
+    return alert_check(n, err, len);
+}
+
+static int str_changed(const char *a, const char *b) {
+    return strcmp(a ? a : "", b ? b : "") != 0;
+}
+
+static void on_reload(ax_svc_t *svc, const ax_conf_t *old);
+
 static struct event *every(trigger_t *t, int64_t ms, event_callback_fn fn) {
     struct event *ev = event_new(t->svc.base, -1, EV_PERSIST, fn, t);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     event_add(ev, &tv);
     return ev;
+}
+
+static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
+    trigger_t *t = &g_trigger;
+    const ax_conf_t *c = &svc->conf;
+    char err[512];
+    if (c->trigger_sweep_interval_ms != old->trigger_sweep_interval_ms) {
+        int64_t ms = c->trigger_sweep_interval_ms;
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        event_add(t->ev_sweep, &tv);
+    }
+    if (c->trigger_aging_ms != old->trigger_aging_ms)
+        ax_lane_plan(t->lanes, c->trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
+    if (str_changed(c->alert_webhook_url, old->alert_webhook_url) ||
+        str_changed(c->alert_webhook_secret, old->alert_webhook_secret) ||
+        c->alert_webhook_timeout_ms != old->alert_webhook_timeout_ms) {
+        if (alert_init(svc, err, sizeof err) < 0)
+            ax_error("SIGHUP: alert webhook off: %s", err); /* alert_check passed: unexpected */
+    }
+    arm_scan(t, 0);
 }
 
 int main(int argc, char **argv) {
@@ -1074,6 +1119,9 @@ int main(int argc, char **argv) {
         return 1;
     ax_svc_t *svc = &t->svc;
     svc->on_stop = on_stop;
+    svc->reloadable = reloadable_keys;
+    svc->reload_check = reload_check;
+    svc->on_reload = on_reload;
     char err[512];
     if (svc->conf.trigger_lag_low >= svc->conf.trigger_lag_high) {
         fprintf(stderr, "ax-trigger: configuration error: trigger.lag.low (%lld) must be below "

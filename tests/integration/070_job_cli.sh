@@ -182,6 +182,10 @@ axctl job show "$hist" | grep -qx "last_fire: 2030-04-02T02:30:00+02:00 deferred
 expect 1 "no job named $P-nope" axctl job history "$P-nope"
 
 # ---- delete ----------------------------------------------------------------------------
+# Refused while an instance is unfinished (naming it), then done.
+expect 1 "job $hist has 1 unfinished instance\(s\) \($run\): not deleted" axctl job delete "$hist"
+sql "UPDATE job_instance SET state = 'FINISHED', outcome = 'SUCCESS', finished_at = now()
+     WHERE id = $run" >/dev/null
 expect 0 "deleted job $hist" axctl job delete "$hist"
 [ "$(sql "SELECT count(*) FROM job_fire WHERE job_id = $jid")" = 0 ] || fail "ledger rows survived the job"
 expect 1 "no job named $hist" axctl job show "$hist"

@@ -12,8 +12,8 @@
 #     its worker row; an invalid value (0) is refused, logged, and the
 #     executor keeps running with 3.
 # (d) `axctl workers` lists both executors as running, hides a worker
-#     silent for over a minute unless --all, and shows a stopped one as
-#     stopped after SIGTERM.
+#     silent for over a minute unless --all (which shows it lost), and shows a
+#     stopped one as stopped after SIGTERM.
 source "$(dirname "$0")/lib.sh"
 
 E1="${JOBP}e1"
@@ -189,13 +189,15 @@ sql "INSERT INTO worker (id, groups, heartbeat_at, state)
      VALUES ('${JOBP}stale', '{default}', now() - interval '2 minutes', 'running')" >/dev/null
 axctl workers >"$WORK/workers" || fail "axctl workers failed"
 pool_re='command [0-9]+/8\+[0-9]+/64'
-grep -qE "^$E1 +running +[0-9]+\.[0-9] +default +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes +$pool_re" \
+hb_re='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z'
+grep -qE "^$E1 +running +[0-9]+\.[0-9] +default +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes +$hb_re +$pool_re" \
     "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: no running line for $E1"; }
-grep -qE "^$E2 +running +[0-9]+\.[0-9] +default,orders +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes +$pool_re" \
+grep -qE "^$E2 +running +[0-9]+\.[0-9] +default,orders +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes +$hb_re +$pool_re" \
     "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: no running line for $E2"; }
 grep -q "^${JOBP}stale " "$WORK/workers" && { cat "$WORK/workers"; fail "axctl workers shows a worker silent for 2 minutes"; }
 axctl workers --all >"$WORK/workers-all" || fail "axctl workers --all failed"
-grep -qE "^${JOBP}stale +running +1[2-9][0-9]\.[0-9] " "$WORK/workers-all" \
+# silent for 2 minutes without saying "stopped": lost (its heartbeat stopped)
+grep -qE "^${JOBP}stale +lost +1[2-9][0-9]\.[0-9] " "$WORK/workers-all" \
     || { cat "$WORK/workers-all"; fail "axctl workers --all does not show the silent worker"; }
 expect 2 "unknown" axctl workers --bogus
 
@@ -227,6 +229,6 @@ stop_svc executor@1 TERM
 axctl workers >"$WORK/workers" || fail "axctl workers failed"
 grep -qE "^$E1 +stopped " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: $E1 not stopped after SIGTERM"; }
 grep -qE "^$E2 +running " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: $E2 not running"; }
-grep -qE "^$E1 .* no +command " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: a stopped executor still fetching"; }
+grep -qE "^$E1 .* no +$hb_re +command " "$WORK/workers" || { cat "$WORK/workers"; fail "axctl workers: a stopped executor still fetching"; }
 
 log "ok"

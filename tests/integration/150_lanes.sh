@@ -108,7 +108,7 @@ log "lane topics: p0 $n0, p3 $n3, p2 (base) $n2 messages"
 # ---- (b) no starvation under a stream of P0 -------------------------------------------------
 echo "executor.lane.starve.ms = 200" >>"$XCONF"
 kill -HUP "${SVC_PID[executor]}"
-reloaded() { grep -q "SIGHUP: configuration reloaded (executor.lane.starve.ms 200)" "$WORK/ax-executor.log"; }
+reloaded() { grep -q "SIGHUP: executor.lane.starve.ms: 1000 → 200$" "$WORK/ax-executor.log"; }
 wait_for 10 "the executor reloading executor.lane.starve.ms" reloaded
 
 axctl job create "${JOBP}q3" --handler plugin --priority 3 --timeout 60000 \

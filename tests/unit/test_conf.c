@@ -1065,6 +1065,64 @@ static void test_topic(void **state) {
     ax_conf_free(&c);
 }
 
+/* ---- ax_conf_diff / ax_conf_swap_key (SIGHUP) ------------------------------------------ */
+
+typedef struct {
+    char lines[16][400];
+    int n;
+} diff_log_t;
+
+static void diff_rec(const char *key, const char *old, const char *now, void *arg) {
+    diff_log_t *d = arg;
+    if (d->n < 16)
+        snprintf(d->lines[d->n++], sizeof d->lines[0], "%s:%s>%s", key, old, now);
+}
+
+static void test_diff_reports_changes_and_hides_secrets(void **state) {
+    (void)state;
+    ax_conf_t a, b;
+    ax_conf_init(&a);
+    ax_conf_init(&b);
+    diff_log_t d = {0};
+    assert_int_equal(ax_conf_diff(&a, &b, diff_rec, &d), 0);
+    assert_int_equal(ax_conf_set(&b, "log.level", "debug", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_set(&b, "trigger.batch", "7", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_set(&b, "alert.webhook.secret", "s3cret", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_set(&b, "pg.password", "pw1", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_set(&a, "kafka.linger.ms", "5", "t", NULL, 0), 0); /* only in a */
+    assert_int_equal(ax_conf_set(&b, "kafka.acks", "all", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_diff(&a, &b, diff_rec, &d), 5);
+    assert_string_equal(d.lines[0], "log.level:info>debug");
+    assert_string_equal(d.lines[1], "trigger.batch:1000>7");
+    assert_string_equal(d.lines[2], "alert.webhook.secret:><redacted>");
+    assert_string_equal(d.lines[3], "kafka.acks:>all");
+    assert_string_equal(d.lines[4], "pg.password:><redacted>");
+    for (int i = 0; i < d.n; i++) {
+        assert_null(strstr(d.lines[i], "s3cret"));
+        assert_null(strstr(d.lines[i], "pw1"));
+    }
+    ax_conf_free(&a);
+    ax_conf_free(&b);
+}
+
+static void test_swap_key(void **state) {
+    (void)state;
+    ax_conf_t a, b;
+    ax_conf_init(&a);
+    ax_conf_init(&b);
+    assert_int_equal(ax_conf_set(&b, "log.level", "warn", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_set(&b, "trigger.lag.high", "42", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_swap_key(&a, &b, "log.level"), 0);
+    assert_int_equal(ax_conf_swap_key(&a, &b, "trigger.lag.high"), 0);
+    assert_string_equal(a.log_level, "warn");
+    assert_string_equal(b.log_level, "info");
+    assert_int_equal(a.trigger_lag_high, 42);
+    assert_int_equal(b.trigger_lag_high, 10000);
+    assert_int_equal(ax_conf_swap_key(&a, &b, "no.such.key"), AX_ERR_INVALID);
+    ax_conf_free(&a); /* both still own valid strings */
+    ax_conf_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_is_consistent),
@@ -1099,6 +1157,8 @@ int main(void) {
         cmocka_unit_test(test_reference_matches_docs),
         cmocka_unit_test(test_help_filters_by_program),
         cmocka_unit_test(test_topic),
+        cmocka_unit_test(test_diff_reports_changes_and_hides_secrets),
+        cmocka_unit_test(test_swap_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,9 @@
  * user:password fails with the reason: a configuration error (the caller
  * exits 2). */
 int alert_init(ax_svc_t *svc, char *errbuf, size_t errlen);
+/* The checks alert_init() makes of c's alert.webhook.url, without touching
+ * the sender (for SIGHUP: a refused URL changes nothing). */
+int alert_check(const ax_conf_t *c, char *errbuf, size_t errlen);
 
 /* Queue one alert for delivery; returns at once. job may be NULL. */
 void alert_send(const char *kind, const char *job, const char *text);

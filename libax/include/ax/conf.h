@@ -134,6 +134,19 @@ void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program
  * *c untouched. */
 int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size_t errlen);
 
+/* Call fn once for every key whose value differs between a and b: table
+ * keys, and kafka./pg. keys set in b that a lacks or has with another value
+ * (a kafka./pg. key only in a is not reported: programs add defaults of
+ * their own to those). Values are given as text ("" when unset) and as
+ * "<redacted>" for secret keys. Returns the number of calls. */
+typedef void (*ax_conf_diff_fn)(const char *key, const char *old, const char *now, void *arg);
+int ax_conf_diff(const ax_conf_t *a, const ax_conf_t *b, ax_conf_diff_fn fn, void *arg);
+
+/* Copy the value of table key `key` from src into dst, and dst's previous
+ * value into src (a swap: both stay valid for ax_conf_free). Returns
+ * AX_ERR_INVALID for a key not in the table. */
+int ax_conf_swap_key(ax_conf_t *dst, ax_conf_t *src, const char *key);
+
 /* Full topic name for a suffix ("submit" -> "ax.submit"), in a static
  * per-suffix buffer owned by the conf. */
 const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len);

@@ -38,6 +38,11 @@ typedef struct ax_delivery {
 #define AX_KAFKA_HEADROOM 65536
 int64_t ax_kafka_record_max(const ax_conf_t *conf);
 
+/* When set (by a command-line tool that reports errors itself), librdkafka's
+ * log lines and error events of every handle made here are logged at debug
+ * only: none reaches stderr at the default log.level. */
+extern int ax_kafka_quiet_logs;
+
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen);
 /* A transactional producer: transactional.id = txn_id, and

@@ -43,6 +43,7 @@ struct ax_svc {
     ax_svc_batch_fn batch_fn;
     void *batch_arg;
     size_t batch_max;
+    size_t held_cap; /* entries allocated in held (>= batch_max) */
     rd_kafka_message_t **held;
     size_t held_n;
     unsigned held_failures;
@@ -50,10 +51,22 @@ struct ax_svc {
     struct event *ev_sigterm, *ev_sigint;
     void (*on_stop)(ax_svc_t *svc);
     int64_t dlq_count;
+    /* SIGHUP (see ax_svc_reload()): the keys this service applies while
+     * running (NULL-terminated; log.level is always applied), an optional
+     * check that may refuse (or complete) the new configuration before
+     * anything is applied, and an optional hook run after the keys were
+     * applied; `old` then holds the previous values of the applied keys. */
+    const char *const *reloadable;
+    int (*reload_check)(ax_svc_t *svc, ax_conf_t *n, char *err, size_t len);
+    void (*on_reload)(ax_svc_t *svc, const ax_conf_t *old);
+    int argc0;
+    char **argv0; /* the original command line, for SIGHUP */
+    struct event *ev_other[4]; /* SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 */
 };
 
 /* Parse the command line (exits 2 on bad configuration), open the loop,
- * PostgreSQL (waits with backoff until reachable) and the producer. */
+ * PostgreSQL (waits with backoff until reachable; a SIGTERM meanwhile exits
+ * 0) and the producer. */
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by);
 
@@ -71,8 +84,23 @@ int ax_svc_reject(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reas
 int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_schema,
                     char *reason, size_t len);
 
+/* Change the largest batch handed to the batch function (SIGHUP); a batch
+ * held for a retry keeps its size. */
+int ax_svc_set_batch_max(ax_svc_t *svc, size_t batch_max);
+
 /* Wait for every produce made through svc->dlv; AX_ERR_IO on failure. */
 int ax_svc_flush(ax_svc_t *svc, int timeout_ms);
+
+/* SIGHUP: read the configuration again from the same sources as at start
+ * (file, AXCONF_* environment, --set). A configuration that does not parse
+ * or that reload_check refuses changes nothing (logged as an error). Else
+ * every changed key is logged ("key: old → new"; secret values never
+ * shown): log.level and the keys in svc->reloadable are applied, any other
+ * change is logged as needing a restart and not applied. Returns 0 when
+ * reloaded. Called by the SIGHUP handler every service has (set up by
+ * ax_svc_init); SIGQUIT stops like SIGTERM, SIGUSR1/SIGUSR2 are logged and
+ * ignored, SIGPIPE is ignored. */
+int ax_svc_reload(ax_svc_t *svc);
 
 /* Run the loop until SIGTERM/SIGINT; then close the consumer (leaving the
  * group), flush the producer, and free everything. */

@@ -292,11 +292,8 @@ void alert_send(const char *kind, const char *job, const char *text) {
 
 static void sender_free(alert_sender_t *s);
 
-int alert_init(ax_svc_t *svc, char *errbuf, size_t errlen) {
-    const char *url = svc->conf.alert_webhook_url;
-    alert_fini();
-    if (!url || !*url)
-        return 0;
+/* Parse and check alert.webhook.url; *out is the parsed URL (caller frees). */
+static int parse_url(const char *url, struct evhttp_uri **out, char *errbuf, size_t errlen) {
     struct evhttp_uri *uri = evhttp_uri_parse(url);
     if (!uri)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
@@ -320,6 +317,30 @@ int alert_init(ax_svc_t *svc, char *errbuf, size_t errlen) {
         evhttp_uri_free(uri);
         return rc;
     }
+    *out = uri;
+    return 0;
+}
+
+int alert_check(const ax_conf_t *c, char *errbuf, size_t errlen) {
+    struct evhttp_uri *uri = NULL;
+    if (!c->alert_webhook_url || !*c->alert_webhook_url)
+        return 0;
+    int rc = parse_url(c->alert_webhook_url, &uri, errbuf, errlen);
+    if (uri)
+        evhttp_uri_free(uri);
+    return rc;
+}
+
+int alert_init(ax_svc_t *svc, char *errbuf, size_t errlen) {
+    const char *url = svc->conf.alert_webhook_url;
+    alert_fini();
+    if (!url || !*url)
+        return 0;
+    struct evhttp_uri *uri = NULL;
+    int rc = parse_url(url, &uri, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    const char *host = evhttp_uri_get_host(uri);
     alert_sender_t *s = calloc(1, sizeof *s);
     if (!s) {
         evhttp_uri_free(uri);

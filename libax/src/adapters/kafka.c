@@ -31,8 +31,12 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         d->on_report(d, m->err);
 }
 
+int ax_kafka_quiet_logs;
+
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
-    if (level <= 3)
+    if (ax_kafka_quiet_logs)
+        ax_debug("kafka %s: %s", fac, buf);
+    else if (level <= 3)
         ax_error("kafka %s: %s", fac, buf);
     else if (level <= 5)
         ax_warn("kafka %s: %s", fac, buf);
@@ -42,7 +46,9 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     /* Transport errors are normal while a broker restarts; librdkafka retries. */
-    if (err == RD_KAFKA_RESP_ERR__FATAL)
+    if (ax_kafka_quiet_logs)
+        ax_debug("kafka: %s: %s", rd_kafka_err2name(err), reason);
+    else if (err == RD_KAFKA_RESP_ERR__FATAL)
         ax_error("kafka fatal error: %s", reason);
     else
         ax_warn("kafka: %s: %s", rd_kafka_err2name(err), reason);

@@ -18,12 +18,86 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
         ax_warn("second signal: exiting now");
         _exit(1);
     }
-    ax_info("signal %d: stopping", (int)sig);
+    ax_info("signal %d (%s): stopping", (int)sig,
+            sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGQUIT");
     svc->stopping = 1;
     if (svc->on_stop)
         svc->on_stop(svc);
     else
         event_base_loopbreak(svc->base);
+}
+
+/* ---- SIGHUP ------------------------------------------------------------------------------- */
+
+static int reloadable(const ax_svc_t *svc, const char *key) {
+    if (strcmp(key, "log.level") == 0)
+        return 1;
+    for (const char *const *k = svc->reloadable; k && *k; k++)
+        if (strcmp(*k, key) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    ax_svc_t *svc;
+    int applied, restart;
+} reload_tally_t;
+
+static void log_change(const char *key, const char *old, const char *now, void *arg) {
+    reload_tally_t *t = arg;
+    const char *o = *old ? old : "(unset)", *n = *now ? now : "(unset)";
+    int secret = strcmp(o, "<redacted>") == 0 || strcmp(n, "<redacted>") == 0;
+    if (reloadable(t->svc, key)) {
+        t->applied++;
+        if (secret)
+            ax_info("SIGHUP: %s changed (value not shown)", key);
+        else
+            ax_info("SIGHUP: %s: %s → %s", key, o, n);
+    } else {
+        t->restart++;
+        if (secret)
+            ax_warn("SIGHUP: %s changed (value not shown): needs a restart, not applied", key);
+        else
+            ax_warn("SIGHUP: %s: %s → %s needs a restart, not applied", key, o, n);
+    }
+}
+
+int ax_svc_reload(ax_svc_t *svc) {
+    ax_conf_t n;
+    char err[1024] = "";
+    ax_conf_init(&n);
+    if (ax_conf_reload(&n, svc->argc0, svc->argv0, err, sizeof err) < 0 ||
+        (svc->reload_check && svc->reload_check(svc, &n, err, sizeof err) < 0)) {
+        ax_error("SIGHUP: configuration not reloaded: %s", err);
+        ax_conf_free(&n);
+        return AX_ERR_INVALID;
+    }
+    reload_tally_t t = {svc, 0, 0};
+    ax_conf_diff(&svc->conf, &n, log_change, &t);
+    ax_info("SIGHUP: configuration reloaded (%d change(s) applied, %d needing a restart)",
+            t.applied, t.restart);
+    /* Swap the reloadable keys in: n then holds their old values. */
+    ax_conf_swap_key(&svc->conf, &n, "log.level");
+    for (const char *const *k = svc->reloadable; k && *k; k++)
+        ax_conf_swap_key(&svc->conf, &n, *k);
+    ax_log_level_t lvl = AX_LOG_INFO;
+    ax_log_level_parse(svc->conf.log_level, &lvl);
+    ax_log_init(svc->name, lvl);
+    ax_debug("SIGHUP: logging at level %s", svc->conf.log_level);
+    if (svc->on_reload)
+        svc->on_reload(svc, &n);
+    ax_conf_free(&n);
+    return 0;
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg) {
+    ax_info("signal %d (SIGHUP): reloading the configuration", (int)sig);
+    ax_svc_reload(arg);
+}
+
+static void on_usr(evutil_socket_t sig, short what, void *arg) {
+    ax_warn("signal %d (%s): ignored (SIGHUP reloads the configuration, SIGTERM stops)",
+            (int)sig, sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
 }
 
 static void producer_poll(void *arg) {
@@ -36,6 +110,13 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     char err[1024];
     memset(svc, 0, sizeof *svc);
     svc->name = name;
+    svc->argv0 = calloc((size_t)*argc + 1, sizeof *svc->argv0);
+    if (!svc->argv0)
+        return AX_ERR_NOMEM;
+    for (int i = 0; i < *argc; i++)
+        if (!(svc->argv0[i] = strdup(argv[i])))
+            return AX_ERR_NOMEM;
+    svc->argc0 = *argc;
     ax_conf_from_args(&svc->conf, argc, argv, name, usage, used_by);
     if (*argc > 1) {
         fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", name, argv[1]);
@@ -77,11 +158,33 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     svc->ev_sigint = evsignal_new(svc->base, SIGINT, on_signal, svc);
     event_add(svc->ev_sigterm, NULL);
     event_add(svc->ev_sigint, NULL);
+    /* No signal an operator commonly sends ends a service without a word. */
+    svc->ev_other[0] = evsignal_new(svc->base, SIGHUP, on_hup, svc);
+    svc->ev_other[1] = evsignal_new(svc->base, SIGQUIT, on_signal, svc);
+    svc->ev_other[2] = evsignal_new(svc->base, SIGUSR1, on_usr, svc);
+    svc->ev_other[3] = evsignal_new(svc->base, SIGUSR2, on_usr, svc);
+    for (size_t i = 0; i < AX_ARRAY_SIZE(svc->ev_other); i++)
+        if (svc->ev_other[i])
+            event_add(svc->ev_other[i], NULL);
     svc->pqueue = rd_kafka_queue_get_main(svc->producer);
     svc->pwatch = ax_kafka_watch(svc->base, svc->pqueue, 100, producer_poll, svc);
     ax_info("starting as %s (topics %s*)", svc->worker_id, svc->conf.topic_prefix);
-    if (ax_pg_connect_wait(svc->pg, &svc->stopping) < 0)
-        return AX_ERR_IO;
+    /* Wait for PostgreSQL with the loop running between tries, so SIGTERM
+     * (and SIGHUP) are handled while it is unreachable. */
+    for (unsigned attempt = 0;; attempt++) {
+        if (svc->stopping) {
+            ax_info("stopped before PostgreSQL was reachable");
+            exit(0);
+        }
+        if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)
+            break;
+        int64_t wait = ax_backoff_ms(attempt, svc->conf.backoff_initial_ms,
+                                     svc->conf.backoff_max_ms);
+        ax_warn("%s; retrying in %lld ms", err, (long long)wait);
+        struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+        event_base_loopexit(svc->base, &tv);
+        event_base_dispatch(svc->base);
+    }
     ax_info("connected to PostgreSQL");
     return 0;
 }
@@ -151,6 +254,8 @@ static void run_held(ax_svc_t *svc) {
         ax_error("batch of %zu failed permanently (rc %d); skipping it", svc->held_n, rc);
     if (ax_kafka_commit_msgs(svc->consumer, svc->held, svc->held_n, err, sizeof err) < 0)
         ax_warn("%s (the batch will be seen again; its processing is idempotent)", err);
+    else
+        ax_debug("batch of %zu message(s) done and committed", svc->held_n);
     release(svc->held, svc->held_n);
     svc->held_n = 0;
     svc->held_failures = 0;
@@ -205,9 +310,25 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
     svc->held = calloc(batch_max, sizeof *svc->held);
     if (!svc->held)
         return AX_ERR_NOMEM;
+    svc->held_cap = batch_max;
     svc->cqueue = rd_kafka_queue_get_consumer(svc->consumer);
     svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, consumer_ready, svc);
     ax_info("consuming %s as group %s", topic, group);
+    return 0;
+}
+
+int ax_svc_set_batch_max(ax_svc_t *svc, size_t batch_max) {
+    if (batch_max < 1)
+        return AX_ERR_INVALID;
+    if (batch_max > svc->held_cap) {
+        rd_kafka_message_t **h = realloc(svc->held, batch_max * sizeof *h);
+        if (!h)
+            return AX_ERR_NOMEM;
+        memset(h + svc->held_cap, 0, (batch_max - svc->held_cap) * sizeof *h);
+        svc->held = h;
+        svc->held_cap = batch_max;
+    }
+    svc->batch_max = batch_max;
     return 0;
 }
 
@@ -243,6 +364,12 @@ void ax_svc_destroy(ax_svc_t *svc) {
         event_free(svc->ev_sigterm);
     if (svc->ev_sigint)
         event_free(svc->ev_sigint);
+    for (size_t i = 0; i < AX_ARRAY_SIZE(svc->ev_other); i++)
+        if (svc->ev_other[i])
+            event_free(svc->ev_other[i]);
+    for (int i = 0; svc->argv0 && i < svc->argc0; i++)
+        free(svc->argv0[i]);
+    free(svc->argv0);
     if (svc->base)
         event_base_free(svc->base);
     ax_pg_destroy(svc->pg);

@@ -425,7 +425,9 @@ void ax_conf_reference(FILE *out) {
           "(`var/ax.conf` of the source tree, which `infra/up` writes). Environment variables\n"
           "`AXCONF_<KEY>` (key upper-cased, `.` → `_`) override the file, and `--set key=value`\n"
           "overrides both. An unknown key or a bad value stops the program with a message naming\n"
-          "the key and exit status 2.\n\n"
+          "the key and exit status 2. SIGHUP makes a running service read its configuration\n"
+          "again: the keys it can apply at once take effect, each change is logged, the others\n"
+          "wait for a restart (docs/OPERATIONS.md lists them).\n\n"
           "`kafka.<property>` is handed to librdkafka (e.g. `kafka.bootstrap.servers`;\n"
           "`AXCONF_KAFKA_SOCKET_TIMEOUT_MS` sets `kafka.socket.timeout.ms`) and `pg.<keyword>` to\n"
           "libpq (e.g. `pg.host`, `pg.port`, `pg.dbname`, `pg.user`, `pg.password`, `pg.sslmode`;\n"
@@ -510,6 +512,71 @@ int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size
     }
     ax_conf_free(c);
     *c = n;
+    return 0;
+}
+
+static void diff_kv(const char *prefix, const ax_kv_t *a, size_t na, const ax_kv_t *b,
+                    size_t nb, ax_conf_diff_fn fn, void *arg, int *n) {
+    for (size_t i = 0; i < nb; i++) {
+        const char *old = NULL;
+        for (size_t j = 0; j < na && !old; j++)
+            if (strcmp(a[j].key, b[i].key) == 0)
+                old = a[j].value;
+        if (old && strcmp(old, b[i].value) == 0)
+            continue;
+        char key[300];
+        snprintf(key, sizeof key, "%s%s", prefix, b[i].key);
+        int secret = ax_conf_is_secret(b[i].key);
+        fn(key, !old ? "" : secret ? "<redacted>" : old, secret ? "<redacted>" : b[i].value, arg);
+        (*n)++;
+    }
+}
+
+int ax_conf_diff(const ax_conf_t *a, const ax_conf_t *b, ax_conf_diff_fn fn, void *arg) {
+    int n = 0;
+    for (size_t i = 0; i < ax_conf_table_len; i++) {
+        const ax_conf_def_t *d = &ax_conf_table[i];
+        const char *pa = (const char *)a + d->offset, *pb = (const char *)b + d->offset;
+        char va[64], vb[64];
+        const char *sa = va, *sb = vb;
+        if (d->type == AX_CONF_STR) {
+            sa = *(char *const *)pa ? *(char *const *)pa : "";
+            sb = *(char *const *)pb ? *(char *const *)pb : "";
+            if (strcmp(sa, sb) == 0)
+                continue;
+            if (ax_conf_is_secret(d->name)) {
+                sa = *sa ? "<redacted>" : "";
+                sb = *sb ? "<redacted>" : "";
+            }
+        } else {
+            int64_t ia = *(const int64_t *)pa, ib = *(const int64_t *)pb;
+            if (ia == ib)
+                continue;
+            snprintf(va, sizeof va, "%lld", (long long)ia);
+            snprintf(vb, sizeof vb, "%lld", (long long)ib);
+        }
+        fn(d->name, sa, sb, arg);
+        n++;
+    }
+    diff_kv("kafka.", a->kafka, a->n_kafka, b->kafka, b->n_kafka, fn, arg, &n);
+    diff_kv("pg.", a->pg, a->n_pg, b->pg, b->n_pg, fn, arg, &n);
+    return n;
+}
+
+int ax_conf_swap_key(ax_conf_t *dst, ax_conf_t *src, const char *key) {
+    const ax_conf_def_t *d = conf_find(key);
+    if (!d)
+        return AX_ERR_INVALID;
+    char *pd = (char *)dst + d->offset, *ps = (char *)src + d->offset;
+    if (d->type == AX_CONF_STR) {
+        char *t = *(char **)pd;
+        *(char **)pd = *(char **)ps;
+        *(char **)ps = t;
+    } else {
+        int64_t t = *(int64_t *)pd;
+        *(int64_t *)pd = *(int64_t *)ps;
+        *(int64_t *)ps = t;
+    }
     return 0;
 }
 
