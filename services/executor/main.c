@@ -1566,6 +1566,8 @@ int main(int argc, char **argv) {
     g_argv = calloc((size_t)argc + 1, sizeof *g_argv);
     for (int i = 0; i < argc; i++)
         g_argv[i] = strdup(argv[i]);
+    if (privilege_check(argc, argv) < 0) /* root refusal, executor.run.user: exit 2 */
+        return 2;
     if (ax_svc_init(&ex->svc, "ax-executor", &argc, argv, usage, "executor") < 0)
         return 1;
     ax_svc_t *svc = &ex->svc;
