@@ -528,7 +528,7 @@ ax_kafka_format() {
     ax_die "Kafka storage format failed"
   fi
   rm -f "$argf"
-  : >"$kdir/data/.ax-scram"
+  (umask 077 && : >"$kdir/data/.ax-scram")
   chown "$AX_USER:$AX_USER" "$kdir/data/.ax-scram"
 }
 
