@@ -405,6 +405,9 @@ ax_kafka_fetch() {
 ax_kafka_configure() {
   local kdir=$AX_STATE/kafka pw cpw tmp mech_lc
   (umask 077 && mkdir -p "$kdir/data")
+  if [[ -f $kdir/data/.ax-scram && ! -s $AX_STATE/kafka.password ]]; then
+    ax_die "$AX_STATE/kafka.password is missing but $kdir/data holds its SCRAM credential; restore it, or stop Kafka and remove $kdir to re-initialize"
+  fi
   ax_secret_new "$AX_STATE/kafka.password"
   pw=$(ax_secret_read "$AX_STATE/kafka.password")
   cpw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
