@@ -22,12 +22,23 @@
 #   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
 #   AX_JAVA                   java binary for the broker (default: Java 17)
 #
-# State layout ($AX_STATE)
-#   ax.conf          configuration read by every ax program (mode 0600)
-#   pg.password      PostgreSQL password of user ax (mode 0600, never printed)
+# Privileges (docs/SECURITY.md)
+#   Every server and service runs as the unprivileged system user ax (created
+#   if missing), never as root.  The Kafka client listener requires
+#   SASL/SCRAM-SHA-512 (user ax, random password); the controller listener
+#   requires SASL/PLAIN with a password regenerated on every start; both are
+#   on 127.0.0.1 only.  State and data directories are 0700, logs 0640,
+#   files holding a password 0600; passwords are never printed.
+#
+# State layout ($AX_STATE, mode 0700, owner ax)
+#   ax.conf          configuration read by every ax program (ax:ax, mode 0600)
+#   pg.password      PostgreSQL password of user ax (root, mode 0600, never printed)
+#   kafka.password   Kafka SCRAM password of user ax (root, mode 0600, never printed)
+#   kafka.client.conf  librdkafka/kcat properties with those credentials (root, 0600)
 #   pg/              PostgreSQL 15 cluster, owned by system user ax
-#   kafka/           server.properties, log4j.properties, data/ (KRaft logs)
-#   log/             postgres.log, kafka.log, ax-<service>.log
+#   kafka/           server.properties (0600), log4j.properties, data/ (KRaft logs);
+#                    owned by ax, mode 0700
+#   log/             postgres.log, kafka.log, ax-<service>.log (0640, owner ax)
 #   run/             kafka.pid, ax-<service>.pid, pg/ (unix socket)
 
 if [[ -n ${AX_LIB_SOURCED:-} ]]; then
@@ -48,6 +59,9 @@ AX_PG_BIN=${AX_PG_BIN:-/usr/lib/postgresql/15/bin}
 
 # Fixed names.
 AX_PG_USER=ax        # system user running PostgreSQL, also the database role
+AX_USER=ax           # system user running Kafka and the ax services
+AX_KAFKA_USER=ax     # Kafka SASL user (a super user of the broker)
+AX_KAFKA_MECHANISM=SCRAM-SHA-512
 AX_PG_DB=ax
 AX_SERVICES=(trigger executor callback)
 AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
@@ -102,9 +116,58 @@ ax_print_timings() {
 
 # ---------------------------------------------------------------- state
 
-# ax_state_init -- create $AX_STATE/{log,run}.
+# ax_state_init -- create $AX_STATE/{log,run} (mode 0700; owned by ax once
+# that user exists, see ax_state_secure).
 ax_state_init() {
-  mkdir -p "$AX_STATE/log" "$AX_STATE/run"
+  (umask 077 && mkdir -p "$AX_STATE/log" "$AX_STATE/run")
+  if ((EUID == 0)) && id -u "$AX_USER" >/dev/null 2>&1; then
+    ax_state_secure
+  fi
+}
+
+# ax_state_secure -- $AX_STATE, log/ and run/: owner ax, mode 0700, so that
+# no other local user can read logs, pid files or configuration.
+ax_state_secure() {
+  local d
+  for d in "$AX_STATE" "$AX_STATE/log" "$AX_STATE/run"; do
+    [[ -d $d ]] || continue
+    chown "$AX_USER:$AX_USER" "$d"
+    chmod 700 "$d"
+  done
+}
+
+# ax_log_file FILE -- create FILE if missing; owner ax, mode 0640.
+ax_log_file() {
+  [[ -e $1 ]] || (umask 027 && : >>"$1")
+  chown "$AX_USER:$AX_USER" "$1"
+  chmod 640 "$1"
+}
+
+# ax_as_ax_argv -- print, one per line, the command prefix that runs a
+# command as user ax (setpriv execs without forking, so a pid recorded right
+# before it is the pid of the command).
+ax_as_ax_argv() {
+  printf '%s\n' setpriv "--reuid=$AX_USER" "--regid=$AX_USER" --init-groups --
+}
+
+# ax_secret_new FILE -- a random password in FILE (root, mode 0600) unless
+# FILE exists; never printed.
+ax_secret_new() {
+  local f=$1 pw
+  if [[ ! -s $f ]]; then
+    pw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+    (umask 077 && printf '%s\n' "$pw" >"$f.tmp" && mv -f "$f.tmp" "$f")
+    pw=
+  fi
+  chmod 600 "$f"
+}
+
+# ax_secret_read FILE -- print the secret in FILE (for command substitution only).
+ax_secret_read() {
+  [[ -s $1 ]] || ax_die "$1 is missing"
+  local pw
+  read -r pw <"$1"
+  printf '%s' "$pw"
 }
 
 # ---------------------------------------------------------------- processes
@@ -143,6 +206,7 @@ ax_spawn() {
   rm -f "$pidfile"
   (
     cd "$dir" || exit 1
+    umask 027   # logs 0640, data files never readable by others
     # shellcheck disable=SC2016  # $$ and $@ are for the inner bash
     exec setsid bash -c 'echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0" && exec "$@"' "$pidfile" "$@"
   ) </dev/null >>"$log" 2>&1 &
@@ -331,20 +395,46 @@ ax_kafka_fetch() {
 }
 
 # ax_kafka_configure -- (re)write server.properties and log4j.properties
-# under $AX_STATE/kafka from the current settings.
+# under $AX_STATE/kafka from the current settings.  The client listener
+# requires SASL/SCRAM (user ax, password in $AX_STATE/kafka.password); the
+# inter-broker traffic uses it too.  The controller listener requires
+# SASL/PLAIN with a password regenerated here on every start (only this node
+# talks to it).  The StandardAuthorizer denies everything to any principal
+# but the super user ax.  server.properties holds both passwords: owner ax,
+# mode 0600.
 ax_kafka_configure() {
-  local kdir=$AX_STATE/kafka
-  mkdir -p "$kdir/data"
-  cat >"$kdir/server.properties" <<EOF
+  local kdir=$AX_STATE/kafka pw cpw tmp mech_lc
+  (umask 077 && mkdir -p "$kdir/data")
+  if [[ -f $kdir/data/.ax-scram && ! -s $AX_STATE/kafka.password ]]; then
+    ax_die "$AX_STATE/kafka.password is missing but $kdir/data holds its SCRAM credential; restore it, or stop Kafka and remove $kdir to re-initialize"
+  fi
+  ax_secret_new "$AX_STATE/kafka.password"
+  pw=$(ax_secret_read "$AX_STATE/kafka.password")
+  cpw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+  mech_lc=$(tr 'A-Z' 'a-z' <<<"$AX_KAFKA_MECHANISM")
+  tmp=$kdir/server.properties.tmp.$$
+  (
+    umask 077
+    cat >"$tmp" <<EOF
 # written by infra (lib.sh ax_kafka_configure); regenerated on every start
+# (holds passwords: owner $AX_USER, mode 0600)
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$AX_KAFKA_PORT,CONTROLLER://127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$AX_KAFKA_PORT
-inter.broker.listener.name=PLAINTEXT
+listeners=CLIENT://127.0.0.1:$AX_KAFKA_PORT,CONTROLLER://127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
+advertised.listeners=CLIENT://127.0.0.1:$AX_KAFKA_PORT
+inter.broker.listener.name=CLIENT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT
+listener.name.client.sasl.enabled.mechanisms=$AX_KAFKA_MECHANISM
+listener.name.client.$mech_lc.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$AX_KAFKA_USER" password="$pw";
+sasl.mechanism.inter.broker.protocol=$AX_KAFKA_MECHANISM
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="$AX_KAFKA_USER" password="$cpw" user_$AX_KAFKA_USER="$cpw";
+sasl.mechanism.controller.protocol=PLAIN
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:$AX_KAFKA_USER
+allow.everyone.if.no.acl.found=false
 log.dirs=$kdir/data
 num.partitions=1
 default.replication.factor=1
@@ -360,6 +450,9 @@ delete.topic.enable=true
 num.network.threads=2
 num.io.threads=4
 EOF
+  )
+  pw= cpw=
+  mv -f "$tmp" "$kdir/server.properties"
   cat >"$kdir/log4j.properties" <<'EOF'
 # written by infra; the broker's stdout is appended to $AX_STATE/log/kafka.log
 log4j.rootLogger=INFO, stdout
@@ -372,6 +465,26 @@ log4j.logger.state.change.logger=WARN
 log4j.logger.kafka.log.LogCleaner=WARN
 log4j.logger.org.apache.kafka.storage.internals.log=WARN
 EOF
+  # Data written by a broker that ran as root before (older infra) becomes ax's.
+  chown -R "$AX_USER:$AX_USER" "$kdir"
+  chmod 700 "$kdir" "$kdir/data"
+  chmod 600 "$kdir/server.properties"
+  chmod 644 "$kdir/log4j.properties"
+  ax_kafka_client_conf
+}
+
+# ax_kafka_client_conf -- $AX_STATE/kafka.client.conf: the librdkafka
+# properties of a client (kcat -F), root only (mode 0600).
+ax_kafka_client_conf() {
+  local f=$AX_STATE/kafka.client.conf pw
+  pw=$(ax_secret_read "$AX_STATE/kafka.password")
+  (
+    umask 077
+    printf 'bootstrap.servers=127.0.0.1:%s\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanisms=%s\nsasl.username=%s\nsasl.password=%s\n' \
+      "$AX_KAFKA_PORT" "$AX_KAFKA_MECHANISM" "$AX_KAFKA_USER" "$pw" >"$f.tmp.$$"
+  )
+  pw=
+  mv -f "$f.tmp.$$" "$f"
 }
 
 # ax_kafka_java_opts -- JVM flags of the broker and the storage tool.
@@ -382,10 +495,17 @@ ax_kafka_java_opts() {
     "-Dlog4j.configuration=file:$AX_STATE/kafka/log4j.properties"
 }
 
-# ax_kafka_format -- format the KRaft storage once (meta.properties exists after).
+# ax_kafka_format -- format the KRaft storage once (meta.properties exists
+# after), as user ax, with the SCRAM credential of user ax in the initial
+# metadata.  The storage tool gets its arguments from a java @argfile (owner
+# ax, 0600, removed right after) so that the password never appears in a
+# command line that other users could read in /proc.
 ax_kafka_format() {
-  local kdir=$AX_STATE/kafka log=$AX_STATE/log/kafka.log id opts
-  [[ -f $kdir/data/meta.properties ]] && return 0
+  local kdir=$AX_STATE/kafka log=$AX_STATE/log/kafka.log id opts argf pw as_ax
+  if [[ -f $kdir/data/meta.properties ]]; then
+    [[ -f $kdir/data/.ax-scram ]] && return 0
+    ax_die "$kdir/data was formatted without SASL credentials (by an older infra); stop Kafka and remove $kdir to re-initialize"
+  fi
   # A Kafka Uuid: 16 random bytes, base64url without padding (22 chars); not
   # starting with '-' so that it cannot be taken for an option.
   id=-
@@ -393,37 +513,57 @@ ax_kafka_format() {
     id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
   done
   mapfile -t opts < <(ax_kafka_java_opts)
-  ax_log "formatting Kafka storage (cluster id $id)"
-  if ! (cd "$kdir" && "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" kafka.tools.StorageTool \
-          format --ignore-formatted -t "$id" -c "$kdir/server.properties") >>"$log" 2>&1; then
+  mapfile -t as_ax < <(ax_as_ax_argv)
+  argf=$kdir/format.args
+  pw=$(ax_secret_read "$AX_STATE/kafka.password")
+  (
+    umask 077
+    printf '%s\n' kafka.tools.StorageTool format --ignore-formatted -t "$id" \
+      -c "$kdir/server.properties" \
+      --add-scram "$AX_KAFKA_MECHANISM=[name=$AX_KAFKA_USER,password=$pw]" >"$argf"
+  )
+  pw=
+  chown "$AX_USER:$AX_USER" "$argf"
+  ax_log "formatting Kafka storage (cluster id $id, SASL user $AX_KAFKA_USER)"
+  if ! (cd "$kdir" && umask 077 && "${as_ax[@]}" "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" "@$argf") >>"$log" 2>&1; then
+    rm -f "$argf"
     ax_tail_log "$log"
     ax_die "Kafka storage format failed"
   fi
+  rm -f "$argf"
+  (umask 077 && : >"$kdir/data/.ax-scram")
+  chown "$AX_USER:$AX_USER" "$kdir/data/.ax-scram"
 }
 
-# ax_kafka_ready -- the broker answers a metadata request.
+# ax_kafka_ready -- the broker answers an authenticated metadata request.
 ax_kafka_ready() {
-  kcat -b "127.0.0.1:$AX_KAFKA_PORT" -L -t __ax_probe -m 2 2>/dev/null | grep -q 'broker 1 at'
+  kcat -F "$AX_STATE/kafka.client.conf" -L -t __ax_probe -m 2 2>/dev/null | grep -q 'broker 1 at'
 }
 
 # ax_kafka_start -- fetch (if needed), configure, format (once), start the
 # broker and wait until it answers (90 s).  No-op if it already runs.
 ax_kafka_start() {
-  local pidfile=$AX_STATE/run/kafka.pid log=$AX_STATE/log/kafka.log opts p
+  local pidfile=$AX_STATE/run/kafka.pid log=$AX_STATE/log/kafka.log opts p as_ax
   ax_state_init
   if ax_pid_alive "$pidfile" kafka.Kafka; then
     ax_log "Kafka already running (pid $(ax_pid_read "$pidfile"))"
+    [[ -s $AX_STATE/kafka.client.conf ]] || ax_kafka_client_conf
   else
     for p in "$AX_KAFKA_PORT" "$AX_KAFKA_CONTROLLER_PORT"; do
       ! ax_port_busy "$p" || ax_die "port $p is already in use (set AX_KAFKA_PORT / AX_KAFKA_CONTROLLER_PORT)"
     done
     ax_kafka_fetch
+    ax_pg_user
+    ax_state_secure
+    ax_make_traversable "$AX_KAFKA_LIBS" "$AX_STATE"
+    ax_log_file "$log"
     ax_kafka_configure
     ax_kafka_format
     mapfile -t opts < <(ax_kafka_java_opts)
-    ax_log "starting Kafka $AX_KAFKA_VERSION on 127.0.0.1:$AX_KAFKA_PORT (log: $log)"
+    mapfile -t as_ax < <(ax_as_ax_argv)
+    ax_log "starting Kafka $AX_KAFKA_VERSION on 127.0.0.1:$AX_KAFKA_PORT as user $AX_USER, SASL $AX_KAFKA_MECHANISM (log: $log)"
     printf '\n===== infra: starting Kafka %s at %s =====\n' "$AX_KAFKA_VERSION" "$(date -u +%FT%TZ)" >>"$log"
-    ax_spawn "$pidfile" "$log" "$AX_STATE/kafka" \
+    ax_spawn "$pidfile" "$log" "$AX_STATE/kafka" "${as_ax[@]}" \
       "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" kafka.Kafka "$AX_STATE/kafka/server.properties"
   fi
   ax_wait_until 90 "Kafka on 127.0.0.1:$AX_KAFKA_PORT" "$log" "$pidfile" ax_kafka_ready
@@ -521,12 +661,7 @@ ax_pg_init() {
   if [[ -d $pgdata ]] && [[ -n $(ls -A "$pgdata") ]]; then
     ax_die "$pgdata exists but holds no cluster; remove it to re-initialize"
   fi
-  if [[ ! -s $pwf ]]; then
-    pw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
-    (umask 077 && printf '%s\n' "$pw" >"$pwf.tmp" && mv -f "$pwf.tmp" "$pwf")
-    pw=
-  fi
-  chmod 600 "$pwf"
+  ax_secret_new "$pwf"
   mkdir -p "$pgdata"
   chown "$AX_PG_USER:$AX_PG_USER" "$pgdata"
   chmod 700 "$pgdata"
@@ -537,6 +672,7 @@ ax_pg_init() {
   chown "$AX_PG_USER:$AX_PG_USER" "$tmpd"
   install -m 600 -o "$AX_PG_USER" -g "$AX_PG_USER" "$pwf" "$tmpd/pw"
   ax_log "initializing PostgreSQL cluster in $pgdata"
+  ax_log_file "$AX_STATE/log/initdb.log"
   if ! ax_as_pg "$AX_PG_BIN/initdb" -D "$pgdata" --auth=scram-sha-256 -U "$AX_PG_USER" \
          --pwfile="$tmpd/pw" -E UTF8 --locale=C >"$AX_STATE/log/initdb.log" 2>&1; then
     rm -rf "$tmpd"
@@ -577,6 +713,7 @@ ax_pg_start() {
   local log=$AX_STATE/log/postgres.log
   ax_state_init
   ax_pg_user
+  ax_state_secure
   ax_pg_init
   if ax_pg_running; then
     ax_log "PostgreSQL already running on 127.0.0.1:$AX_PG_PORT"
@@ -584,8 +721,7 @@ ax_pg_start() {
     ! ax_port_busy "$AX_PG_PORT" || ax_die "port $AX_PG_PORT is already in use (set AX_PG_PORT)"
     ax_pg_configure
     ax_make_traversable "$AX_STATE/pg" "$AX_STATE/log" "$(ax_pg_sockdir)"
-    touch "$log"
-    chown "$AX_PG_USER:$AX_PG_USER" "$log"
+    ax_log_file "$log"
     ax_log "starting PostgreSQL on 127.0.0.1:$AX_PG_PORT (log: $log)"
     if ! ax_as_pg "$AX_PG_BIN/pg_ctl" start -D "$AX_STATE/pg" -l "$log" -w -t 60 -s; then
       ax_tail_log "$log"
@@ -638,10 +774,16 @@ ax_migrate() {
 
 # ---------------------------------------------------------------- ax config
 
-# ax_write_config FILE -- write the ax configuration (mode 0600).
+# ax_write_config FILE -- write the ax configuration (owner ax, mode 0600:
+# the services running as ax read it, root reads it anyway).  With
+# $AX_STATE/kafka.password (a broker set up by ax_kafka_start) it carries the
+# Kafka SASL credentials as kafka.* keys for librdkafka.
 ax_write_config() {
-  local file=$1 pw tmp
+  local file=$1 pw kpw= tmp
   pw=$(ax_pg_password)
+  if [[ -s $AX_STATE/kafka.password ]]; then
+    kpw=$(ax_secret_read "$AX_STATE/kafka.password")
+  fi
   tmp=$file.tmp.$$
   mkdir -p "$(dirname "$file")"
   (
@@ -651,6 +793,12 @@ ax_write_config() {
       printf 'log.level = info\n'
       printf 'topic.prefix = ax.\n'
       printf 'kafka.bootstrap.servers = 127.0.0.1:%s\n' "$AX_KAFKA_PORT"
+      if [[ -n $kpw ]]; then
+        printf 'kafka.security.protocol = SASL_PLAINTEXT\n'
+        printf 'kafka.sasl.mechanisms = %s\n' "$AX_KAFKA_MECHANISM"
+        printf 'kafka.sasl.username = %s\n' "$AX_KAFKA_USER"
+        printf 'kafka.sasl.password = %s\n' "$kpw"
+      fi
       printf 'pg.host = 127.0.0.1\n'
       printf 'pg.port = %s\n' "$AX_PG_PORT"
       printf 'pg.dbname = %s\n' "$AX_PG_DB"
@@ -658,7 +806,11 @@ ax_write_config() {
       printf 'pg.password = %s\n' "$pw"
     } >"$tmp"
   )
+  pw= kpw=
   chmod 600 "$tmp"
+  if ((EUID == 0)) && id -u "$AX_USER" >/dev/null 2>&1; then
+    chown "$AX_USER:$AX_USER" "$tmp"
+  fi
   mv -f "$tmp" "$file"
 }
 
@@ -674,18 +826,22 @@ ax_create_topics() {
   ax_axctl topics create --partitions "$AX_PARTITIONS"
 }
 
-# ax_service_start SVC -- start ax-SVC in the background unless it runs.
+# ax_service_start SVC -- start ax-SVC in the background unless it runs, as
+# user ax (so the executor runs commands as ax, never as root).
 ax_service_start() {
-  local svc=$1 bin=$AX_BUILD/services/$1/ax-$1
+  local svc=$1 bin=$AX_BUILD/services/$1/ax-$1 as_ax
   local pidfile=$AX_STATE/run/ax-$1.pid log=$AX_STATE/log/ax-$1.log
   [[ -x $bin ]] || ax_die "$bin is not built"
   if ax_pid_alive "$pidfile" "ax-$svc"; then
     ax_log "ax-$svc already running (pid $(ax_pid_read "$pidfile"))"
     return 0
   fi
+  ax_make_traversable "$AX_BUILD/services/$svc"
+  ax_log_file "$log"
+  mapfile -t as_ax < <(ax_as_ax_argv)
   printf '\n===== infra: starting ax-%s at %s =====\n' "$svc" "$(date -u +%FT%TZ)" >>"$log"
-  ax_spawn "$pidfile" "$log" "$AX_STATE" "$bin" --config "$AX_STATE/ax.conf"
-  ax_log "started ax-$svc (pid $(ax_pid_read "$pidfile"), log: $log)"
+  ax_spawn "$pidfile" "$log" "$AX_STATE" "${as_ax[@]}" "$bin" --config "$AX_STATE/ax.conf"
+  ax_log "started ax-$svc as user $AX_USER (pid $(ax_pid_read "$pidfile"), log: $log)"
 }
 
 # ax_services_start -- start all services, then check they are still alive.

@@ -65,6 +65,14 @@ typedef struct handler_ops {
 
 extern const handler_ops_t handler_command, handler_http, handler_plugin;
 
+/* privilege.c: the root refusal and executor.run.user/group (before
+ * ax_svc_init; <0 = exit 2, the line printed), and the identity commands
+ * switch to (NULL: the executor's own). */
+int privilege_check(int argc, char **argv);
+const struct ax_cmd_creds *privilege_creds(void);
+void privilege_log(void);
+void privilege_fini(void);
+
 struct run {
     run_t *next;             /* arrival order (the commit order) */
     run_t *qnext, *qprev;    /* its pool's queue of its lane */

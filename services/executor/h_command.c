@@ -1,6 +1,6 @@
 /*
  * h_command.c — the command handler: argv through posix_spawnp (never a
- * shell), its own process group, the payload on stdin, the AX_* variables
+ * shell; fork + set ids + execve as executor.run.user), its own process group, the payload on stdin, the AX_* variables
  * in its environment, stdout+stderr captured up to executor.output.cap, and
  * on timeout SIGTERM to the group, then SIGKILL after executor.kill.grace.ms
  * (libax/src/adapters/spawn.c).
@@ -60,6 +60,7 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
         .timeout_ms = r->d.timeout_ms,
         .kill_grace_ms = ex->svc.conf.executor_kill_grace_ms,
         .output_cap = (size_t)ex->svc.conf.executor_output_cap,
+        .creds = privilege_creds(),
     };
     r->hstate = ax_cmd_start(ex->svc.base, &spec, on_done, r, err, sizeof err);
     free_child_env(ex, env);
@@ -78,4 +79,13 @@ static void cancel(executor_t *ex, run_t *r, const char *why) {
         ax_cmd_cancel(r->hstate);
 }
 
-const handler_ops_t handler_command = {"command", NULL, NULL, start, cancel};
+static int init(executor_t *ex) {
+    privilege_log();
+    return 0;
+}
+
+static void fini(executor_t *ex) {
+    privilege_fini();
+}
+
+const handler_ops_t handler_command = {"command", init, fini, start, cancel};

@@ -1611,6 +1611,8 @@ static struct event *every(executor_t *ex, int64_t ms, event_callback_fn fn) {
 
 int main(int argc, char **argv) {
     executor_t *ex = &g_ex;
+    if (privilege_check(argc, argv) < 0) /* root refusal, executor.run.user: exit 2 */
+        return 2;
     if (ax_svc_init(&ex->svc, "ax-executor", &argc, argv, usage, "executor") < 0)
         return 1;
     ax_svc_t *svc = &ex->svc;

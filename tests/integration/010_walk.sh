@@ -39,10 +39,10 @@ t1=$(date +%s%3N)
 # Every final outcome is on the results topic, keyed by instance id, once.
 id=$(field "$trace" id)
 wait_for 20 "result event for instance $id" \
-    bash -c "kcat -b $BOOTSTRAP -C -t $(topic results) -o beginning -e -q -f '%k\n' | grep -qx $id"
-n=$(kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%k\n' | grep -cx "$id")
+    bash -c "kc -C -t $(topic results) -o beginning -e -q -f '%k\n' | grep -qx $id"
+n=$(kc -C -t "$(topic results)" -o beginning -e -q -f '%k\n' | grep -cx "$id")
 [ "$n" = 1 ] || fail "instance $id has $n result events"
-kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%s\n' | grep -aq "$trace" \
+kc -C -t "$(topic results)" -o beginning -e -q -f '%s\n' | grep -aq "$trace" \
     || fail "the result event does not carry the trace id"
 # The same idempotency key three times (two at once, one later): one instance.
 key="walk-key-$$-$RANDOM"

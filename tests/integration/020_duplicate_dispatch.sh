@@ -10,11 +10,11 @@ out=$(axctl submit --wait --wait-timeout 60 -- sh -c "echo ran >> $marks") || fa
 before=$(sql "SELECT coalesce(sum(value), 0) FROM ax_counter WHERE name = 'executor.claims_lost'")
 
 # Replay the exact dispatch message (key and bytes) twice more.
-kcat -b "$BOOTSTRAP" -C -t "$(topic dispatch)" -o beginning -c 1 -e -q -f '%k' >"$WORK/key"
-kcat -b "$BOOTSTRAP" -C -t "$(topic dispatch)" -o beginning -c 1 -e -q -f '%s' >"$WORK/msg"
+kc -C -t "$(topic dispatch)" -o beginning -c 1 -e -q -f '%k' >"$WORK/key"
+kc -C -t "$(topic dispatch)" -o beginning -c 1 -e -q -f '%s' >"$WORK/msg"
 [ -s "$WORK/msg" ] || fail "no dispatch message found"
 for i in 1 2; do
-    kcat -b "$BOOTSTRAP" -P -t "$(topic dispatch)" -k "$(cat "$WORK/key")" "$WORK/msg"
+    kc -P -t "$(topic dispatch)" -k "$(cat "$WORK/key")" "$WORK/msg"
 done
 wait_for 30 "two lost claims counted" bash -c \
     "[ \$(psql -X -tAc \"SELECT coalesce(sum(value), 0) FROM ax_counter WHERE name = 'executor.claims_lost'\") -ge $((before + 2)) ]"

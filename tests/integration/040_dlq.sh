@@ -11,13 +11,13 @@ printf '\x00\x00\x00\x00\x01\x3d' >"$WORK/framed-3d"  # valid header, hostile le
 printf '\x00\x00\x00\x00\x63\x02' >"$WORK/unknown-id" # schema id 99
 { printf '\x00\x00\x00\x00\x01'; head -c 10000 /dev/zero; } >"$WORK/huge" # over message.max.bytes
 for f in garbage one-byte framed-3d unknown-id huge; do
-    kcat -b "$BOOTSTRAP" -P -t "$(topic submit)" "$WORK/$f"
+    kc -P -t "$(topic submit)" "$WORK/$f"
 done
-kcat -b "$BOOTSTRAP" -P -t "$(topic dispatch)" "$WORK/framed-3d"
-kcat -b "$BOOTSTRAP" -P -t "$(topic callback)" "$WORK/garbage"
+kc -P -t "$(topic dispatch)" "$WORK/framed-3d"
+kc -P -t "$(topic callback)" "$WORK/garbage"
 
-wait_for 60 "7 dead letters" bash -c "[ \$(kcat -b $BOOTSTRAP -C -t $(topic dlq) -o beginning -e -q -f 'x\n' | wc -l) -ge 7 ]"
-kcat -b "$BOOTSTRAP" -C -t "$(topic dlq)" -o beginning -e -q -f '%h\n' >"$WORK/headers"
+wait_for 60 "7 dead letters" bash -c "[ \$(kc -C -t $(topic dlq) -o beginning -e -q -f 'x\n' | wc -l) -ge 7 ]"
+kc -C -t "$(topic dlq)" -o beginning -e -q -f '%h\n' >"$WORK/headers"
 cat "$WORK/headers"
 grep -q "ax.reason=" "$WORK/headers" || fail "no ax.reason header"
 grep -q "ax.source.topic=$(topic submit)" "$WORK/headers" || fail "no source topic header"

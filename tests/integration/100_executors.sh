@@ -142,7 +142,7 @@ v=$(sql "SELECT count(DISTINCT worker) FROM job_instance WHERE job_id = $JOB_ID"
 [ "$v" = 4 ] || fail "$v executor(s) did the work, expected 4 ($dist)"
 
 # One result message per instance on the results topic (both phases).
-kcat -b "$BOOTSTRAP" -C -t "$(topic results)" -o beginning -e -q -f '%k\n' 2>/dev/null \
+kc -C -t "$(topic results)" -o beginning -e -q -f '%k\n' 2>/dev/null \
     >"$WORK/result-keys"
 total=$(wc -l <"$WORK/result-keys")
 distinct=$(sort -u "$WORK/result-keys" | wc -l)

@@ -107,13 +107,13 @@ stop_svc executor
 # restarted, the executor takes each partition's copies in one batch, the
 # slow pool fills (and pauses the partition), every claim is lost.
 for p in 0 1; do
-    kcat -b "$BOOTSTRAP" -C -t "$(topic dispatch.slow)" -p $p -o beginning -c 1 -e -q -f '%k' \
+    kc -C -t "$(topic dispatch.slow)" -p $p -o beginning -c 1 -e -q -f '%k' \
         >"$WORK/key"
-    kcat -b "$BOOTSTRAP" -C -t "$(topic dispatch.slow)" -p $p -o beginning -c 1 -e -q -f '%s' \
+    kc -C -t "$(topic dispatch.slow)" -p $p -o beginning -c 1 -e -q -f '%s' \
         >"$WORK/msg"
     [ -s "$WORK/msg" ] || fail "no dispatch message on partition $p of dispatch.slow"
     for i in 1 2 3; do
-        kcat -b "$BOOTSTRAP" -P -t "$(topic dispatch.slow)" -p $p -k "$(cat "$WORK/key")" "$WORK/msg"
+        kc -P -t "$(topic dispatch.slow)" -p $p -k "$(cat "$WORK/key")" "$WORK/msg"
     done
 done
 : >"$WORK/ax-executor.log"

@@ -42,7 +42,7 @@ expect() {
 # ---- topics, with the orders group's dispatch topic ----------------------------------
 expect 2 "--group" axctl topics create --group 'no/slash'
 axctl topics create --partitions 4 --group orders >/dev/null 2>&1 || fail "topics create --group orders failed"
-parts() { kcat -b "$BOOTSTRAP" -L -t "$1" 2>/dev/null | grep -cE '^ +partition [0-9]+'; }
+parts() { kc -L -t "$1" 2>/dev/null | grep -cE '^ +partition [0-9]+'; }
 [ "$(parts "$(topic dispatch)")" = 4 ] || fail "$(topic dispatch) does not have 4 partitions"
 [ "$(parts "$(topic dispatch.orders)")" = 4 ] || fail "$(topic dispatch.orders) was not created with 4 partitions"
 
@@ -59,7 +59,7 @@ axctl submit --job "$R" --payload '{"order":"A-17","n":1}' --count 10 >/dev/null
 axctl submit --job "$R" --payload '{"n":2,"order":"B-3"}' --count 10 >/dev/null || fail "submit B failed"
 axctl submit --job "$R" --payload '{"customer":"C-1"}' --count 10 >/dev/null || fail "submit without the field failed"
 axctl submit --job "$R" --count 10 >/dev/null || fail "submit without a payload failed"
-dispatched() { kcat -b "$BOOTSTRAP" -C -t "$(topic dispatch)" -o beginning -e -q -f '%p %k\n' 2>/dev/null; }
+dispatched() { kc -C -t "$(topic dispatch)" -o beginning -e -q -f '%p %k\n' 2>/dev/null; }
 wait_for 30 "40 dispatches on $(topic dispatch)" check '[ "$(dispatched | wc -l)" -ge 40 ]'
 dispatched >"$WORK/dispatched"
 # The keys the instances without the field must have: their ids.
@@ -176,7 +176,7 @@ got=$(sql "SELECT count(*) || '|' || count(*) FILTER (WHERE outcome = 'SUCCESS')
 log "$D run by: $(sql "SELECT string_agg(w || ' ' || n, ', ') FROM (SELECT worker AS w, count(*) AS n
                     FROM job_instance WHERE job_name = '$D' GROUP BY 1 ORDER BY 1) x")"
 # And on the wire: the orders job's dispatches are on dispatch.orders only.
-kcat -b "$BOOTSTRAP" -C -t "$(topic dispatch.orders)" -o beginning -e -q -f '%k\n' 2>/dev/null | sort -n >"$WORK/orders-keys"
+kc -C -t "$(topic dispatch.orders)" -o beginning -e -q -f '%k\n' 2>/dev/null | sort -n >"$WORK/orders-keys"
 sql "SELECT id FROM job_instance WHERE job_name = '$O' ORDER BY id" >"$WORK/orders-ids"
 [ "$(sort -nu "$WORK/orders-keys")" = "$(cat "$WORK/orders-ids")" ] \
     || fail "$(topic dispatch.orders) holds keys $(tr '\n' ' ' <"$WORK/orders-keys"), not the $O instances"

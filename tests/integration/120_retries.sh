@@ -133,7 +133,7 @@ for d in 300 600 1000; do
 done
 log "  final failure on $(topic dlq)"
 has_dlq() { # has_dlq ID: a final_failure record keyed ID, its "key headers" line in $WORK/dlq
-    kcat -b "$BOOTSTRAP" -C -t "$(topic dlq)" -o beginning -e -q -f '%k %h\n' >"$WORK/dlq.all" 2>/dev/null
+    kc -C -t "$(topic dlq)" -o beginning -e -q -f '%k %h\n' >"$WORK/dlq.all" 2>/dev/null
     grep "^$1 .*ax.kind=final_failure" "$WORK/dlq.all" >"$WORK/dlq"
 }
 wait_for 20 "final failure of $id on the DLQ" has_dlq "$id"

@@ -27,7 +27,7 @@ PLUGDIR=$(cd "$AX_BIN/plugins" 2>/dev/null && pwd) || fail "no $AX_BIN/plugins (
 PARTS=2
 create_topics $PARTS
 for l in p0 p1 p3 p4; do
-    kcat -b "$BOOTSTRAP" -L -t "$(topic dispatch.$l)" 2>/dev/null | grep -q "partition 0" ||
+    kc -L -t "$(topic dispatch.$l)" 2>/dev/null | grep -q "partition 0" ||
         fail "axctl topics create did not create $(topic dispatch.$l)"
 done
 

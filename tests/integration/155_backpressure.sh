@@ -45,6 +45,15 @@ flowing() { [ "$(lane_state)" = f ]; }
 
 axctl submit --job "$J" --count 40 >/dev/null || fail "submit failed"
 wait_for 30 "lane P2 over its high mark" over
+# The lane may go over before the last of the 40 were dispatched (the trigger
+# ingested them in two batches and the lag sample came in between, seen with
+# a SASL broker): those are deferred too, so count them in.
+settled() { [ "$(sql "SELECT count(*) FROM job_instance WHERE job_name = '$J'
+                      AND (dispatched_at IS NOT NULL OR deferred_at IS NOT NULL)")" = 40 ]; }
+wait_for 20 "the first 40 dispatched or deferred" settled
+pre=$(sql "SELECT count(*) FROM job_instance WHERE job_name = '$J' AND deferred_at IS NOT NULL")
+[ "$pre" -le 10 ] || fail "$pre of the first 40 deferred: the lane went over before its high mark (30)"
+log "$pre of the first 40 deferred"
 axctl status >"$WORK/status" || fail "axctl status failed"
 grep -qE '^P2 +[0-9]+ +deferring' "$WORK/status" || fail "status does not show P2 deferring: $(cat "$WORK/status")"
 
@@ -58,14 +67,14 @@ axctl job create "$TOL" --fixed-rate 1000 --start "$start" --tolerance 500 -- tr
 axctl submit --job "$J" --count 25 >/dev/null || fail "submit failed"
 deferred() { sql "SELECT count(*) FROM job_instance WHERE job_name = '$J' AND state = 'SCHEDULED'
                   AND dispatched_at IS NULL AND deferred_at IS NOT NULL"; }
-all_deferred() { [ "$(deferred)" = 25 ]; }
+all_deferred() { [ "$(deferred)" = $((pre + 25)) ]; }
 wait_for 20 "25 instances deferred" all_deferred
 before=$(topic_count "$(topic dispatch)")
 sleep 3
-[ "$(deferred)" = 25 ] || fail "deferred instances were released while the lane is over: $(deferred) left"
+[ "$(deferred)" = $((pre + 25)) ] || fail "deferred instances were released while the lane is over: $(deferred) left"
 after=$(topic_count "$(topic dispatch)")
 [ "$before" = "$after" ] || fail "the dispatch topic grew from $before to $after while deferring"
-[ "$after" -ge 40 ] || fail "only $after dispatches for the first 40"
+[ "$after" -ge $((40 - pre)) ] || fail "only $after dispatches for the first 40"
 n=$(axctl status | awk '$1 == "P2" && $3 == "deferring" { print $5 }')
 [ "${n:-0}" -ge 25 ] || fail "status does not count the 25 deferred: $(axctl status)"
 
@@ -101,7 +110,7 @@ wait_for 60 "all 77 instances finished" done_all
 [ "$(sql "SELECT count(*) FROM job_attempt a JOIN job_instance i ON i.id = a.instance_id
           WHERE i.job_name = '$J'")" = 65 ] || fail "an instance ran more than once"
 [ "$(sql "SELECT count(*) FROM job_instance WHERE job_name = '$J' AND deferred_at IS NOT NULL
-          AND dispatched_at >= deferred_at")" = 25 ] || fail "deferred instances not dispatched after deferral"
+          AND dispatched_at >= deferred_at")" = $((pre + 25)) ] || fail "deferred instances not dispatched after deferral"
 axctl job disable "$S" >/dev/null || fail "job disable failed"
 axctl job disable "$TOL" >/dev/null || fail "job disable failed"
 cron_done() { [ "$(sql "SELECT count(*) FROM job_fire f JOIN job j ON j.id = f.job_id

@@ -56,7 +56,7 @@ EOF
 raw() { # raw NAME PAYLOAD_BYTES: produce an encoded Submit straight to Kafka
     python3 "$WORK/submit.py" "$2" "$1" wc -c >"$WORK/$1.bin"
     log "raw $1: $(stat -c %s "$WORK/$1.bin") bytes"
-    kcat -b "$BOOTSTRAP" -X message.max.bytes=4000000 -P -t "$(topic submit)" -k "$1" \
+    kc -X message.max.bytes=4000000 -P -t "$(topic submit)" -k "$1" \
         "$WORK/$1.bin" || fail "Kafka refused the $1 submission ($(stat -c %s "$WORK/$1.bin") bytes)"
 }
 raw "size-ok-$$" 999999            # just under 1 MiB: valid
@@ -91,8 +91,8 @@ done
 log "both 999,999-byte submissions ran"
 
 # The oversized ones are dead letters with their reason; no instance.
-wait_for 30 "two dead letters" bash -c "[ \$(kcat -b $BOOTSTRAP -C -t $(topic dlq) -X fetch.message.max.bytes=4000000 -o beginning -e -q -f 'x\n' | wc -l) -ge 2 ]"
-kcat -b "$BOOTSTRAP" -C -t "$(topic dlq)" -o beginning -e -q -f '%k %h\n' >"$WORK/dlq"
+wait_for 30 "two dead letters" bash -c "[ \$(kc -C -t $(topic dlq) -X fetch.message.max.bytes=4000000 -o beginning -e -q -f 'x\n' | wc -l) -ge 2 ]"
+kc -C -t "$(topic dlq)" -o beginning -e -q -f '%k %h\n' >"$WORK/dlq"
 cat "$WORK/dlq"
 grep "^size-big-$$ " "$WORK/dlq" | grep -q "ax.reason=message of 1100[0-9]* bytes exceeds message.max.bytes 1048576" \
     || fail "the 1,100,000-byte submission is not dead-lettered with its reason"

@@ -128,7 +128,7 @@ t_exit=$(date +%s%3N)
 [ "$rc" = 1 ] || { cat "$WORK/wait.err"; fail "--wait on a dead-lettered submission: exit $rc"; }
 grep -q "submission gone-$$ was dead-lettered: unknown job '$GONE'" "$WORK/wait.err" \
     || { cat "$WORK/wait.err"; fail "--wait did not give the DLQ's reason"; }
-t_dlq=$(kcat -b "$BOOTSTRAP" -C -t "$(topic dlq)" -o beginning -e -q -f '%T\n' 2>/dev/null | tail -n 1)
+t_dlq=$(kc -C -t "$(topic dlq)" -o beginning -e -q -f '%T\n' 2>/dev/null | tail -n 1)
 log "--wait returned the DLQ reason $(( t_exit - t_dlq )) ms after the DLQ record"
 
 start_svc executor --set executor.slots=1   # one at a time: a second slow one waits claimed
@@ -140,7 +140,7 @@ echo "from-stdin-$$" | axctl submit --job "$CAT" --payload-file - --wait --wait-
 grep -q "from-stdin-$$" "$WORK/cat.out" || { cat "$WORK/cat.out"; fail "the payload from stdin did not reach the command"; }
 
 # ---- (d) dlq list and replay ------------------------------------------------------------------
-printf 'this is not avro' | kcat -b "$BOOTSTRAP" -P -t "$(topic submit)" -k garbage
+printf 'this is not avro' | kc -P -t "$(topic submit)" -k garbage
 wait_for 30 "2 dead letters" check '[ "$(topic_count "$(topic dlq)")" -ge 2 ]'
 axctl dlq list >"$WORK/dlq" 2>"$WORK/dlq.err" || { cat "$WORK/dlq.err"; fail "dlq list failed"; }
 cat "$WORK/dlq"

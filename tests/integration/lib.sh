@@ -13,6 +13,10 @@ export AXCONF_TOPIC_PREFIX="it.${T}.$$.$RANDOM."
 # Services run under ASan in the test build; their leak report at exit is
 # not what these tests check (unit tests run with leak detection on).
 export ASAN_OPTIONS="detect_leaks=0"
+# The test harness runs as root and starts the services itself: the executor
+# refuses to run as root without executor.allow.root (docs/SECURITY.md), so
+# the harness says it knowingly. 180_security.sh checks the refusal without it.
+export AXCONF_EXECUTOR_ALLOW_ROOT=true
 WORK=$(mktemp -d "/tmp/ax-it.${T}.XXXXXX")
 chmod 755 "$WORK"
 declare -A SVC_PID=()
@@ -21,6 +25,17 @@ conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail 
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
        PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
 BOOTSTRAP=$(conf_get kafka.bootstrap.servers)
+# The broker requires SASL (infra, docs/SECURITY.md): kc is kcat with the
+# librdkafka properties of AX_CONFIG (every kafka.* key: bootstrap servers,
+# security.protocol, sasl.*) from a 0600 file, never on a command line.
+# Use kc, not kcat -b, in tests. KCAT_CONFIG makes a plain kcat use them too.
+KCAT_CONF=$WORK/kcat.conf
+(umask 077 && awk '/^[ \t]*kafka\./ { line = $0; sub(/^[ \t]*kafka\./, "", line);
+                    k = line; sub(/[ \t]*=.*/, "", k); v = line; sub(/^[^=]*=[ \t]*/, "", v);
+                    print k "=" v }' "$AX_CONFIG" >"$KCAT_CONF")
+export KCAT_CONF KCAT_CONFIG=$KCAT_CONF
+kc() { kcat -F "$KCAT_CONF" "$@"; }
+export -f kc
 # Rows this test's psql creates belong to its deployment (as axctl's do).
 export PGOPTIONS="-c ax.deployment=${AXCONF_TOPIC_PREFIX}"
 
@@ -91,4 +106,4 @@ state_is() { [ "$(field "$1" state)" = "$2" ]; }
 finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)")" = "FINISHED/true" ]; }
 
 # Count messages on a topic (all partitions) by reading it to the end.
-topic_count() { kcat -b "$BOOTSTRAP" -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
+topic_count() { kc -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }

@@ -1,7 +1,8 @@
 /*
  * test_spawn.c — unit tests for the command runner (ax/spawn.h): output
  * capture, stdin, exit status, exec failures, timeouts and process-group
- * cleanup, output cap, environment, cancel, concurrency, fd hygiene.
+ * cleanup, output cap, environment, cancel, concurrency, fd hygiene, and
+ * running as another user (root only; skipped otherwise).
  *
  * Each test runs its own event_base until the callbacks fired, with a safety
  * timer so a bug shows up as a failure instead of a hang. The test process is
@@ -17,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -560,6 +562,159 @@ static void test_bad_args(void **state) {
     event_base_free(base);
 }
 
+/* ---- run as another user (fork + set ids + execve) -------------------------- */
+
+static void test_creds_resolve(void **state) {
+    ax_cmd_creds_t cr;
+    char err[256] = "";
+    struct passwd *pw = getpwnam("nobody");
+
+    assert_int_equal(ax_cmd_creds_resolve("ax-no-such-user-7c1", NULL, &cr, err, sizeof(err)),
+                     AX_ERR_INVALID);
+    assert_non_null(strstr(err, "unknown user 'ax-no-such-user-7c1'"));
+    assert_int_equal(ax_cmd_creds_resolve(NULL, "ax-no-such-group-7c1", &cr, err, sizeof(err)),
+                     AX_ERR_INVALID);
+    assert_non_null(strstr(err, "unknown group"));
+    /* A bare uid and gid: just those, one group. */
+    assert_int_equal(ax_cmd_creds_resolve("54321", "12345", &cr, err, sizeof(err)), AX_OK);
+    assert_int_equal(cr.uid, 54321);
+    assert_int_equal(cr.gid, 12345);
+    assert_int_equal(cr.ngroups, 1);
+    assert_int_equal(cr.groups[0], 12345);
+    ax_cmd_creds_free(&cr);
+    if (pw) {
+        assert_int_equal(ax_cmd_creds_resolve("nobody", NULL, &cr, err, sizeof(err)), AX_OK);
+        assert_int_equal(cr.uid, pw->pw_uid);
+        assert_int_equal(cr.gid, pw->pw_gid);
+        assert_true(cr.ngroups >= 1);
+        ax_cmd_creds_free(&cr);
+    }
+}
+
+/* Resolve nobody, or skip: switching ids needs root. */
+static int nobody_creds(ax_cmd_creds_t *cr) {
+    char err[256];
+
+    if (geteuid() != 0 || !getpwnam("nobody"))
+        return 0;
+    assert_int_equal(ax_cmd_creds_resolve("nobody", NULL, cr, err, sizeof(err)), AX_OK);
+    return 1;
+}
+
+static void test_run_as_user(void **state) {
+    char *argv[] = {"sh", "-c", "id -u; id -g; id -G; cut -d' ' -f5 /proc/$$/stat; cat", NULL};
+    const char payload[] = "stdin as nobody\n";
+    ax_cmd_creds_t cr;
+    ax_cmd_spec_t spec = {.argv = argv, .stdin_data = payload, .stdin_len = strlen(payload),
+                          .creds = &cr};
+    capture_t c;
+    char want[256];
+
+    if (!nobody_creds(&cr))
+        skip();
+    run_one(&spec, &c);
+    assert_int_equal(c.res.spawn_errno, 0);
+    assert_int_equal(c.res.exit_code, 0);
+    snprintf(want, sizeof(want), "%d\n%d\n%d\n%d\n%s", (int)cr.uid, (int)cr.gid, (int)cr.gid,
+             (int)c.res.pid, payload);
+    if (cr.ngroups == 1)    /* nobody normally has no other group */
+        assert_string_equal(c.out, want);
+    else
+        assert_true(strncmp(c.out, want, strlen("65534\n65534\n")) == 0);
+    free(c.out);
+    ax_cmd_creds_free(&cr);
+}
+
+static void test_run_as_enoent(void **state) {
+    char *argv_path[] = {"ax-test-no-such-program-9f3b", NULL};
+    char *argv_abs[] = {"/nonexistent/ax-test-9f3b", NULL};
+    ax_cmd_creds_t cr;
+    ax_cmd_spec_t spec = {.argv = argv_path, .creds = &cr};
+    capture_t c;
+
+    char *path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+
+    if (!nobody_creds(&cr))
+        skip();
+    /* A PATH directory nobody cannot search would make it EACCES (as execvp). */
+    setenv("PATH", "/usr/bin:/bin", 1);
+    run_one(&spec, &c);
+    if (path)
+        setenv("PATH", path, 1);
+    free(path);
+    assert_int_equal(c.res.spawn_errno, ENOENT);
+    assert_int_equal(c.res.pid, 0);
+    assert_string_equal(c.out, "");
+    free(c.out);
+    spec.argv = argv_abs;
+    run_one(&spec, &c);
+    assert_int_equal(c.res.spawn_errno, ENOENT);
+    free(c.out);
+    ax_cmd_creds_free(&cr);
+}
+
+static void test_run_as_not_executable(void **state) {
+    /* A file without x bits is EACCES, never run through /bin/sh. */
+    char path[] = "/tmp/ax-test-spawn-XXXXXX";
+    int fd = mkstemp(path);
+    char *argv[] = {path, NULL};
+    ax_cmd_creds_t cr;
+    ax_cmd_spec_t spec = {.argv = argv, .creds = &cr};
+    capture_t c;
+
+    assert_true(fd >= 0);
+    assert_true(write(fd, "echo ran\n", 9) == 9);
+    close(fd);
+    chmod(path, 0644);
+    if (!nobody_creds(&cr)) {
+        unlink(path);
+        skip();
+    }
+    run_one(&spec, &c);
+    unlink(path);
+    assert_int_equal(c.res.spawn_errno, EACCES);
+    assert_string_equal(c.out, "");
+    free(c.out);
+    ax_cmd_creds_free(&cr);
+}
+
+static void test_run_as_timeout_kills_group(void **state) {
+    char *argv[] = {"sh", "-c", "sleep 30 & sleep 30", NULL};
+    ax_cmd_creds_t cr;
+    ax_cmd_spec_t spec = {.argv = argv, .timeout_ms = 200, .kill_grace_ms = 200, .creds = &cr};
+    capture_t c;
+
+    if (!nobody_creds(&cr))
+        skip();
+    run_one(&spec, &c);
+    assert_int_equal(c.res.timed_out, 1);
+    assert_int_equal(c.res.term_signal, SIGTERM);
+    assert_true(group_gone(c.res.pid, 2000));
+    free(c.out);
+    ax_cmd_creds_free(&cr);
+}
+
+static void test_run_as_no_fd_leak(void **state) {
+    char *argv[] = {"sh", "-c", "ls /proc/$$/fd; true", NULL};
+    ax_cmd_creds_t cr;
+    ax_cmd_spec_t spec = {.argv = argv, .creds = &cr};
+    capture_t c;
+    char *line, *save = NULL;
+
+    if (!nobody_creds(&cr))
+        skip();
+    run_one(&spec, &c);
+    assert_int_equal(c.res.exit_code, 0);
+    for (line = strtok_r(c.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        int fd = atoi(line);
+
+        if (fd > 2 && !fd_inheritable(fd))
+            fail_msg("fd %d leaked into the child", fd);
+    }
+    free(c.out);
+    ax_cmd_creds_free(&cr);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_echo_hello),
@@ -585,6 +740,12 @@ int main(void) {
         cmocka_unit_test(test_no_fd_leak),
         cmocka_unit_test(test_two_bases_backstop),
         cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_creds_resolve),
+        cmocka_unit_test(test_run_as_user),
+        cmocka_unit_test(test_run_as_enoent),
+        cmocka_unit_test(test_run_as_not_executable),
+        cmocka_unit_test(test_run_as_timeout_kills_group),
+        cmocka_unit_test(test_run_as_no_fd_leak),
     };
 
     /* Orphaned grandchildren come to us, not PID 1; see the banner. */

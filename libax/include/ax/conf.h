@@ -70,6 +70,9 @@ typedef struct ax_conf {
     int64_t executor_default_timeout_ms;
     int64_t executor_shutdown_grace_ms;
     int64_t executor_lane_starve_ms;
+    char *executor_allow_root;     /* "true"/"false", checked by the executor */
+    char *executor_run_user;
+    char *executor_run_group;
     /* callback */
     int64_t callback_batch;
     int64_t callback_retry_budget;

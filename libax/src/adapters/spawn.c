@@ -1,7 +1,9 @@
 /*
  * spawn.c — the command runner behind ax/spawn.h: posix_spawnp() a command in
- * its own process group, feed its stdin and drain its combined output through
- * libevent, reap it on SIGCHLD, and make sure nothing in its group outlives it.
+ * its own process group (or fork + setgroups/setgid/setuid + execve when it
+ * runs as another user: posix_spawn cannot change ids), feed its stdin and
+ * drain its combined output through libevent, reap it on SIGCHLD, and make
+ * sure nothing in its group outlives it.
  *
  * The only shared state is a small registry keyed by event_base: one SIGCHLD
  * event (plus a slow backstop timer) and the list of live commands per base.
@@ -13,7 +15,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -491,6 +495,203 @@ static int set_nonblock(int fd) {
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* ---- running as another user ---------------------------------------------- */
+
+int ax_cmd_creds_resolve(const char *user, const char *group, ax_cmd_creds_t *out,
+                         char *errbuf, size_t errlen) {
+    struct passwd *pw = NULL;
+    char *end;
+    unsigned long n;
+
+    memset(out, 0, sizeof(*out));
+    out->uid = geteuid();
+    out->gid = getegid();
+    if (user && *user) {
+        errno = 0;
+        pw = getpwnam(user);
+        if (!pw) {
+            errno = 0;
+            n = strtoul(user, &end, 10);
+            if (*end || end == user || errno || n >= (unsigned long)(uid_t)-1)
+                return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "unknown user '%s'", user);
+            pw = getpwuid((uid_t)n);    /* may be NULL: a bare uid is fine */
+            out->uid = (uid_t)n;
+        } else {
+            out->uid = pw->pw_uid;
+        }
+        if (pw)
+            out->gid = pw->pw_gid;
+    }
+    if (group && *group) {
+        struct group *gr = getgrnam(group);
+
+        if (gr) {
+            out->gid = gr->gr_gid;
+        } else {
+            errno = 0;
+            n = strtoul(group, &end, 10);
+            if (*end || end == group || errno || n >= (unsigned long)(gid_t)-1)
+                return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "unknown group '%s'", group);
+            out->gid = (gid_t)n;
+        }
+    }
+    if (pw && !(group && *group)) {
+        /* The user's own groups, as a login would give them. */
+        int ng = 16;
+
+        for (;;) {
+            gid_t *g = realloc(out->groups, (size_t)ng * sizeof(*g));
+            int want = ng;
+
+            if (!g) {
+                ax_cmd_creds_free(out);
+                return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory");
+            }
+            out->groups = g;
+            if (getgrouplist(pw->pw_name, out->gid, g, &want) >= 0) {
+                out->ngroups = (size_t)want;
+                return AX_OK;
+            }
+            if (want <= ng || want > 65536)
+                break;
+            ng = want;
+        }
+        free(out->groups);
+        out->groups = NULL;
+    }
+    out->groups = malloc(sizeof(*out->groups));
+    if (!out->groups)
+        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory");
+    out->groups[0] = out->gid;
+    out->ngroups = 1;
+    return AX_OK;
+}
+
+void ax_cmd_creds_free(ax_cmd_creds_t *creds) {
+    if (!creds)
+        return;
+    free(creds->groups);
+    creds->groups = NULL;
+    creds->ngroups = 0;
+}
+
+static const int child_default_signals[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD};
+
+/* In the forked child: only async-signal-safe calls from here on (the parent
+ * has other threads; their locks may be held forever in this copy). Reports
+ * a failure as its errno on err_fd, then _exit(127). */
+static void child_exec_as(char *const *argv, char *const *env, const char *path,
+                          const ax_cmd_creds_t *creds, int in_fd, int out_fd, int err_fd) {
+    struct sigaction sa;
+    sigset_t empty;
+    char buf[4096];
+    int e = 0, saw_eacces = 0;
+    size_t i;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (i = 0; i < sizeof(child_default_signals) / sizeof(child_default_signals[0]); i++)
+        (void)sigaction(child_default_signals[i], &sa, NULL);
+    if (setpgid(0, 0) != 0 || dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
+        dup2(out_fd, STDERR_FILENO) < 0)
+        goto fail;
+    /* Groups first, then the gid, then the uid: each later step needs the
+     * privilege the one after it gives up. */
+    if (setgroups(creds->ngroups, creds->groups) != 0 || setgid(creds->gid) != 0 ||
+        setuid(creds->uid) != 0)
+        goto fail;
+    /* Make sure the uid switch cannot be undone (a saved uid of 0 would). */
+    if (creds->uid != 0 && setuid(0) == 0) {
+        errno = EPERM;
+        goto fail;
+    }
+    sigemptyset(&empty);
+    (void)sigprocmask(SIG_SETMASK, &empty, NULL);
+
+    if (strchr(argv[0], '/')) {
+        execve(argv[0], argv, env);
+        goto fail;
+    }
+    /* PATH lookup as posix_spawnp does it (the caller's PATH), but without
+     * execvp's fall-back of running a non-executable file with /bin/sh. */
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t dlen = colon ? (size_t)(colon - path) : strlen(path);
+        size_t alen = strlen(argv[0]);
+
+        if (dlen + alen + 2 <= sizeof(buf)) {
+            if (dlen == 0) {
+                buf[0] = '.';
+                dlen = 1;
+            } else {
+                memcpy(buf, path, dlen);
+            }
+            buf[dlen] = '/';
+            memcpy(buf + dlen + 1, argv[0], alen + 1);
+            execve(buf, argv, env);
+            if (errno == EACCES)
+                saw_eacces = 1;
+            else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE &&
+                     errno != ENODEV && errno != ETIMEDOUT)
+                goto fail;
+        }
+        if (!colon)
+            break;
+        path = colon + 1;
+    }
+    errno = saw_eacces ? EACCES : ENOENT;
+fail:
+    e = errno;
+    while (write(err_fd, &e, sizeof(e)) < 0 && errno == EINTR)
+        ;
+    _exit(127);
+}
+
+/* fork + set ids + exec, with posix_spawn's contract: returns 0 and *pid
+ * once the child has exec'd, or the errno of the step that failed (the child
+ * is reaped then). in_fd/out_fd become the child's stdin and stdout+stderr. */
+static int spawn_as(pid_t *pid, char *const *argv, char *const *env,
+                    const ax_cmd_creds_t *creds, int in_fd, int out_fd) {
+    int ep[2], e = 0, saved;
+    sigset_t all, old;
+    const char *path = getenv("PATH");
+    ssize_t n;
+    pid_t p;
+
+    if (!path)
+        path = "/bin:/usr/bin";
+    if (pipe_cloexec(ep) != 0)
+        return errno;
+    /* No handler of ours may run in the child before it resets them. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    p = fork();
+    if (p == 0) {
+        close(ep[0]);
+        child_exec_as(argv, env, path, creds, in_fd, out_fd, ep[1]);
+    }
+    saved = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(ep[1]);
+    if (p < 0) {
+        close(ep[0]);
+        return saved;
+    }
+    (void)setpgid(p, p);        /* also here, so a killpg right after us finds the group */
+    do {
+        n = read(ep[0], &e, sizeof(e));
+    } while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    if (n == (ssize_t)sizeof(e) && e != 0) {
+        while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return e;
+    }
+    *pid = p;
+    return 0;
+}
+
 /* ---- public API ----------------------------------------------------------- */
 
 ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
@@ -597,8 +798,12 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
         goto spawn_setup_fail;
 
     cmd->start_ms = ax_mono_ms();
-    err = posix_spawnp(&pid, spec->argv[0], &fa, &attr, spec->argv,
-                       spec->env ? spec->env : environ);
+    if (spec->creds)
+        err = spawn_as(&pid, spec->argv, spec->env ? spec->env : environ, spec->creds,
+                       in_pipe[0], out_pipe[1]);
+    else
+        err = posix_spawnp(&pid, spec->argv[0], &fa, &attr, spec->argv,
+                           spec->env ? spec->env : environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close_fd(&in_pipe[0]);

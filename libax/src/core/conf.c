@@ -152,6 +152,18 @@ const ax_conf_def_t ax_conf_table[] = {
      "Executors fetch the most urgent priority lanes first: a lane is paused while a higher "
      "lane has a backlog, but never longer than this; then it is served again for a round. "
      "Reloaded on SIGHUP."},
+    {"executor.allow.root", AX_CONF_STR, OFF(executor_allow_root), "false", 0, 0, "executor",
+     "true lets the executor start as root (uid 0); it refuses to (exit 2) otherwise, since "
+     "its commands would run as root. Set executor.run.user too to run them as another "
+     "user. Read at start only. See docs/SECURITY.md."},
+    {"executor.run.user", AX_CONF_STR, OFF(executor_run_user), NULL, 0, 0, "executor",
+     "User (name or uid) that commands run as: the child sets its groups, gid and uid "
+     "before it execs the argv. Needs an executor running as root (executor.allow.root); "
+     "unset = the executor's own user. An unknown user exits 2 at start. Read at start only."},
+    {"executor.run.group", AX_CONF_STR, OFF(executor_run_group), NULL, 0, 0, "executor",
+     "Group (name or gid) that commands run as; unset = the primary group of "
+     "executor.run.user (with its supplementary groups), or the executor's own. An unknown "
+     "group exits 2 at start. Read at start only."},
     {"callback.retry.budget", AX_CONF_INT, OFF(callback_retry_budget), "10000", 0, 100000000,
      "callback",
      "Most retries waiting to run in this deployment at once. Beyond it a failed attempt "
