@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Exactly one result per instance on the results topic, as a read_committed
+# consumer sees it, across PostgreSQL restarts and kill -9 of a callback
+# (two callbacks running): 2,000 inline instances (a fifth of them failing
+# for good) are submitted in waves while PostgreSQL is restarted twice and
+# one callback is killed with SIGKILL and started again. At the end every
+# instance's key is on the results topic exactly once, and every final
+# failure's copy (ax.kind=final_failure) is on the dead-letter topic exactly
+# once.
+#
+# The PostgreSQL restarted is a private cluster of this test (in its
+# scratch directory, on its own port), never the shared one.
+source "$(dirname "$0")/lib.sh"
+: "${AX_SRC:?needs AX_SRC (the source tree)}"
+command -v kcat >/dev/null || fail "kcat is needed"
+
+# ---- a private PostgreSQL, migrated, and a config pointing at it
+PRIV_STATE=$WORK/state
+mkdir -p "$PRIV_STATE"
+port=$((36000 + RANDOM % 2000))
+while ss -Hltn "( sport = :$port )" 2>/dev/null | grep -q .; do port=$((port + 1)); done
+(
+    export AX_STATE=$PRIV_STATE AX_PG_PORT=$port
+    source "$AX_SRC/infra/lib.sh"
+    ax_pg_start >"$WORK/pg-setup.log" 2>&1 || { cat "$WORK/pg-setup.log"; exit 1; }
+    ax_migrate "$AX_SRC/infra/migrations" >>"$WORK/pg-setup.log" 2>&1 \
+        || { cat "$WORK/pg-setup.log"; exit 1; }
+    ax_write_config "$WORK/ax.conf"
+) || fail "cannot start a private PostgreSQL"
+sed -i "s|^kafka.bootstrap.servers = .*|kafka.bootstrap.servers = $BOOTSTRAP|" "$WORK/ax.conf"
+export AX_CONFIG=$WORK/ax.conf
+export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
+       PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
+pg_priv() { (export AX_STATE=$PRIV_STATE AX_PG_PORT=$port; source "$AX_SRC/infra/lib.sh"; "$@") \
+                >>"$WORK/pg-setup.log" 2>&1; }
+pg_restart() {
+    log "restarting the private PostgreSQL"
+    pg_priv ax_pg_stop || fail "cannot stop the private PostgreSQL"
+    sleep "${1:-2}"
+    pg_priv ax_pg_start || fail "cannot start the private PostgreSQL"
+}
+finish_test() {
+    local rc=$?
+    set +e
+    for n in "${!SVC_PID[@]}"; do stop_svc "$n" KILL; done
+    pg_priv ax_pg_stop
+    rc_is() { return "$1"; }
+    rc_is "$rc"
+    cleanup
+}
+trap finish_test EXIT
+
+create_topics 3
+start_svc trigger --set backoff.max.ms=1000
+start_svc executor --set backoff.max.ms=1000 --set executor.slots=32
+start_svc callback@1 --set backoff.max.ms=1000
+start_svc callback@2 --set backoff.max.ms=1000
+
+tag="once$$"
+N_OK=1600 N_BAD=400 WAVES=8
+N=$((N_OK + N_BAD))
+finished_n() { sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND state = 'FINISHED'"; }
+# waves of submissions in the background: each wave N_OK/WAVES succeeding
+# and N_BAD/WAVES failing (inline commands are not retried)
+(
+    for w in $(seq 1 $WAVES); do
+        axctl submit --count $((N_OK / WAVES)) --trace-id "$tag-ok$w" -- /bin/true >/dev/null \
+            || echo "wave $w ok: submit failed" >>"$WORK/submit.err"
+        axctl submit --count $((N_BAD / WAVES)) --trace-id "$tag-bad$w" -- /bin/sh -c 'exit 3' \
+            >/dev/null || echo "wave $w bad: submit failed" >>"$WORK/submit.err"
+        sleep 1
+    done
+) &
+SUBMITTER=$!
+
+at_least() { [ "$(finished_n)" -ge "$1" ]; }
+wait_for 90 "first results" at_least 150
+pg_restart 2
+wait_for 90 "results after the first PostgreSQL restart" at_least 700
+log "kill -9 of callback@1"
+kill -KILL "${SVC_PID[callback@1]}"; wait "${SVC_PID[callback@1]}" 2>/dev/null || true
+unset "SVC_PID[callback@1]"
+start_svc callback@1 --set backoff.max.ms=1000
+wait_for 90 "results after the kill" at_least 1100
+pg_restart 1
+wait "$SUBMITTER" || true
+[ ! -s "$WORK/submit.err" ] || fail "submissions failed: $(cat "$WORK/submit.err")"
+log "kill -9 of callback@2"
+kill -KILL "${SVC_PID[callback@2]}"; wait "${SVC_PID[callback@2]}" 2>/dev/null || true
+unset "SVC_PID[callback@2]"
+start_svc callback@2 --set backoff.max.ms=1000
+
+all_published() {
+    [ "$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND state = 'FINISHED'
+              AND result_published_at IS NOT NULL")" = "$N" ]
+}
+wait_for 150 "all $N instances finished and published" all_published
+n_failed=$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND outcome <> 'SUCCESS'")
+[ "$n_failed" = "$N_BAD" ] || fail "expected $N_BAD failures, have $n_failed"
+
+# ---- count by key, read_committed, from the topics themselves
+sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%'" | sort >"$WORK/ids"
+sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%' AND outcome <> 'SUCCESS'" | sort >"$WORK/bad_ids"
+read_keys() { # read_keys TOPIC: one key per line, read_committed, to the end
+    kcat -b "$BOOTSTRAP" -X isolation.level=read_committed -C -t "$1" -o beginning -e -q \
+        -f '%k\t%h\n' 2>/dev/null
+}
+read_keys "$(topic results)" | cut -f1 | sort >"$WORK/result_keys"
+read_keys "$(topic dlq)" | grep 'ax.kind=final_failure' | cut -f1 | sort >"$WORK/dlq_keys"
+n_results=$(wc -l <"$WORK/result_keys")
+dup_results=$(uniq -d "$WORK/result_keys" | wc -l)
+missing_results=$(comm -23 "$WORK/ids" <(uniq "$WORK/result_keys") | wc -l)
+n_dlq=$(wc -l <"$WORK/dlq_keys")
+dup_dlq=$(uniq -d "$WORK/dlq_keys" | wc -l)
+missing_dlq=$(comm -23 "$WORK/bad_ids" <(uniq "$WORK/dlq_keys") | wc -l)
+log "results topic: $n_results records for $N instances ($dup_results duplicated, $missing_results missing);" \
+    "final-failure copies: $n_dlq for $N_BAD ($dup_dlq duplicated, $missing_dlq missing)"
+[ "$missing_results" = 0 ] || fail "$missing_results instance(s) have no result on the topic"
+[ "$dup_results" = 0 ] && [ "$n_results" = "$N" ] \
+    || fail "results published more than once: $(uniq -d "$WORK/result_keys" | head -5 | tr '\n' ' ')"
+[ "$missing_dlq" = 0 ] || fail "$missing_dlq final failure(s) have no dead-letter copy"
+[ "$dup_dlq" = 0 ] && [ "$n_dlq" = "$N_BAD" ] \
+    || fail "final-failure copies dead-lettered more than once: $(uniq -d "$WORK/dlq_keys" | head -5 | tr '\n' ' ')"
+for s in trigger executor callback@1 callback@2; do
+    kill -0 "${SVC_PID[$s]}" || fail "ax-$s died"
+done
+log "ok"
