@@ -44,6 +44,7 @@ finish_test() {
     set +e
     for n in "${!SVC_PID[@]}"; do stop_svc "$n" KILL; done
     pg_priv ax_pg_stop
+    [ -z "${AX_IT_KEEP:-}" ] || cp "$WORK"/*.log "$AX_IT_KEEP"/ 2>/dev/null
     rc_is() { return "$1"; }
     rc_is "$rc"
     cleanup
@@ -57,7 +58,7 @@ start_svc callback@1 --set backoff.max.ms=1000
 start_svc callback@2 --set backoff.max.ms=1000
 
 tag="once$$"
-N_OK=1600 N_BAD=400 WAVES=8
+N_OK=1600 N_BAD=400 WAVES=10
 N=$((N_OK + N_BAD))
 finished_n() { sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND state = 'FINISHED'"; }
 # waves of submissions in the background: each wave N_OK/WAVES succeeding
@@ -74,21 +75,71 @@ finished_n() { sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-
 SUBMITTER=$!
 
 at_least() { [ "$(finished_n)" -ge "$1" ]; }
+restart_callback() { # restart_callback NAME: kill -9, start again
+    log "kill -9 of $1"
+    kill -KILL "${SVC_PID[$1]}"; wait "${SVC_PID[$1]}" 2>/dev/null || true
+    unset "SVC_PID[$1]"
+    start_svc "$1" --set backoff.max.ms=1000
+}
+# Hold the publisher's mark (the statement after its Kafka commit) on a
+# table lock: the moment of the reported defect, made certain. hold_marks
+# takes the lock; blocked_mark prints the callback (callback@1|2) whose mark
+# waits and its backend's pid, nothing if none did in 20 s.
+LOCKER=
+hold_marks() {
+    PGAPPNAME=ax-it-locker psql -X -q \
+        -c "BEGIN; LOCK TABLE ax_results_offset IN EXCLUSIVE MODE; SELECT pg_sleep(60)" \
+        >/dev/null 2>&1 &
+    LOCKER=$!
+}
+blocked_mark() {
+    local i cport bpid pid n
+    for i in $(seq 1 100); do
+        read -r cport bpid < <(sql "SELECT client_port, pid FROM pg_stat_activity
+                     WHERE wait_event_type = 'Lock'
+                     AND query LIKE '%ax_result_outbox%ax_results_offset%' LIMIT 1" | tr '|' ' ') || true
+        if [ -n "${cport:-}" ]; then
+            pid=$(ss -Htnp "( sport = :$cport )" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+            for n in callback@1 callback@2; do
+                [ "${SVC_PID[$n]:-}" = "$pid" ] && { echo "$n $bpid"; return 0; }
+            done
+        fi
+        sleep 0.2
+    done
+}
+release_marks() {
+    sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'ax-it-locker'" \
+        >/dev/null 2>&1 || true
+    wait "$LOCKER" 2>/dev/null || true
+}
+
+held=0
 wait_for 90 "first results" at_least 150
 pg_restart 2
-wait_for 90 "results after the first PostgreSQL restart" at_least 700
-log "kill -9 of callback@1"
-kill -KILL "${SVC_PID[callback@1]}"; wait "${SVC_PID[callback@1]}" 2>/dev/null || true
-unset "SVC_PID[callback@1]"
-start_svc callback@1 --set backoff.max.ms=1000
-wait_for 90 "results after the kill" at_least 1100
+wait_for 90 "results after the first PostgreSQL restart" at_least 500
+restart_callback callback@1
+wait_for 90 "results after the first kill" at_least 800
+# the publisher dies between its Kafka commit and its mark
+hold_marks
+read -r who bpid < <(blocked_mark) || true
+if [ -n "${who:-}" ]; then
+    log "the mark of $who waits after its commit"; held=$((held + 1))
+    restart_callback "$who"
+    # its session would still run the mark once the lock is gone
+    sql "SELECT pg_terminate_backend($bpid)" >/dev/null
+else
+    log "no mark waited"; restart_callback callback@2
+fi
+release_marks
+wait_for 90 "results after the second kill" at_least 1200
+# PostgreSQL goes away between the publisher's Kafka commit and its mark
+hold_marks
+read -r who bpid < <(blocked_mark) || true
+if [ -n "${who:-}" ]; then log "the mark of $who waits after its commit"; held=$((held + 1)); else log "no mark waited"; fi
 pg_restart 1
+release_marks
 wait "$SUBMITTER" || true
 [ ! -s "$WORK/submit.err" ] || fail "submissions failed: $(cat "$WORK/submit.err")"
-log "kill -9 of callback@2"
-kill -KILL "${SVC_PID[callback@2]}"; wait "${SVC_PID[callback@2]}" 2>/dev/null || true
-unset "SVC_PID[callback@2]"
-start_svc callback@2 --set backoff.max.ms=1000
 
 all_published() {
     [ "$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND state = 'FINISHED'
@@ -121,6 +172,11 @@ log "results topic: $n_results records for $N instances ($dup_results duplicated
 [ "$missing_dlq" = 0 ] || fail "$missing_dlq final failure(s) have no dead-letter copy"
 [ "$dup_dlq" = 0 ] && [ "$n_dlq" = "$N_BAD" ] \
     || fail "final-failure copies dead-lettered more than once: $(uniq -d "$WORK/dlq_keys" | head -5 | tr '\n' ' ')"
+# the marks held up above were recovered from the topic
+recovered=$(grep -ho '[0-9]* of them marked published only now' "$WORK"/ax-callback@*.log \
+                | awk '{ n += $1 } END { print n + 0 }')
+log "marks held up after a commit: $held; instances marked only by a recovery from the topic: $recovered"
+[ "$held" = 0 ] || [ "$recovered" -gt 0 ] || fail "no recovery from the topic marked anything"
 for s in trigger executor callback@1 callback@2; do
     kill -0 "${SVC_PID[$s]}" || fail "ax-$s died"
 done
