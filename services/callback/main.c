@@ -2,9 +2,11 @@
  * ax-callback — closes the loop. Persists each attempt's result as
  * FINISHED + outcome with a CAS fenced by (instance, attempt): a result for
  * an attempt that is not the current one, or for an instance already
- * finished, is stale and only counted. Then publishes one final-outcome
- * event per instance on the results topic, marking it published only after
- * Kafka acknowledged it, and commits its offsets last.
+ * finished, is stale and only counted. An instance ended for good goes
+ * into the results outbox in the same transaction; the batch's offsets are
+ * committed then. One callback process per deployment publishes the outbox:
+ * one final-outcome event per instance on the results topic, exactly once
+ * as read_committed consumers see it (see "Publishing" below).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,6 @@ typedef struct publisher {
     int need_recover;    /* read the topic to its end before producing */
     int64_t next_try_ms, next_init_ms;
     rd_kafka_t *txp;     /* transactional producer (txn_id), while the holder */
-    rd_kafka_t *reader;  /* read_committed reader of the results topic */
     pub_dlv_t dlv;
     char lock_name[300], txn_id[300];
     struct event *timer;
@@ -498,16 +499,15 @@ static void pub_drop(callback_t *cb, const char *why) {
 static int pub_recover(callback_t *cb) {
     ax_svc_t *svc = &cb->svc;
     char err[1024];
-    if (!cb->pub.reader) {
-        char cid[300];
-        snprintf(cid, sizeof cid, "%s-results-recovery", svc->name);
-        cb->pub.reader = ax_kafka_reader_new(&svc->conf, cid, err, sizeof err);
-        if (!cb->pub.reader) {
-            ax_warn("results recovery: %s", err);
-            return AX_ERR_IO;
-        }
+    /* a reader of its own each time: nothing fetched for an earlier
+     * recovery (an older end of a partition) can be taken for this one's */
+    char cid[300];
+    snprintf(cid, sizeof cid, "%s-results-recovery", svc->name);
+    rd_kafka_t *rk = ax_kafka_reader_new(&svc->conf, cid, err, sizeof err);
+    if (!rk) {
+        ax_warn("results recovery: %s", err);
+        return AX_ERR_IO;
     }
-    rd_kafka_t *rk = cb->pub.reader;
     const char *tp[] = {svc->topic_results};
     PGresult *r;
     int rc = ax_pg_exec(svc->pg,
@@ -515,6 +515,7 @@ static int pub_recover(callback_t *cb) {
                         1, tp, NULL, NULL, &r, err, sizeof err);
     if (rc < 0) {
         ax_warn("results recovery: %s", err);
+        rd_kafka_destroy(rk);
         return rc;
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, svc->topic_results, NULL);
@@ -531,6 +532,7 @@ static int pub_recover(callback_t *cb) {
         if (md)
             rd_kafka_metadata_destroy(md);
         PQclear(r);
+        rd_kafka_destroy(rk);
         return AX_ERR_IO;
     }
     int nparts = md->topics[0].partition_cnt;
@@ -641,6 +643,8 @@ out:
     rd_kafka_topic_partition_list_destroy(l);
     free(end);
     free(eof);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
     return rc;
 }
 
@@ -675,6 +679,13 @@ static int pub_ready(callback_t *cb) {
         cb->pub.need_recover = 1;
         ax_info("results publisher: this process publishes (lock %s)", cb->pub.lock_name);
     }
+    /* Recovery reads only after a fresh init_transactions: it returns once
+     * every earlier transaction of the id — ours too — is decided and its
+     * markers written, so the topic's last stable offset is past all of it. */
+    if (cb->pub.need_recover && cb->pub.txp) {
+        rd_kafka_destroy(cb->pub.txp);
+        cb->pub.txp = NULL;
+    }
     if (!cb->pub.txp) {
         if (ax_mono_ms() < cb->pub.next_init_ms)
             return 0;
@@ -686,14 +697,18 @@ static int pub_ready(callback_t *cb) {
                                                 sizeof err);
         if (!cb->pub.txp) {
             ax_warn("results publisher: %s", err);
+            cb->pub.next_init_ms = ax_mono_ms() + 5 * PUB_TRY_MS;
+            return 0;
+        }
+        if (pub_recover(cb) < 0) {
+            /* tried again after a new init */
+            rd_kafka_destroy(cb->pub.txp);
+            cb->pub.txp = NULL;
             cb->pub.next_init_ms = ax_mono_ms() + PUB_TRY_MS;
             return 0;
         }
-        cb->pub.need_recover = 1;
     }
     rd_kafka_poll(cb->pub.txp, 0);
-    if (cb->pub.need_recover && pub_recover(cb) < 0)
-        return 0;
     return 1;
 }
 
@@ -794,8 +809,6 @@ static int pub_batch(callback_t *cb) {
         ax_warn("results: %d not published (%s); recovering from the topic first", produced,
                 err);
         ax_strbuf_free(&ids);
-        rd_kafka_destroy(cb->pub.txp);
-        cb->pub.txp = NULL;
         cb->pub.need_recover = 1;
         if (rc == AX_ERR_CONFLICT)
             pub_drop(cb, "the producer was fenced");
@@ -1189,10 +1202,6 @@ int main(int argc, char **argv) {
     event_free(cb.pub.timer);
     if (cb.pub.txp)
         rd_kafka_destroy(cb.pub.txp);
-    if (cb.pub.reader) {
-        rd_kafka_consumer_close(cb.pub.reader);
-        rd_kafka_destroy(cb.pub.reader);
-    }
     free(cb.pub.dlv.next);
     alert_fini();
     ax_svc_destroy(svc);
