@@ -402,6 +402,7 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
  * read_committed from the stored offsets to its end, marks every instance it
  * finds there published and advances the offsets, and only then publishes
  * anything new. So a result already on the topic is never produced again. */
+#define PUB_IDLE_S "10s"
 enum { PUB_BATCH = 5000, PUB_ROUNDS = 8, PUB_TICK_MS = 100, PUB_TRY_MS = 1000,
        PUB_MARK_CHUNK = 10000 };
 
@@ -486,8 +487,10 @@ static void pub_drop(callback_t *cb, const char *why) {
     if (c && PQstatus(c) == CONNECTION_OK && PQbackendPID(c) == cb->pub.pg_pid) {
         char err[256];
         const char *p[] = {cb->pub.lock_name};
-        ax_pg_exec(svc->pg, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", 1, p, NULL,
-                   NULL, NULL, err, sizeof err);
+        ax_pg_exec(svc->pg,
+                   "SELECT pg_advisory_unlock(hashtextextended($1, 0)),"
+                   " set_config('idle_session_timeout', '0', false)",
+                   1, p, NULL, NULL, NULL, err, sizeof err);
     }
     cb->pub.holder = 0;
     cb->pub.next_try_ms = ax_mono_ms() + PUB_TRY_MS;
@@ -664,10 +667,16 @@ static int pub_ready(callback_t *cb) {
         cb->pub.next_try_ms = ax_mono_ms() + PUB_TRY_MS;
         if (ax_pg_ensure(svc->pg, err, sizeof err) < 0)
             return 0;
-        const char *p[] = {cb->pub.lock_name};
+        /* The holder's session ends when it sits idle for PUB_IDLE_S (a
+         * holder runs a statement every PUB_TICK_MS): a stopped (SIGSTOP)
+         * or hung holder loses the lock, and the next one fences it. */
+        const char *p[] = {cb->pub.lock_name, PUB_IDLE_S};
         PGresult *r;
-        if (ax_pg_exec(svc->pg, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", 1, p,
-                       NULL, NULL, &r, err, sizeof err) < 0)
+        if (ax_pg_exec(svc->pg,
+                       "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0))"
+                       " THEN set_config('idle_session_timeout', $2, false) IS NOT NULL"
+                       " ELSE false END",
+                       2, p, NULL, NULL, &r, err, sizeof err) < 0)
             return 0;
         int got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
         PQclear(r);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Exactly one result per instance on the results topic, as a read_committed
-# consumer sees it, across PostgreSQL restarts and kill -9 of a callback
+# consumer sees it, across PostgreSQL restarts and kill -9 of callbacks
 # (two callbacks running): 2,000 inline instances (a fifth of them failing
 # for good) are submitted in waves while PostgreSQL is restarted twice and
-# one callback is killed with SIGKILL and started again. At the end every
+# callbacks are killed with SIGKILL and started again. At the end every
 # instance's key is on the results topic exactly once, and every final
 # failure's copy (ax.kind=final_failure) is on the dead-letter topic exactly
-# once.
+# once. A publisher's mark is held up after its Kafka commit (a table lock)
+# and then the publisher is killed, or PostgreSQL restarted; at the end the
+# publisher is stopped (SIGSTOP) with work left, and continued.
 #
 # The PostgreSQL restarted is a private cluster of this test (in its
 # scratch directory, on its own port), never the shared one.
@@ -61,16 +63,17 @@ tag="once$$"
 N_OK=1600 N_BAD=400 WAVES=10
 N=$((N_OK + N_BAD))
 finished_n() { sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND state = 'FINISHED'"; }
-# waves of submissions in the background: each wave N_OK/WAVES succeeding
-# and N_BAD/WAVES failing (inline commands are not retried)
+# a wave: N_OK/WAVES succeeding and N_BAD/WAVES failing (inline commands
+# are not retried: final failures)
+submit_wave() {
+    axctl submit --count $((N_OK / WAVES)) --trace-id "$tag-ok$1" -- /bin/true >/dev/null \
+        || echo "wave $1 ok: submit failed" >>"$WORK/submit.err"
+    axctl submit --count $((N_BAD / WAVES)) --trace-id "$tag-bad$1" -- /bin/sh -c 'exit 3' \
+        >/dev/null || echo "wave $1 bad: submit failed" >>"$WORK/submit.err"
+}
+# all waves but the last in the background, a second apart
 (
-    for w in $(seq 1 $WAVES); do
-        axctl submit --count $((N_OK / WAVES)) --trace-id "$tag-ok$w" -- /bin/true >/dev/null \
-            || echo "wave $w ok: submit failed" >>"$WORK/submit.err"
-        axctl submit --count $((N_BAD / WAVES)) --trace-id "$tag-bad$w" -- /bin/sh -c 'exit 3' \
-            >/dev/null || echo "wave $w bad: submit failed" >>"$WORK/submit.err"
-        sleep 1
-    done
+    for w in $(seq 1 $((WAVES - 1))); do submit_wave "$w"; sleep 1; done
 ) &
 SUBMITTER=$!
 
@@ -139,6 +142,24 @@ if [ -n "${who:-}" ]; then log "the mark of $who waits after its commit"; held=$
 pg_restart 1
 release_marks
 wait "$SUBMITTER" || true
+
+# The publisher stopped (SIGSTOP) with work left: its session ends after
+# 10 s idle, another callback takes over (fencing it) and publishes the
+# last wave; the stopped one, continued, publishes nothing twice.
+holder_pid=
+find_holder() {
+    local port
+    port=$(sql "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                WHERE l.locktype = 'advisory' AND l.granted LIMIT 1")
+    [ -n "$port" ] || return 1
+    holder_pid=$(ss -Htnp "( sport = :$port )" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2) || true
+    [ -n "$holder_pid" ]
+}
+wait_for 30 "a callback holding the publisher lock" find_holder
+find_holder
+log "SIGSTOP of the publisher (pid $holder_pid)"
+kill -STOP "$holder_pid"
+submit_wave "$WAVES"
 [ ! -s "$WORK/submit.err" ] || fail "submissions failed: $(cat "$WORK/submit.err")"
 
 all_published() {
@@ -146,6 +167,8 @@ all_published() {
               AND result_published_at IS NOT NULL")" = "$N" ]
 }
 wait_for 150 "all $N instances finished and published" all_published
+kill -CONT "$holder_pid"
+sleep 2
 n_failed=$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND outcome <> 'SUCCESS'")
 [ "$n_failed" = "$N_BAD" ] || fail "expected $N_BAD failures, have $n_failed"
 
