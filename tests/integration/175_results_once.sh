@@ -19,8 +19,8 @@ command -v kcat >/dev/null || fail "kcat is needed"
 # ---- a private PostgreSQL, migrated, and a config pointing at it
 PRIV_STATE=$WORK/state
 mkdir -p "$PRIV_STATE"
-port=$((36000 + RANDOM % 2000))
-while ss -Hltn "( sport = :$port )" 2>/dev/null | grep -q .; do port=$((port + 1)); done
+port=$((20000 + RANDOM % 9000)) # below the ephemeral range, unused in any state
+while ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; do port=$((port + 1)); done
 (
     export AX_STATE=$PRIV_STATE AX_PG_PORT=$port
     source "$AX_SRC/infra/lib.sh"

@@ -18,9 +18,9 @@ command -v kcat >/dev/null || fail "kcat is needed"
 # ---- a private Kafka broker, and a config pointing at it
 PRIV_STATE=$WORK/state
 mkdir -p "$PRIV_STATE"
-free_port() {
-    local p=$((38000 + RANDOM % 2000))
-    while ss -Hltn "( sport = :$p )" 2>/dev/null | grep -q . || [ "$p" = "${1:-}" ]; do p=$((p + 1)); done
+free_port() { # below the ephemeral range, unused in any state, not $1
+    local p=$((20000 + RANDOM % 9000))
+    while ss -Htan "( sport = :$p )" 2>/dev/null | grep -q . || [ "$p" = "${1:-}" ]; do p=$((p + 1)); done
     echo "$p"
 }
 kport=$(free_port)
