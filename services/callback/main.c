@@ -1048,7 +1048,6 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
     callback_t *cb = arg;
     char err[1024], reason[512];
     char *skip = calloc(n, 1);
-    ax_strbuf_t ids = {0};
     int rc = 0, one_by_one = 0;
     int64_t *retry_ms = NULL;
     char *is_probe = NULL;
@@ -1168,7 +1167,6 @@ out:
     ax_strbuf_free(&cb->probe_started);
     cb->nprobes = 0;
     free(as);
-    ax_strbuf_free(&ids);
     free(skip);
     return rc;
 }
