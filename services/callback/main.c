@@ -2,9 +2,11 @@
  * ax-callback — closes the loop. Persists each attempt's result as
  * FINISHED + outcome with a CAS fenced by (instance, attempt): a result for
  * an attempt that is not the current one, or for an instance already
- * finished, is stale and only counted. Then publishes one final-outcome
- * event per instance on the results topic, marking it published only after
- * Kafka acknowledged it, and commits its offsets last.
+ * finished, is stale and only counted. An instance ended for good goes
+ * into the results outbox in the same transaction; the batch's offsets are
+ * committed then. One callback process per deployment publishes the outbox:
+ * one final-outcome event per instance on the results topic, exactly once
+ * as read_committed consumers see it (see "Publishing" below).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +27,33 @@ static const char usage[] =
     "configuration (the keys it can apply while running: see docs/OPERATIONS.md);\n"
     "SIGTERM stops after the batch at hand.\n\n";
 
+typedef struct pub_dlv pub_dlv_t;
+struct pub_dlv {
+    ax_delivery_t d; /* first: the delivery report's opaque */
+    const char *topic;
+    int64_t *next;   /* per results partition: highest delivered offset + 1, or -1 */
+    int32_t nparts;
+};
+
+/* The results publisher (see "Publishing" below). */
+typedef struct publisher {
+    int holder;          /* holds the advisory lock lock_name ... */
+    int pg_pid;          /* ... in this PostgreSQL session */
+    int need_recover;    /* read the topic to its end before producing */
+    int64_t next_try_ms, next_init_ms;
+    rd_kafka_t *txp;     /* transactional producer (txn_id), while the holder */
+    pub_dlv_t dlv;
+    char lock_name[300], txn_id[300];
+    struct event *timer;
+} publisher_t;
+
 typedef struct callback {
     ax_svc_t svc;
     int64_t finished, stale, published, retried;
-    /* per batch: size probes that split their parent, parents finished by
-     * their last shard (published with the batch) */
-    ax_strbuf_t probe_ids, probe_n, probe_worker, probe_started, parents_done;
+    /* per batch: size probes that split their parent */
+    ax_strbuf_t probe_ids, probe_n, probe_worker, probe_started;
     size_t nprobes;
+    publisher_t pub;
 } callback_t;
 
 /* One statement persists a batch: CAS FINISHED fenced by (instance,
@@ -90,7 +112,11 @@ static const char sql_finish[] =
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
-    "    u.started_ms, u.retry_ms, i.flow_run_id, i.parent_id"
+    "    u.started_ms, u.retry_ms, i.flow_run_id, i.parent_id, i.deployment"
+    "), ob AS ("
+    /* ended for good: to be published (the outbox, same transaction) */
+    "  INSERT INTO ax_result_outbox (deployment, instance_id)"
+    "  SELECT deployment, id FROM fin WHERE retry_ms IS NULL ON CONFLICT DO NOTHING"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"
@@ -280,10 +306,24 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
                         "SELECT d FROM (SELECT ax_shard_child_done(x) AS d"
                         "  FROM unnest($1::bigint[]) AS x ORDER BY x) s WHERE d IS NOT NULL",
                         1, cp, NULL, NULL, &pr, err, errlen);
-        for (int i = 0; rc == 0 && i < PQntuples(pr); i++)
-            ax_pgarr_int(&cb->parents_done, ax_pg_int(pr, i, 0));
+        ax_strbuf_t pids = {0};
+        ax_pgarr_begin(&pids);
+        int nparents = 0;
+        for (int i = 0; rc == 0 && i < PQntuples(pr); i++, nparents++)
+            ax_pgarr_int(&pids, ax_pg_int(pr, i, 0));
+        ax_pgarr_end(&pids);
         if (rc == 0)
             PQclear(pr);
+        /* parents finished by their last shard are published too */
+        const char *pp[] = {pids.s};
+        if (rc == 0 && nparents)
+            rc = ax_pg_exec(svc->pg,
+                            "INSERT INTO ax_result_outbox (deployment, instance_id)"
+                            " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
+                            "  AND state = 'FINISHED' AND result_published_at IS NULL"
+                            " ON CONFLICT DO NOTHING",
+                            1, pp, NULL, NULL, NULL, err, errlen);
+        ax_strbuf_free(&pids);
     }
     ax_strbuf_free(&cids);
     /* size probes: record the probe's attempt, split the parent */
@@ -349,64 +389,412 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
     return n;
 }
 
-static const char sql_unpublished[] =
-    "SELECT id, job_name, outcome, attempt, exit_code, error_class, error, coalesce(output, ''),"
-    "  trace_id, idempotency_key,"
-    "  (extract(epoch FROM nominal_time) * 1000)::bigint,"
-    "  (extract(epoch FROM scheduled_at) * 1000)::bigint,"
-    "  (extract(epoch FROM locked_at) * 1000)::bigint,"
-    "  (extract(epoch FROM running_at) * 1000)::bigint,"
-    "  (extract(epoch FROM finished_at) * 1000)::bigint"
-    " FROM job_instance WHERE id = ANY($1::bigint[]) AND state = 'FINISHED'"
-    "  AND result_published_at IS NULL";
+/* ---- Publishing: each final outcome exactly once on the results topic ----
+ *
+ * The finish statement writes every instance it ends for good into
+ * ax_result_outbox (same PostgreSQL transaction). One callback process of a
+ * deployment at a time publishes: the holder of a session advisory lock,
+ * with a transactional producer of a stable transactional.id — its
+ * init_transactions fences the previous holder's producer (whose open
+ * transaction is aborted: read_committed consumers never see it). A batch of
+ * outbox rows is produced in one Kafka transaction (results and the
+ * dead-letter copies of final failures), and once committed one statement
+ * deletes the rows from the outbox, sets result_published_at and advances,
+ * per results-topic partition, the offset up to which the topic is
+ * reconciled with the rows (ax_results_offset).
+ *
+ * A holder that starts, takes over, or does not know whether its last
+ * transaction was committed and marked (a failed commit or mark: PostgreSQL
+ * or Kafka down, a crash) first recovers from the topic itself: it reads it
+ * read_committed from the stored offsets to its end, marks every instance it
+ * finds there published and advances the offsets, and only then publishes
+ * anything new. So a result already on the topic is never produced again. */
+#define PUB_IDLE_S "10s"
+enum { PUB_BATCH = 5000, PUB_ROUNDS = 8, PUB_TICK_MS = 100, PUB_TRY_MS = 1000,
+       PUB_MARK_CHUNK = 10000 };
 
-/* Publish the final outcome of every finished, unpublished instance among
- * `ids`; mark them published once Kafka has them. */
-static int publish(callback_t *cb, const char *ids) {
+static const char sql_outbox[] =
+    "SELECT o.instance_id, i.id IS NOT NULL, i.job_name, i.outcome, i.attempt, i.exit_code,"
+    "  i.error_class, i.error, coalesce(i.output, ''), i.trace_id, i.idempotency_key,"
+    "  (extract(epoch FROM i.nominal_time) * 1000)::bigint,"
+    "  (extract(epoch FROM i.scheduled_at) * 1000)::bigint,"
+    "  (extract(epoch FROM i.locked_at) * 1000)::bigint,"
+    "  (extract(epoch FROM i.running_at) * 1000)::bigint,"
+    "  (extract(epoch FROM i.finished_at) * 1000)::bigint"
+    " FROM ax_result_outbox o LEFT JOIN job_instance i ON i.id = o.instance_id"
+    "  AND i.state = 'FINISHED' AND i.result_published_at IS NULL"
+    " WHERE o.deployment = $1 ORDER BY o.instance_id LIMIT $2::int";
+
+/* One statement (atomic): the instances leave the outbox and are marked
+ * published (locked in id order), and the reconciled offsets advance. */
+static const char sql_mark[] =
+    "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1"
+    "  AND instance_id = ANY($2::bigint[])"
+    "), l AS (SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'"
+    "  AND result_published_at IS NULL ORDER BY id FOR UPDATE"
+    "), m AS (UPDATE job_instance i SET result_published_at = now() FROM l WHERE i.id = l.id"
+    "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)"
+    "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)"
+    "  ON CONFLICT (topic, partition) DO UPDATE"
+    "  SET next_offset = greatest(ax_results_offset.next_offset, excluded.next_offset),"
+    "    updated_at = now()"
+    ") SELECT count(*) FROM l";
+
+static void pub_on_message(ax_delivery_t *d, const rd_kafka_message_t *m) {
+    pub_dlv_t *pd = (pub_dlv_t *)d;
+    if (m->err || m->partition < 0 || strcmp(rd_kafka_topic_name(m->rkt), pd->topic) != 0)
+        return;
+    if (m->partition >= pd->nparts) {
+        int64_t *n = realloc(pd->next, (size_t)(m->partition + 1) * sizeof *n);
+        if (!n)
+            return; /* the offset stays behind: recovery reads a little more */
+        for (int32_t p = pd->nparts; p <= m->partition; p++)
+            n[p] = -1;
+        pd->next = n;
+        pd->nparts = m->partition + 1;
+    }
+    if (pd->next[m->partition] < m->offset + 1)
+        pd->next[m->partition] = m->offset + 1;
+}
+
+static void pub_dlv_reset(pub_dlv_t *pd) {
+    pd->d.pending = pd->d.failed = 0;
+    pd->d.err = 0;
+    for (int32_t p = 0; p < pd->nparts; p++)
+        pd->next[p] = -1;
+}
+
+/* Mark `ids` published and advance the offsets (parts/offs as array
+ * literals, may be "{}"). Returns the number of rows marked, or < 0. */
+static int pub_mark(callback_t *cb, const char *ids, const char *parts, const char *offs,
+                    char *err, size_t errlen) {
+    ax_svc_t *svc = &cb->svc;
+    const char *p[] = {svc->conf.topic_prefix, ids, svc->topic_results, parts, offs};
+    PGresult *r;
+    int rc = ax_pg_exec(svc->pg, sql_mark, 5, p, NULL, NULL, &r, err, errlen);
+    if (rc < 0)
+        return rc;
+    int n = (int)ax_pg_int(r, 0, 0);
+    PQclear(r);
+    return n;
+}
+
+/* Give up publishing: the producer goes (a fenced or failed one is of no
+ * use), and the lock too when this session still holds it. */
+static void pub_drop(callback_t *cb, const char *why) {
+    ax_svc_t *svc = &cb->svc;
+    if (cb->pub.txp) {
+        rd_kafka_destroy(cb->pub.txp);
+        cb->pub.txp = NULL;
+    }
+    if (!cb->pub.holder)
+        return;
+    ax_warn("results publisher: %s; no longer publishing", why);
+    PGconn *c = ax_pg_conn(svc->pg);
+    if (c && PQstatus(c) == CONNECTION_OK && PQbackendPID(c) == cb->pub.pg_pid) {
+        char err[256];
+        const char *p[] = {cb->pub.lock_name};
+        ax_pg_exec(svc->pg,
+                   "SELECT pg_advisory_unlock(hashtextextended($1, 0)),"
+                   " set_config('idle_session_timeout', '0', false)",
+                   1, p, NULL, NULL, NULL, err, sizeof err);
+    }
+    cb->pub.holder = 0;
+    cb->pub.next_try_ms = ax_mono_ms() + PUB_TRY_MS;
+}
+
+/* Recover from the topic: read it read_committed from the stored offsets to
+ * its end, mark every instance found there published and store the end
+ * offsets. 0 when done (need_recover cleared). */
+static int pub_recover(callback_t *cb) {
     ax_svc_t *svc = &cb->svc;
     char err[1024];
-    const char *p[] = {ids};
+    /* a reader of its own each time: nothing fetched for an earlier
+     * recovery (an older end of a partition) can be taken for this one's */
+    char cid[300];
+    snprintf(cid, sizeof cid, "%s-results-recovery", svc->name);
+    rd_kafka_t *rk = ax_kafka_reader_new(&svc->conf, cid, err, sizeof err);
+    if (!rk) {
+        ax_warn("results recovery: %s", err);
+        return AX_ERR_IO;
+    }
+    const char *tp[] = {svc->topic_results};
     PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_unpublished, 1, p, NULL, NULL, &r, err, sizeof err);
+    int rc = ax_pg_exec(svc->pg,
+                        "SELECT partition, next_offset FROM ax_results_offset WHERE topic = $1",
+                        1, tp, NULL, NULL, &r, err, sizeof err);
+    if (rc < 0) {
+        ax_warn("results recovery: %s", err);
+        rd_kafka_destroy(rk);
+        return rc;
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, svc->topic_results, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t kerr = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, 10000)
+                                   : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    if (kerr || !md || md->topic_cnt != 1 || md->topics[0].err ||
+        md->topics[0].partition_cnt <= 0) {
+        ax_warn("results recovery: no metadata for %s: %s", svc->topic_results,
+                rd_kafka_err2str(kerr ? kerr : md && md->topic_cnt == 1 ? md->topics[0].err
+                                                                         : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+        if (md)
+            rd_kafka_metadata_destroy(md);
+        PQclear(r);
+        rd_kafka_destroy(rk);
+        return AX_ERR_IO;
+    }
+    int nparts = md->topics[0].partition_cnt;
+    rd_kafka_metadata_destroy(md);
+    int64_t *end = calloc((size_t)nparts, sizeof *end);
+    char *eof = calloc((size_t)nparts, 1);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nparts);
+    for (int p = 0; p < nparts; p++)
+        rd_kafka_topic_partition_list_add(l, svc->topic_results, p)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int p = (int)ax_pg_int(r, i, 0);
+        if (p >= 0 && p < nparts)
+            l->elems[p].offset = ax_pg_int(r, i, 1);
+    }
+    PQclear(r);
+    rc = 0;
+    if (!end || !eof) {
+        rc = AX_ERR_NOMEM;
+        goto out;
+    }
+    kerr = rd_kafka_assign(rk, l);
+    if (kerr) {
+        ax_warn("results recovery: assign: %s", rd_kafka_err2str(kerr));
+        rc = AX_ERR_IO;
+        goto out;
+    }
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    int64_t found = 0, chunk = 0, marked = 0;
+    int neof = 0;
+    int64_t deadline = ax_mono_ms() + 60000;
+    while (neof < nparts && rc == 0) {
+        if (ax_mono_ms() > deadline) {
+            ax_warn("results recovery: the end of %s not reached in 60 s", svc->topic_results);
+            rc = AX_ERR_IO;
+            break;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        if (!m)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (m->partition >= 0 && m->partition < nparts && !eof[m->partition]) {
+                eof[m->partition] = 1;
+                end[m->partition] = m->offset;
+                neof++;
+            }
+        } else if (m->err) {
+            ax_warn("results recovery: %s", rd_kafka_message_errstr(m));
+        } else if (m->key && m->key_len > 0 && m->key_len < 24) {
+            char key[24];
+            memcpy(key, m->key, m->key_len);
+            key[m->key_len] = 0;
+            char *e = NULL;
+            long long id = strtoll(key, &e, 10);
+            if (e && !*e && id > 0) {
+                ax_pgarr_int(&ids, id);
+                found++;
+                chunk++;
+            }
+        }
+        rd_kafka_message_destroy(m);
+        if (chunk >= PUB_MARK_CHUNK) { /* offsets only with the last chunk */
+            ax_pgarr_end(&ids);
+            int n = pub_mark(cb, ids.s, "{}", "{}", err, sizeof err);
+            if (n < 0) {
+                ax_warn("results recovery: mark published: %s", err);
+                rc = n;
+            } else {
+                marked += n;
+            }
+            ax_strbuf_free(&ids);
+            ax_pgarr_begin(&ids);
+            chunk = 0;
+        }
+    }
+    rd_kafka_assign(rk, NULL);
+    if (rc == 0) {
+        ax_strbuf_t ps = {0}, os = {0};
+        ax_pgarr_begin(&ps);
+        ax_pgarr_begin(&os);
+        for (int p = 0; p < nparts; p++) {
+            ax_pgarr_int(&ps, p);
+            ax_pgarr_int(&os, end[p]);
+        }
+        ax_pgarr_end(&ps);
+        ax_pgarr_end(&os);
+        ax_pgarr_end(&ids);
+        int n = pub_mark(cb, ids.s, ps.s, os.s, err, sizeof err);
+        if (n < 0) {
+            ax_warn("results recovery: mark published: %s", err);
+            rc = n;
+        } else {
+            marked += n;
+        }
+        ax_strbuf_free(&ps);
+        ax_strbuf_free(&os);
+    }
+    ax_strbuf_free(&ids);
+    if (rc == 0) {
+        cb->pub.need_recover = 0;
+        cb->published += marked;
+        ax_info("results recovery: %s read to its end (%lld result(s) since the reconciled "
+                "offsets, %lld of them marked published only now)",
+                svc->topic_results, (long long)found, (long long)marked);
+    }
+out:
+    rd_kafka_topic_partition_list_destroy(l);
+    free(end);
+    free(eof);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* Be the publisher if we can: hold the lock (in this very session — a new
+ * session after a PostgreSQL restart holds nothing), have a producer whose
+ * init fenced every earlier one, and have recovered. 1 when ready. */
+static int pub_ready(callback_t *cb) {
+    ax_svc_t *svc = &cb->svc;
+    char err[1024];
+    PGconn *c = ax_pg_conn(svc->pg);
+    if (cb->pub.holder && (!c || PQstatus(c) != CONNECTION_OK ||
+                           PQbackendPID(c) != cb->pub.pg_pid))
+        pub_drop(cb, "the PostgreSQL session holding the lock is gone");
+    if (!cb->pub.holder) {
+        if (ax_mono_ms() < cb->pub.next_try_ms)
+            return 0;
+        cb->pub.next_try_ms = ax_mono_ms() + PUB_TRY_MS;
+        if (ax_pg_ensure(svc->pg, err, sizeof err) < 0)
+            return 0;
+        /* The holder's session ends when it sits idle for PUB_IDLE_S (a
+         * holder runs a statement every PUB_TICK_MS): a stopped (SIGSTOP)
+         * or hung holder loses the lock, and the next one fences it. */
+        const char *p[] = {cb->pub.lock_name, PUB_IDLE_S};
+        PGresult *r;
+        if (ax_pg_exec(svc->pg,
+                       "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0))"
+                       " THEN set_config('idle_session_timeout', $2, false) IS NOT NULL"
+                       " ELSE false END",
+                       2, p, NULL, NULL, &r, err, sizeof err) < 0)
+            return 0;
+        int got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        PQclear(r);
+        if (!got)
+            return 0;
+        c = ax_pg_conn(svc->pg);
+        cb->pub.holder = 1;
+        cb->pub.pg_pid = PQbackendPID(c);
+        cb->pub.need_recover = 1;
+        ax_info("results publisher: this process publishes (lock %s)", cb->pub.lock_name);
+    }
+    /* Recovery reads only after a fresh init_transactions: it returns once
+     * every earlier transaction of the id — ours too — is decided and its
+     * markers written, so the topic's last stable offset is past all of it. */
+    if (cb->pub.need_recover && cb->pub.txp) {
+        rd_kafka_destroy(cb->pub.txp);
+        cb->pub.txp = NULL;
+    }
+    if (!cb->pub.txp) {
+        if (ax_mono_ms() < cb->pub.next_init_ms)
+            return 0;
+        char cid[300];
+        snprintf(cid, sizeof cid, "%s-results", svc->worker_id);
+        /* fences every older producer of this id: its open transaction is
+         * aborted, its commit fails */
+        cb->pub.txp = ax_kafka_txn_producer_new(&svc->conf, cid, cb->pub.txn_id, 10000, err,
+                                                sizeof err);
+        if (!cb->pub.txp) {
+            ax_warn("results publisher: %s", err);
+            cb->pub.next_init_ms = ax_mono_ms() + 5 * PUB_TRY_MS;
+            return 0;
+        }
+        if (pub_recover(cb) < 0) {
+            /* tried again after a new init */
+            rd_kafka_destroy(cb->pub.txp);
+            cb->pub.txp = NULL;
+            cb->pub.next_init_ms = ax_mono_ms() + PUB_TRY_MS;
+            return 0;
+        }
+    }
+    rd_kafka_poll(cb->pub.txp, 0);
+    return 1;
+}
+
+/* One Kafka transaction: up to PUB_BATCH outbox rows. Returns the number of
+ * outbox rows handled (0: the outbox is empty), or < 0. */
+static int pub_batch(callback_t *cb) {
+    ax_svc_t *svc = &cb->svc;
+    char err[1024], lim[16];
+    snprintf(lim, sizeof lim, "%d", PUB_BATCH);
+    const char *p[] = {svc->conf.topic_prefix, lim};
+    PGresult *r;
+    int rc = ax_pg_exec(svc->pg, sql_outbox, 2, p, NULL, NULL, &r, err, sizeof err);
     if (rc < 0) {
         ax_warn("results: %s", err);
         return rc;
     }
     int rows = PQntuples(r);
-    ax_delivery_t dlv = {0};
-    for (int i = 0; i < rows; i++) {
+    if (rows == 0) {
+        PQclear(r);
+        return 0;
+    }
+    pub_dlv_t *pd = &cb->pub.dlv;
+    pub_dlv_reset(pd);
+    ax_strbuf_t ids = {0};
+    ax_pgarr_begin(&ids);
+    int produced = 0;
+    rc = ax_kafka_txn_begin(cb->pub.txp, err, sizeof err);
+    for (int i = 0; rc == 0 && i < rows; i++) {
+        ax_pgarr_int(&ids, ax_pg_int(r, i, 0));
+        if (strcmp(PQgetvalue(r, i, 1), "t") != 0)
+            continue; /* deleted, or published already: only leaves the outbox */
         ax_result_t res = {
             .instance_id = ax_pg_int(r, i, 0),
-            .job = PQgetisnull(r, i, 1) ? NULL : PQgetvalue(r, i, 1),
-            .attempts = (int32_t)ax_pg_int(r, i, 3),
-            .exit_code = (int32_t)ax_pg_int(r, i, 4),
-            .exit_code_set = !PQgetisnull(r, i, 4),
-            .error_class = PQgetisnull(r, i, 5) ? NULL : PQgetvalue(r, i, 5),
-            .error = PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6),
-            .output = PQgetvalue(r, i, 7),
-            .trace_id = PQgetvalue(r, i, 8),
-            .idempotency_key = PQgetvalue(r, i, 9),
-            .nominal_time_ms = ax_pg_int(r, i, 10),
-            .scheduled_at_ms = ax_pg_int(r, i, 11),
-            .locked_at_ms = ax_pg_int(r, i, 12),
-            .running_at_ms = ax_pg_int(r, i, 13),
-            .finished_at_ms = ax_pg_int(r, i, 14),
+            .job = PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
+            .attempts = (int32_t)ax_pg_int(r, i, 4),
+            .exit_code = (int32_t)ax_pg_int(r, i, 5),
+            .exit_code_set = !PQgetisnull(r, i, 5),
+            .error_class = PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6),
+            .error = PQgetisnull(r, i, 7) ? NULL : PQgetvalue(r, i, 7),
+            .output = PQgetvalue(r, i, 8),
+            .trace_id = PQgetvalue(r, i, 9),
+            .idempotency_key = PQgetvalue(r, i, 10),
+            .nominal_time_ms = ax_pg_int(r, i, 11),
+            .scheduled_at_ms = ax_pg_int(r, i, 12),
+            .locked_at_ms = ax_pg_int(r, i, 13),
+            .running_at_ms = ax_pg_int(r, i, 14),
+            .finished_at_ms = ax_pg_int(r, i, 15),
         };
-        ax_outcome_parse(PQgetvalue(r, i, 2), &res.outcome);
+        ax_outcome_parse(PQgetvalue(r, i, 3), &res.outcome);
         void *buf;
         size_t len;
         char key[32];
         int klen = snprintf(key, sizeof key, "%lld", (long long)res.instance_id);
         if (ax_result_encode(&res, &buf, &len) < 0) {
-            ax_error("instance %lld: cannot encode result", (long long)res.instance_id);
+            ax_error("instance %lld: cannot encode result; not published",
+                     (long long)res.instance_id);
             continue;
         }
-        rc = ax_kafka_produce(svc->producer, svc->topic_results, key, (size_t)klen, buf, len, NULL,
-                              &dlv, err, sizeof err);
-        if (rc < 0)
-            ax_warn("%s", err);
+        /* A record refused at once (too large) is logged and left out; a
+         * failed delivery fails the commit (and the batch is produced again). */
+        if (ax_kafka_produce(cb->pub.txp, svc->topic_results, key, (size_t)klen, buf, len, NULL,
+                             &pd->d, err, sizeof err) < 0) {
+            ax_error("instance %lld: result not published: %s", (long long)res.instance_id, err);
+            free(buf);
+            continue;
+        }
+        produced++;
         /* A final failure is also recorded on the dead-letter topic (the
-         * same Result record, the reason in headers) for `axctl dlq`. */
+         * same Result record, the reason in headers) for `axctl dlq`, in
+         * the same transaction. */
         if (res.outcome != AX_OUTCOME_SUCCESS && res.outcome != AX_OUTCOME_CANCELLED) {
             rd_kafka_headers_t *h = rd_kafka_headers_new(4);
             const char *reason = res.error ? res.error : ax_outcome_name(res.outcome);
@@ -414,33 +802,72 @@ static int publish(callback_t *cb, const char *ids) {
             rd_kafka_header_add(h, "ax.kind", -1, "final_failure", -1);
             rd_kafka_header_add(h, "ax.instance.id", -1, key, klen);
             rd_kafka_header_add(h, "ax.service", -1, svc->name, -1);
-            if (ax_kafka_produce(svc->producer, svc->topic_dlq, key, (size_t)klen, buf, len, h,
-                                 &dlv, err, sizeof err) < 0) {
+            if (ax_kafka_produce(cb->pub.txp, svc->topic_dlq, key, (size_t)klen, buf, len, h,
+                                 &pd->d, err, sizeof err) < 0) {
                 rd_kafka_headers_destroy(h);
-                ax_warn("%s", err);
+                ax_error("instance %lld: final failure not dead-lettered: %s",
+                         (long long)res.instance_id, err);
             }
         }
         free(buf);
     }
     PQclear(r);
-    if (rows == 0)
-        return 0;
-    if (ax_kafka_wait(svc->producer, &dlv, 35000) < 0) {
-        ax_warn("results: %d not acknowledged by Kafka (%s)", dlv.failed + dlv.pending,
-                rd_kafka_err2str(dlv.err));
+    ax_pgarr_end(&ids);
+    if (rc == 0)
+        rc = ax_kafka_txn_commit(cb->pub.txp, 35000, err, sizeof err);
+    else
+        ax_kafka_txn_abort(cb->pub.txp, 10000);
+    if (rc == 0 && pd->d.failed) /* cannot be: a failed delivery fails the commit */
+        rc = ax_seterr(err, sizeof err, AX_ERR_IO, "%d result(s) not delivered", pd->d.failed);
+    if (rc < 0) {
+        /* Aborted — or not known: the commit may have gone through. A new
+         * producer (fencing this one) and a recovery from the topic decide. */
+        ax_warn("results: %d not published (%s); recovering from the topic first", produced,
+                err);
+        ax_strbuf_free(&ids);
+        cb->pub.need_recover = 1;
+        if (rc == AX_ERR_CONFLICT)
+            pub_drop(cb, "the producer was fenced");
         return AX_ERR_IO;
     }
-    rc = ax_pg_exec(svc->pg,
-                    "UPDATE job_instance SET result_published_at = now()"
-                    " WHERE id = ANY($1::bigint[]) AND state = 'FINISHED'"
-                    " AND result_published_at IS NULL",
-                    1, p, NULL, NULL, NULL, err, sizeof err);
-    if (rc < 0) {
-        ax_warn("mark published: %s", err);
-        return rc;
+    ax_strbuf_t ps = {0}, os = {0};
+    ax_pgarr_begin(&ps);
+    ax_pgarr_begin(&os);
+    for (int32_t k = 0; k < pd->nparts; k++)
+        if (pd->next[k] >= 0) {
+            ax_pgarr_int(&ps, k);
+            ax_pgarr_int(&os, pd->next[k]);
+        }
+    ax_pgarr_end(&ps);
+    ax_pgarr_end(&os);
+    int n = pub_mark(cb, ids.s, ps.s, os.s, err, sizeof err);
+    ax_strbuf_free(&ids);
+    ax_strbuf_free(&ps);
+    ax_strbuf_free(&os);
+    if (n < 0) {
+        /* committed on Kafka, not marked: nothing more is produced before
+         * the topic itself says what is published */
+        ax_warn("mark published: %s; recovering from the topic first", err);
+        cb->pub.need_recover = 1;
+        return n;
     }
-    cb->published += rows;
-    return 0;
+    cb->published += n;
+    return rows;
+}
+
+/* Publish what the outbox holds, if this process is the publisher. */
+static void pub_tick(callback_t *cb) {
+    if (cb->svc.stopping || !pub_ready(cb))
+        return;
+    for (int round = 0; round < PUB_ROUNDS; round++) {
+        int n = pub_batch(cb);
+        if (n < PUB_BATCH)
+            return;
+    }
+}
+
+static void pub_timer(evutil_socket_t fd, short what, void *arg) {
+    pub_tick(arg);
 }
 
 /* Persist a batch in one statement. If the statement is refused (bad
@@ -628,7 +1055,6 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
     callback_t *cb = arg;
     char err[1024], reason[512];
     char *skip = calloc(n, 1);
-    ax_strbuf_t ids = {0};
     int rc = 0, one_by_one = 0;
     int64_t *retry_ms = NULL;
     char *is_probe = NULL;
@@ -675,7 +1101,6 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
     }
     is_probe = calloc(n, 1);
     cb->nprobes = 0;
-    ax_pgarr_begin(&cb->parents_done);
     if (!is_probe || (rc = find_probes(cb, as, skip, is_probe, n, err, sizeof err)) < 0 ||
         (rc = decide_retries(cb, as, skip, n, retry_ms, err, sizeof err)) < 0) {
         ax_warn("result policies: %s", err);
@@ -733,23 +1158,11 @@ static int on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, 
         ax_info("%lld stale or duplicate result(s) ignored", (long long)stale);
         ax_pg_count(svc->pg, "callback.stale_results", stale);
     }
-    /* Publish every finished, unpublished instance of the batch — also on a
-     * redelivered result: the previous run may have persisted FINISHED and
-     * died before publishing. */
-    ax_pgarr_begin(&ids);
-    for (size_t i = 0; i < n; i++)
-        if (!skip[i])
-            ax_pgarr_int(&ids, as[i].instance_id);
-    ax_pgarr_end(&cb->parents_done);
-    /* parents finished by their last shard are published too */
-    if (cb->parents_done.len > 2) {
-        if (ids.len > 1)
-            ax_strbuf_add(&ids, ",", 1);
-        ax_strbuf_add(&ids, cb->parents_done.s + 1, cb->parents_done.len - 1);
-    } else {
-        ax_pgarr_end(&ids);
-    }
-    rc = publish(cb, ids.s);
+    /* What the batch ended for good is in the outbox, durable: the batch is
+     * done. The publisher (this process or another) publishes it; here at
+     * once if this process is the publisher. */
+    rc = 0;
+    pub_tick(cb);
 out:
     for (size_t i = 0; i < n; i++)
         ax_attempt_clear(&as[i]);
@@ -759,10 +1172,8 @@ out:
     ax_strbuf_free(&cb->probe_n);
     ax_strbuf_free(&cb->probe_worker);
     ax_strbuf_free(&cb->probe_started);
-    ax_strbuf_free(&cb->parents_done);
     cb->nprobes = 0;
     free(as);
-    ax_strbuf_free(&ids);
     free(skip);
     return rc;
 }
@@ -808,6 +1219,19 @@ int main(int argc, char **argv) {
         exit(2);
     }
     srand48((long)(ax_now_ms() ^ (int64_t)getpid() << 16));
+    /* one publisher per deployment: the lock's name and the producer's
+     * transactional.id are the deployment's */
+    char buf[256];
+    snprintf(cb.pub.lock_name, sizeof cb.pub.lock_name, "ax-callback results publisher %s",
+             svc->conf.topic_prefix);
+    snprintf(cb.pub.txn_id, sizeof cb.pub.txn_id, "%s",
+             ax_conf_topic(&svc->conf, "callback-results", buf, sizeof buf));
+    cb.pub.dlv.topic = svc->topic_results;
+    cb.pub.dlv.d.on_message = pub_on_message;
+    cb.pub.timer = event_new(svc->base, -1, EV_PERSIST, pub_timer, &cb);
+    struct timeval tv = {0, PUB_TICK_MS * 1000};
+    if (!cb.pub.timer || event_add(cb.pub.timer, &tv) < 0)
+        return 1;
     char group[300];
     if (ax_svc_consume(svc, svc->topic_callback,
                        ax_conf_topic(&svc->conf, "callback", group, sizeof group),
@@ -819,6 +1243,10 @@ int main(int argc, char **argv) {
             "ignored, %lld outcomes published",
             (long long)cb.finished, (long long)cb.retried, (long long)cb.stale,
             (long long)cb.published);
+    event_free(cb.pub.timer);
+    if (cb.pub.txp)
+        rd_kafka_destroy(cb.pub.txp);
+    free(cb.pub.dlv.next);
     alert_fini();
     ax_svc_destroy(svc);
     return 0;

@@ -32,10 +32,11 @@
  * Sampled once a second: published = outcome records read from
  * <prefix>results (one per instance, keyed by id; reading the topic adds no
  * load to PostgreSQL); persisted = published + instances FINISHED and not
- * yet published (the partial index job_instance_unpublished) +
+ * yet published (a window of ids, as sample() says) +
  * rescheduled instances (the partial index job_instance_retry_pending). A
- * result counts as both read and unpublished between Kafka's acknowledgement
- * and the callback's UPDATE, so one sample may be off by up to one batch;
+ * result counts as both read and unpublished between the commit of its Kafka
+ * transaction (results are read read_committed, librdkafka's default) and
+ * the callback's mark, so one sample may be off by up to one batch;
  * the error does not accumulate. The run ends when published + rescheduled
  * = N; PostgreSQL then confirms every instance FINISHED with
  * result_published_at set (or rescheduled).
@@ -474,11 +475,18 @@ static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
 /* ---- database rows ---------------------------------------------------------- */
 
 /* Everything a run of `prefix` (job `job`) left in the database: the
- * instances (job_attempt rows cascade), the job, its counters untouched. */
+ * instances (job_attempt rows cascade), what the results outbox still holds
+ * of them, the results topic's reconciled offsets, the job, its counters
+ * untouched. */
 static void delete_rows(const char *prefix, const char *job) {
     const char *pd[] = {prefix};
     const char *pj[] = {job};
+    char results[300];
+    snprintf(results, sizeof results, "%sresults", prefix);
+    const char *pr[] = {results};
     sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
+    sql("DELETE FROM ax_result_outbox WHERE deployment = $1", 1, pd, NULL);
+    sql("DELETE FROM ax_results_offset WHERE topic = $1", 1, pr, NULL);
     sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
 }
 

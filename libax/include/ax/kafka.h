@@ -26,6 +26,9 @@ typedef struct ax_delivery {
     int failed;
     rd_kafka_resp_err_t err;
     void (*on_report)(struct ax_delivery *d, rd_kafka_resp_err_t err); /* optional */
+    /* optional: every delivery report's message (its topic, partition and
+     * offset), before on_report */
+    void (*on_message)(struct ax_delivery *d, const rd_kafka_message_t *m);
 } ax_delivery_t;
 
 /* Size limits (docs/CONFIGURATION.md, message.max.bytes): a message's
@@ -71,6 +74,11 @@ int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t err
 int ax_kafka_txn_end_abort(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t errlen);
 /* Abort the open transaction (best effort; a failure is logged). */
 void ax_kafka_txn_abort(rd_kafka_t *rk, int timeout_ms);
+
+/* A reader for assign()-only use: read_committed whatever kafka.* says,
+ * partition EOF events on, no group membership and no commits. */
+rd_kafka_t *ax_kafka_reader_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
+                                size_t errlen);
 
 /* A consumer in `group`. `rebalance` may be NULL (the default cooperative
  * handler is used). */

@@ -27,6 +27,8 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         if (!d->err)
             d->err = m->err;
     }
+    if (d->on_message)
+        d->on_message(d, m);
     if (d->on_report)
         d->on_report(d, m->err);
 }
@@ -276,6 +278,36 @@ rd_kafka_t *ax_kafka_consumer_new(const ax_conf_t *conf, const char *group, cons
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, err, sizeof err);
     if (!rk) {
         ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka consumer: %s", err);
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
+
+rd_kafka_t *ax_kafka_reader_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
+                                size_t errlen) {
+    static const char *const defaults[] = {
+        "enable.auto.commit", "false", "enable.auto.offset.store", "false",
+        "auto.offset.reset", "earliest", "enable.partition.eof", "true",
+        "socket.keepalive.enable", "true", "reconnect.backoff.max.ms", "5000", NULL, NULL};
+    rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
+    if (!kc)
+        return NULL;
+    char err[512], group[300];
+    snprintf(group, sizeof group, "%s-reader", client_id ? client_id : "ax");
+    if (rd_kafka_conf_set(kc, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(kc, "isolation.level", "read_committed", err, sizeof err) !=
+            RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(kc, "enable.partition.eof", "true", err, sizeof err) !=
+            RD_KAFKA_CONF_OK) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka reader: %s", err);
+        rd_kafka_conf_destroy(kc);
+        return NULL;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, err, sizeof err);
+    if (!rk) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka reader: %s", err);
         rd_kafka_conf_destroy(kc);
         return NULL;
     }
