@@ -29,7 +29,10 @@ while ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; do port=$((port + 1
         || { cat "$WORK/pg-setup.log"; exit 1; }
     ax_write_config "$WORK/ax.conf"
 ) || fail "cannot start a private PostgreSQL"
-sed -i "s|^kafka.bootstrap.servers = .*|kafka.bootstrap.servers = $BOOTSTRAP|" "$WORK/ax.conf"
+# The private PostgreSQL beside the shared broker: the broker's kafka.* keys
+# (bootstrap, SASL credentials) come from the suite's configuration.
+{ grep -v '^[[:space:]]*kafka\.' "$WORK/ax.conf"; grep '^[[:space:]]*kafka\.' "$AX_CONFIG"; } >"$WORK/ax.conf.new"
+chmod 600 "$WORK/ax.conf.new" && mv -f "$WORK/ax.conf.new" "$WORK/ax.conf"
 export AX_CONFIG=$WORK/ax.conf
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
        PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
@@ -187,7 +190,7 @@ n_failed=$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' A
 sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%'" | sort >"$WORK/ids"
 sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%' AND outcome <> 'SUCCESS'" | sort >"$WORK/bad_ids"
 read_keys() { # read_keys TOPIC: one key per line, read_committed, to the end
-    kcat -b "$BOOTSTRAP" -X isolation.level=read_committed -C -t "$1" -o beginning -e -q \
+    kc -X isolation.level=read_committed -C -t "$1" -o beginning -e -q \
         -f '%k\t%h\n' 2>/dev/null
 }
 read_keys "$(topic results)" | cut -f1 | sort >"$WORK/result_keys"

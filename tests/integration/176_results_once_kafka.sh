@@ -31,9 +31,10 @@ kafka_priv() {
 }
 kafka_priv ax_kafka_start || { cat "$WORK/kafka-setup.log"; fail "cannot start a private Kafka"; }
 BOOTSTRAP=127.0.0.1:$kport
-grep -v '^kafka.bootstrap.servers' "$AX_CONFIG" >"$WORK/ax.conf"
-echo "kafka.bootstrap.servers = $BOOTSTRAP" >>"$WORK/ax.conf"
-chmod 600 "$WORK/ax.conf"
+# The private broker's address and SASL credentials (infra wrote them to
+# its kafka.client.conf) replace the suite's kafka.* keys.
+(umask 077
+ { grep -v '^[[:space:]]*kafka\.' "$AX_CONFIG"; sed 's/^/kafka./; s/=/ = /' "$PRIV_STATE/kafka.client.conf"; } >"$WORK/ax.conf")
 export AX_CONFIG=$WORK/ax.conf
 kafka_pid() { cat "$PRIV_STATE/run/kafka.pid"; }
 finish_test() {
@@ -95,7 +96,7 @@ n_failed=$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' A
 sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%'" | sort >"$WORK/ids"
 sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%' AND outcome <> 'SUCCESS'" | sort >"$WORK/bad_ids"
 read_keys() { # read_keys TOPIC: one key per line, read_committed, to the end
-    kcat -b "$BOOTSTRAP" -X isolation.level=read_committed -C -t "$1" -o beginning -e -q \
+    kcat -F "$PRIV_STATE/kafka.client.conf" -X isolation.level=read_committed -C -t "$1" -o beginning -e -q \
         -f '%k\t%h\n' 2>/dev/null
 }
 read_keys "$(topic results)" | cut -f1 | sort >"$WORK/result_keys"
