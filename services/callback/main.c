@@ -8,6 +8,8 @@
  * one final-outcome event per instance on the results topic, exactly once
  * as read_committed consumers see it (see "Publishing" below).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +35,42 @@ struct pub_dlv {
     const char *topic;
     int64_t *next;   /* per results partition: highest delivered offset + 1, or -1 */
     int32_t nparts;
+    /* records Kafka refused for their size in this transaction (their
+     * instance, the value's length) */
+    struct pub_refusal { int64_t id; size_t len; } *refused;
+    size_t nrefused, caprefused;
 };
+
+/* An instance whose result Kafka refused: produced again cut (level 1:
+ * without its output; 2: without output and error; 3: given up). */
+struct pub_cut { int64_t id; int level; };
 
 /* The results publisher (see "Publishing" below). */
 typedef struct publisher {
     int holder;          /* holds the advisory lock lock_name ... */
-    int pg_pid;          /* ... in this PostgreSQL session */
+    int pg_pid;          /* ... in this PostgreSQL session (of lockpg) */
+    /* The lock's own connection, used for nothing else; a thread runs a
+     * statement on it every PUB_PING_MS while the holder's event loop turns
+     * (pub_tick) at least every PUB_HUNG_MS, so its idle_session_timeout
+     * ends it only when the process is stopped or hung, never during a
+     * Kafka wait. The thread sets lock_lost when the session is gone. */
+    ax_pg_t *lockpg;
+    pthread_t ping_thr;
+    pthread_mutex_t lock_mu;
+    atomic_int lock_lost, ping_stop, ping_holder;
+    atomic_llong loop_ms; /* the event loop's last turn (ax_mono_ms) */
     int need_recover;    /* read the topic to its end before producing */
+    /* the recovery in progress (read in slices between event-loop turns):
+     * its reader, per partition the position reached (saved with every
+     * chunk marked) and whether its end was reached */
+    rd_kafka_t *rrk;
+    int rparts, rneof;
+    int64_t *rpos;
+    char *reof;
+    ax_strbuf_t rids;
+    int64_t rchunk, rfound, rmarked, rsaved_ms;
+    struct pub_cut *cuts;
+    size_t ncuts, capcuts;
     int64_t next_try_ms, next_init_ms;
     rd_kafka_t *txp;     /* transactional producer (txn_id), while the holder */
     pub_dlv_t dlv;
@@ -348,6 +379,15 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
                         "  ON CONFLICT DO NOTHING)"
                         " SELECT ax_shard_expand(id, n) FROM p ORDER BY id",
                         4, pp, NULL, NULL, NULL, err, errlen);
+        /* a probe that found nothing (0 shards) finished its parent at
+         * once: published like any other final outcome */
+        if (rc == 0)
+            rc = ax_pg_exec(svc->pg,
+                            "INSERT INTO ax_result_outbox (deployment, instance_id)"
+                            " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
+                            "  AND state = 'FINISHED' AND result_published_at IS NULL"
+                            " ON CONFLICT DO NOTHING",
+                            1, pp, NULL, NULL, NULL, err, errlen);
     }
     if (rc == 0 && nflow) {
         const char *fp[] = {fids.s, fok.s};
@@ -411,7 +451,8 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
  * anything new. So a result already on the topic is never produced again. */
 #define PUB_IDLE_S "10s"
 enum { PUB_BATCH = 5000, PUB_ROUNDS = 8, PUB_TICK_MS = 100, PUB_TRY_MS = 1000,
-       PUB_MARK_CHUNK = 10000 };
+       PUB_MARK_CHUNK = 10000, PUB_PING_MS = 1000, PUB_HUNG_MS = 90000, PUB_SLICE_MS = 50,
+       PUB_SAVE_MS = 1000 };
 
 static const char sql_outbox[] =
     "SELECT o.instance_id, i.id IS NOT NULL, i.job_name, i.outcome, i.attempt, i.exit_code,"
@@ -440,9 +481,36 @@ static const char sql_mark[] =
     "    updated_at = now()"
     ") SELECT count(*) FROM l";
 
+static int is_size_refusal(rd_kafka_resp_err_t e) {
+    return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+           e == RD_KAFKA_RESP_ERR_INVALID_RECORD || e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE;
+}
+
 static void pub_on_message(ax_delivery_t *d, const rd_kafka_message_t *m) {
     pub_dlv_t *pd = (pub_dlv_t *)d;
-    if (m->err || m->partition < 0 || strcmp(rd_kafka_topic_name(m->rkt), pd->topic) != 0)
+    if (m->err) {
+        /* refused for its size: noted, so the batch produced again after
+         * the failed commit carries a cut result for this instance */
+        char key[24];
+        if (!is_size_refusal(m->err) || !m->key || m->key_len == 0 || m->key_len >= sizeof key)
+            return;
+        memcpy(key, m->key, m->key_len);
+        key[m->key_len] = 0;
+        long long id = strtoll(key, NULL, 10);
+        if (id <= 0)
+            return;
+        if (pd->nrefused == pd->caprefused) {
+            size_t cap = pd->caprefused ? pd->caprefused * 2 : 16;
+            struct pub_refusal *v = realloc(pd->refused, cap * sizeof *v);
+            if (!v)
+                return;
+            pd->refused = v;
+            pd->caprefused = cap;
+        }
+        pd->refused[pd->nrefused++] = (struct pub_refusal){id, m->len};
+        return;
+    }
+    if (m->partition < 0 || strcmp(rd_kafka_topic_name(m->rkt), pd->topic) != 0)
         return;
     if (m->partition >= pd->nparts) {
         int64_t *n = realloc(pd->next, (size_t)(m->partition + 1) * sizeof *n);
@@ -460,8 +528,41 @@ static void pub_on_message(ax_delivery_t *d, const rd_kafka_message_t *m) {
 static void pub_dlv_reset(pub_dlv_t *pd) {
     pd->d.pending = pd->d.failed = 0;
     pd->d.err = 0;
+    pd->nrefused = 0;
     for (int32_t p = 0; p < pd->nparts; p++)
         pd->next[p] = -1;
+}
+
+static int pub_cut_level(publisher_t *pb, int64_t id) {
+    for (size_t k = 0; k < pb->ncuts; k++)
+        if (pb->cuts[k].id == id)
+            return pb->cuts[k].level;
+    return 0;
+}
+
+/* The result of `id` is produced cut one level more from now on. */
+static int pub_cut_more(publisher_t *pb, int64_t id) {
+    for (size_t k = 0; k < pb->ncuts; k++)
+        if (pb->cuts[k].id == id)
+            return pb->cuts[k].level < 3 ? ++pb->cuts[k].level : 3;
+    if (pb->ncuts == pb->capcuts) {
+        size_t cap = pb->capcuts ? pb->capcuts * 2 : 16;
+        struct pub_cut *v = realloc(pb->cuts, cap * sizeof *v);
+        if (!v)
+            return 3; /* out of memory: given up */
+        pb->cuts = v;
+        pb->capcuts = cap;
+    }
+    pb->cuts[pb->ncuts++] = (struct pub_cut){id, 1};
+    return 1;
+}
+
+static void pub_cut_forget(publisher_t *pb, int64_t id) {
+    for (size_t k = 0; k < pb->ncuts; k++)
+        if (pb->cuts[k].id == id) {
+            pb->cuts[k] = pb->cuts[--pb->ncuts];
+            return;
+        }
 }
 
 /* Mark `ids` published and advance the offsets (parts/offs as array
@@ -479,58 +580,119 @@ static int pub_mark(callback_t *cb, const char *ids, const char *parts, const ch
     return n;
 }
 
+/* The lock connection's keeper (see publisher_t). */
+static void *pub_ping_main(void *arg) {
+    publisher_t *pb = arg;
+    while (!atomic_load(&pb->ping_stop)) {
+        usleep(PUB_PING_MS * 1000);
+        if (!atomic_load(&pb->ping_holder) || atomic_load(&pb->lock_lost))
+            continue;
+        if (ax_mono_ms() - atomic_load(&pb->loop_ms) > PUB_HUNG_MS)
+            continue; /* hung: the session times out, the lock goes to another */
+        pthread_mutex_lock(&pb->lock_mu);
+        char err[256];
+        PGconn *c = ax_pg_conn(pb->lockpg);
+        if (atomic_load(&pb->ping_holder) &&
+            (!c || PQstatus(c) != CONNECTION_OK || PQbackendPID(c) != pb->pg_pid ||
+             ax_pg_exec(pb->lockpg, "SELECT 1", 0, NULL, NULL, NULL, NULL, err, sizeof err) < 0))
+            atomic_store(&pb->lock_lost, 1);
+        pthread_mutex_unlock(&pb->lock_mu);
+    }
+    return NULL;
+}
+
+static void pub_recover_end(publisher_t *pb) {
+    if (pb->rrk) {
+        rd_kafka_assign(pb->rrk, NULL);
+        rd_kafka_consumer_close(pb->rrk);
+        rd_kafka_destroy(pb->rrk);
+        pb->rrk = NULL;
+    }
+    free(pb->rpos);
+    free(pb->reof);
+    pb->rpos = NULL;
+    pb->reof = NULL;
+    ax_strbuf_free(&pb->rids);
+    pb->rparts = pb->rneof = 0;
+}
+
 /* Give up publishing: the producer goes (a fenced or failed one is of no
  * use), and the lock too when this session still holds it. */
 static void pub_drop(callback_t *cb, const char *why) {
-    ax_svc_t *svc = &cb->svc;
     if (cb->pub.txp) {
         rd_kafka_destroy(cb->pub.txp);
         cb->pub.txp = NULL;
     }
+    pub_recover_end(&cb->pub);
     if (!cb->pub.holder)
         return;
     ax_warn("results publisher: %s; no longer publishing", why);
-    PGconn *c = ax_pg_conn(svc->pg);
+    atomic_store(&cb->pub.ping_holder, 0);
+    pthread_mutex_lock(&cb->pub.lock_mu);
+    PGconn *c = ax_pg_conn(cb->pub.lockpg);
     if (c && PQstatus(c) == CONNECTION_OK && PQbackendPID(c) == cb->pub.pg_pid) {
         char err[256];
         const char *p[] = {cb->pub.lock_name};
-        ax_pg_exec(svc->pg,
+        ax_pg_exec(cb->pub.lockpg,
                    "SELECT pg_advisory_unlock(hashtextextended($1, 0)),"
                    " set_config('idle_session_timeout', '0', false)",
                    1, p, NULL, NULL, NULL, err, sizeof err);
     }
+    pthread_mutex_unlock(&cb->pub.lock_mu);
     cb->pub.holder = 0;
     cb->pub.next_try_ms = ax_mono_ms() + PUB_TRY_MS;
 }
 
-/* Recover from the topic: read it read_committed from the stored offsets to
- * its end, mark every instance found there published and store the end
- * offsets. 0 when done (need_recover cleared). */
-static int pub_recover(callback_t *cb) {
+/* Save what the recovery read so far: its instances marked published,
+ * and each partition's position with them. */
+static int pub_recover_save(callback_t *cb, char *err, size_t errlen) {
+    publisher_t *pb = &cb->pub;
+    ax_strbuf_t ps = {0}, os = {0};
+    ax_pgarr_begin(&ps);
+    ax_pgarr_begin(&os);
+    for (int p = 0; p < pb->rparts; p++)
+        if (pb->rpos[p] >= 0) {
+            ax_pgarr_int(&ps, p);
+            ax_pgarr_int(&os, pb->rpos[p]);
+        }
+    ax_pgarr_end(&ps);
+    ax_pgarr_end(&os);
+    ax_pgarr_end(&pb->rids);
+    int n = pub_mark(cb, pb->rids.s, ps.s, os.s, err, errlen);
+    ax_strbuf_free(&ps);
+    ax_strbuf_free(&os);
+    ax_strbuf_free(&pb->rids);
+    ax_pgarr_begin(&pb->rids);
+    pb->rchunk = 0;
+    pb->rsaved_ms = ax_mono_ms();
+    if (n < 0)
+        return n;
+    pb->rmarked += n;
+    return 0;
+}
+
+/* Start a recovery: a reader of its own (nothing fetched for an earlier
+ * recovery — an older end of a partition — can be taken for this one's),
+ * assigned at the stored positions. With no stored position for the topic
+ * at all (first start, or an upgrade: what the code before migration 015
+ * published has result_published_at set, and no publisher of this code has
+ * produced yet — it stores these rows before its first transaction) every
+ * partition starts at its current end, stored now; a partition without a
+ * row while others have one (added since) is read from its beginning. */
+static int pub_recover_start(callback_t *cb) {
     ax_svc_t *svc = &cb->svc;
+    publisher_t *pb = &cb->pub;
     char err[1024];
-    /* a reader of its own each time: nothing fetched for an earlier
-     * recovery (an older end of a partition) can be taken for this one's */
     char cid[300];
     snprintf(cid, sizeof cid, "%s-results-recovery", svc->name);
-    rd_kafka_t *rk = ax_kafka_reader_new(&svc->conf, cid, err, sizeof err);
-    if (!rk) {
+    pb->rrk = ax_kafka_reader_new(&svc->conf, cid, err, sizeof err);
+    if (!pb->rrk) {
         ax_warn("results recovery: %s", err);
         return AX_ERR_IO;
     }
-    const char *tp[] = {svc->topic_results};
-    PGresult *r;
-    int rc = ax_pg_exec(svc->pg,
-                        "SELECT partition, next_offset FROM ax_results_offset WHERE topic = $1",
-                        1, tp, NULL, NULL, &r, err, sizeof err);
-    if (rc < 0) {
-        ax_warn("results recovery: %s", err);
-        rd_kafka_destroy(rk);
-        return rc;
-    }
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, svc->topic_results, NULL);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(pb->rrk, svc->topic_results, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t kerr = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, 10000)
+    rd_kafka_resp_err_t kerr = rkt ? rd_kafka_metadata(pb->rrk, 0, rkt, &md, 10000)
                                    : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (rkt)
         rd_kafka_topic_destroy(rkt);
@@ -541,164 +703,208 @@ static int pub_recover(callback_t *cb) {
                                                                          : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
         if (md)
             rd_kafka_metadata_destroy(md);
-        PQclear(r);
-        rd_kafka_destroy(rk);
         return AX_ERR_IO;
     }
     int nparts = md->topics[0].partition_cnt;
     rd_kafka_metadata_destroy(md);
-    int64_t *end = calloc((size_t)nparts, sizeof *end);
-    char *eof = calloc((size_t)nparts, 1);
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nparts);
-    for (int p = 0; p < nparts; p++)
-        rd_kafka_topic_partition_list_add(l, svc->topic_results, p)->offset =
-            RD_KAFKA_OFFSET_BEGINNING;
-    for (int i = 0; i < PQntuples(r); i++) {
-        int p = (int)ax_pg_int(r, i, 0);
-        if (p >= 0 && p < nparts)
-            l->elems[p].offset = ax_pg_int(r, i, 1);
+    const char *tp[] = {svc->topic_results};
+    PGresult *r;
+    int rc = ax_pg_exec(svc->pg,
+                        "SELECT partition, next_offset FROM ax_results_offset WHERE topic = $1",
+                        1, tp, NULL, NULL, &r, err, sizeof err);
+    if (rc < 0) {
+        ax_warn("results recovery: %s", err);
+        return rc;
     }
-    PQclear(r);
-    rc = 0;
-    if (!end || !eof) {
-        rc = AX_ERR_NOMEM;
-        goto out;
-    }
-    kerr = rd_kafka_assign(rk, l);
-    if (kerr) {
-        ax_warn("results recovery: assign: %s", rd_kafka_err2str(kerr));
-        rc = AX_ERR_IO;
-        goto out;
-    }
-    ax_strbuf_t ids = {0};
-    ax_pgarr_begin(&ids);
-    int64_t found = 0, chunk = 0, marked = 0;
-    int neof = 0;
-    int64_t deadline = ax_mono_ms() + 60000;
-    while (neof < nparts && rc == 0) {
-        if (ax_mono_ms() > deadline) {
-            ax_warn("results recovery: the end of %s not reached in 60 s", svc->topic_results);
-            rc = AX_ERR_IO;
-            break;
-        }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
-        if (!m)
-            continue;
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            if (m->partition >= 0 && m->partition < nparts && !eof[m->partition]) {
-                eof[m->partition] = 1;
-                end[m->partition] = m->offset;
-                neof++;
-            }
-        } else if (m->err) {
-            ax_warn("results recovery: %s", rd_kafka_message_errstr(m));
-        } else if (m->key && m->key_len > 0 && m->key_len < 24) {
-            char key[24];
-            memcpy(key, m->key, m->key_len);
-            key[m->key_len] = 0;
-            char *e = NULL;
-            long long id = strtoll(key, &e, 10);
-            if (e && !*e && id > 0) {
-                ax_pgarr_int(&ids, id);
-                found++;
-                chunk++;
-            }
-        }
-        rd_kafka_message_destroy(m);
-        if (chunk >= PUB_MARK_CHUNK) { /* offsets only with the last chunk */
-            ax_pgarr_end(&ids);
-            int n = pub_mark(cb, ids.s, "{}", "{}", err, sizeof err);
-            if (n < 0) {
-                ax_warn("results recovery: mark published: %s", err);
-                rc = n;
-            } else {
-                marked += n;
-            }
-            ax_strbuf_free(&ids);
-            ax_pgarr_begin(&ids);
-            chunk = 0;
-        }
-    }
-    rd_kafka_assign(rk, NULL);
-    if (rc == 0) {
+    if (PQntuples(r) == 0) {
+        PQclear(r);
         ax_strbuf_t ps = {0}, os = {0};
         ax_pgarr_begin(&ps);
         ax_pgarr_begin(&os);
-        for (int p = 0; p < nparts; p++) {
+        for (int p = 0; p < nparts && rc == 0; p++) {
+            int64_t lo = 0, hi = 0;
+            kerr = rd_kafka_query_watermark_offsets(pb->rrk, svc->topic_results, p, &lo, &hi,
+                                                    10000);
+            if (kerr) {
+                snprintf(err, sizeof err, "end of %s [%d]: %s", svc->topic_results, p,
+                         rd_kafka_err2str(kerr));
+                rc = AX_ERR_IO;
+            }
             ax_pgarr_int(&ps, p);
-            ax_pgarr_int(&os, end[p]);
+            ax_pgarr_int(&os, hi);
         }
         ax_pgarr_end(&ps);
         ax_pgarr_end(&os);
-        ax_pgarr_end(&ids);
-        int n = pub_mark(cb, ids.s, ps.s, os.s, err, sizeof err);
-        if (n < 0) {
-            ax_warn("results recovery: mark published: %s", err);
-            rc = n;
-        } else {
-            marked += n;
-        }
+        if (rc == 0)
+            rc = pub_mark(cb, "{}", ps.s, os.s, err, sizeof err);
         ax_strbuf_free(&ps);
         ax_strbuf_free(&os);
+        if (rc >= 0)
+            rc = ax_pg_exec(svc->pg,
+                            "SELECT partition, next_offset FROM ax_results_offset"
+                            " WHERE topic = $1",
+                            1, tp, NULL, NULL, &r, err, sizeof err);
+        if (rc < 0) {
+            ax_warn("results recovery: %s", err);
+            return rc;
+        }
+        ax_info("results recovery: no reconciled offsets for %s yet: its current end stored",
+                svc->topic_results);
     }
-    ax_strbuf_free(&ids);
-    if (rc == 0) {
-        cb->pub.need_recover = 0;
-        cb->published += marked;
-        ax_info("results recovery: %s read to its end (%lld result(s) since the reconciled "
-                "offsets, %lld of them marked published only now)",
-                svc->topic_results, (long long)found, (long long)marked);
+    pb->rpos = malloc((size_t)nparts * sizeof *pb->rpos);
+    pb->reof = calloc((size_t)nparts, 1);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nparts);
+    if (!pb->rpos || !pb->reof) {
+        PQclear(r);
+        rd_kafka_topic_partition_list_destroy(l);
+        return AX_ERR_NOMEM;
     }
-out:
+    pb->rparts = nparts;
+    for (int p = 0; p < nparts; p++) {
+        rd_kafka_topic_partition_list_add(l, svc->topic_results, p)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+        pb->rpos[p] = -1;
+    }
+    for (int i = 0; i < PQntuples(r); i++) {
+        int p = (int)ax_pg_int(r, i, 0);
+        if (p >= 0 && p < nparts)
+            l->elems[p].offset = pb->rpos[p] = ax_pg_int(r, i, 1);
+    }
+    PQclear(r);
+    kerr = rd_kafka_assign(pb->rrk, l);
     rd_kafka_topic_partition_list_destroy(l);
-    free(end);
-    free(eof);
-    rd_kafka_consumer_close(rk);
-    rd_kafka_destroy(rk);
-    return rc;
+    if (kerr) {
+        ax_warn("results recovery: assign: %s", rd_kafka_err2str(kerr));
+        return AX_ERR_IO;
+    }
+    ax_pgarr_begin(&pb->rids);
+    pb->rfound = pb->rmarked = pb->rchunk = 0;
+    pb->rsaved_ms = ax_mono_ms();
+    return 0;
 }
 
-/* Be the publisher if we can: hold the lock (in this very session — a new
- * session after a PostgreSQL restart holds nothing), have a producer whose
- * init fenced every earlier one, and have recovered. 1 when ready. */
+/* One slice of the recovery (at most PUB_SLICE_MS): read the topic
+ * read_committed towards its end, mark every instance found there
+ * published, each chunk with the positions reached. 1 when every partition
+ * is at its end (need_recover cleared), 0 to go on at the next turn, < 0
+ * on failure (the next recovery resumes from the saved positions). */
+static int pub_recover_step(callback_t *cb) {
+    ax_svc_t *svc = &cb->svc;
+    publisher_t *pb = &cb->pub;
+    char err[1024];
+    if (!pb->rrk) {
+        int rc = pub_recover_start(cb);
+        if (rc < 0) {
+            pub_recover_end(pb);
+            return rc;
+        }
+    }
+    int64_t until = ax_mono_ms() + PUB_SLICE_MS;
+    while (pb->rneof < pb->rparts) {
+        int64_t left = until - ax_mono_ms();
+        if (left <= 0)
+            break;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(pb->rrk, (int)(left < 20 ? left : 20));
+        if (!m)
+            continue;
+        int p = m->partition;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (p >= 0 && p < pb->rparts && !pb->reof[p]) {
+                pb->reof[p] = 1;
+                pb->rpos[p] = m->offset;
+                pb->rneof++;
+            }
+        } else if (m->err) {
+            ax_warn("results recovery: %s", rd_kafka_message_errstr(m));
+        } else {
+            if (p >= 0 && p < pb->rparts && pb->rpos[p] < m->offset + 1)
+                pb->rpos[p] = m->offset + 1;
+            if (m->key && m->key_len > 0 && m->key_len < 24) {
+                char key[24];
+                memcpy(key, m->key, m->key_len);
+                key[m->key_len] = 0;
+                char *e = NULL;
+                long long id = strtoll(key, &e, 10);
+                if (e && !*e && id > 0) {
+                    ax_pgarr_int(&pb->rids, id);
+                    pb->rfound++;
+                    pb->rchunk++;
+                }
+            }
+        }
+        rd_kafka_message_destroy(m);
+        if (pb->rchunk >= PUB_MARK_CHUNK && pub_recover_save(cb, err, sizeof err) < 0) {
+            ax_warn("results recovery: mark published: %s", err);
+            pub_recover_end(pb);
+            return AX_ERR_IO;
+        }
+    }
+    int done = pb->rneof >= pb->rparts;
+    /* the positions reached are saved with every chunk, and at least
+     * every PUB_SAVE_MS: a recovery cut short resumes from them */
+    if ((done || pb->rchunk > 0 || ax_mono_ms() - pb->rsaved_ms >= PUB_SAVE_MS) &&
+        pub_recover_save(cb, err, sizeof err) < 0) {
+        ax_warn("results recovery: mark published: %s", err);
+        pub_recover_end(pb);
+        return AX_ERR_IO;
+    }
+    if (!done)
+        return 0;
+    pb->need_recover = 0;
+    cb->published += pb->rmarked;
+    ax_info("results recovery: %s read to its end (%lld result(s) since the reconciled "
+            "offsets, %lld of them marked published only now)",
+            svc->topic_results, (long long)pb->rfound, (long long)pb->rmarked);
+    pub_recover_end(pb);
+    return 1;
+}
+
+/* Be the publisher if we can: hold the lock (in the lock connection's
+ * session — a new session after a PostgreSQL restart holds nothing), have
+ * a producer whose init fenced every earlier one, and have recovered.
+ * 1 when ready. */
 static int pub_ready(callback_t *cb) {
     ax_svc_t *svc = &cb->svc;
     char err[1024];
-    PGconn *c = ax_pg_conn(svc->pg);
-    if (cb->pub.holder && (!c || PQstatus(c) != CONNECTION_OK ||
-                           PQbackendPID(c) != cb->pub.pg_pid))
+    if (cb->pub.holder && atomic_load(&cb->pub.lock_lost))
         pub_drop(cb, "the PostgreSQL session holding the lock is gone");
     if (!cb->pub.holder) {
         if (ax_mono_ms() < cb->pub.next_try_ms)
             return 0;
         cb->pub.next_try_ms = ax_mono_ms() + PUB_TRY_MS;
-        if (ax_pg_ensure(svc->pg, err, sizeof err) < 0)
-            return 0;
-        /* The holder's session ends when it sits idle for PUB_IDLE_S (a
-         * holder runs a statement every PUB_TICK_MS): a stopped (SIGSTOP)
-         * or hung holder loses the lock, and the next one fences it. */
+        /* The lock's session ends when it sits idle for PUB_IDLE_S (the
+         * keeper thread runs a statement every PUB_PING_MS while the event
+         * loop turns): a stopped (SIGSTOP) or hung holder loses the lock,
+         * and the next one fences it. */
+        pthread_mutex_lock(&cb->pub.lock_mu);
         const char *p[] = {cb->pub.lock_name, PUB_IDLE_S};
-        PGresult *r;
-        if (ax_pg_exec(svc->pg,
+        PGresult *r = NULL;
+        int got = 0;
+        if (ax_pg_ensure(cb->pub.lockpg, err, sizeof err) == 0 &&
+            ax_pg_exec(cb->pub.lockpg,
                        "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0))"
                        " THEN set_config('idle_session_timeout', $2, false) IS NOT NULL"
                        " ELSE false END",
-                       2, p, NULL, NULL, &r, err, sizeof err) < 0)
-            return 0;
-        int got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-        PQclear(r);
+                       2, p, NULL, NULL, &r, err, sizeof err) == 0) {
+            got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+            PQclear(r);
+        }
+        if (got) {
+            cb->pub.pg_pid = PQbackendPID(ax_pg_conn(cb->pub.lockpg));
+            atomic_store(&cb->pub.lock_lost, 0);
+            atomic_store(&cb->pub.ping_holder, 1);
+        }
+        pthread_mutex_unlock(&cb->pub.lock_mu);
         if (!got)
             return 0;
-        c = ax_pg_conn(svc->pg);
         cb->pub.holder = 1;
-        cb->pub.pg_pid = PQbackendPID(c);
         cb->pub.need_recover = 1;
         ax_info("results publisher: this process publishes (lock %s)", cb->pub.lock_name);
     }
     /* Recovery reads only after a fresh init_transactions: it returns once
      * every earlier transaction of the id — ours too — is decided and its
      * markers written, so the topic's last stable offset is past all of it. */
-    if (cb->pub.need_recover && cb->pub.txp) {
+    if (cb->pub.need_recover && cb->pub.txp && !cb->pub.rrk) {
         rd_kafka_destroy(cb->pub.txp);
         cb->pub.txp = NULL;
     }
@@ -716,13 +922,17 @@ static int pub_ready(callback_t *cb) {
             cb->pub.next_init_ms = ax_mono_ms() + 5 * PUB_TRY_MS;
             return 0;
         }
-        if (pub_recover(cb) < 0) {
-            /* tried again after a new init */
+    }
+    if (cb->pub.need_recover) {
+        int rc = pub_recover_step(cb);
+        if (rc < 0) {
+            /* tried again after a new init, from the positions saved */
             rd_kafka_destroy(cb->pub.txp);
             cb->pub.txp = NULL;
             cb->pub.next_init_ms = ax_mono_ms() + PUB_TRY_MS;
-            return 0;
         }
+        if (rc <= 0)
+            return 0;
     }
     rd_kafka_poll(cb->pub.txp, 0);
     return 1;
@@ -774,23 +984,78 @@ static int pub_batch(callback_t *cb) {
             .finished_at_ms = ax_pg_int(r, i, 15),
         };
         ax_outcome_parse(PQgetvalue(r, i, 3), &res.outcome);
-        void *buf;
+        void *buf = NULL;
         size_t len;
         char key[32];
         int klen = snprintf(key, sizeof key, "%lld", (long long)res.instance_id);
-        if (ax_result_encode(&res, &buf, &len) < 0) {
-            ax_error("instance %lld: cannot encode result; not published",
-                     (long long)res.instance_id);
-            continue;
+        /* A result Kafka refused (a results topic accepting less than this
+         * one's size) goes out cut: without its output, then without its
+         * error too, the cut noted in the error; one refused at once by the
+         * producer is cut at once. Given up (logged, only leaves the
+         * outbox) when even that is refused. */
+        int level = pub_cut_level(&cb->pub, res.instance_id), sent = 0;
+        char *cut_err = NULL;
+        for (; level < 3 && !sent; level = pub_cut_more(&cb->pub, res.instance_id)) {
+            free(cut_err);
+            cut_err = NULL;
+            if (level == 1) {
+                res.output = "";
+                if (asprintf(&cut_err, "%s%sresult output cut: the results topic refused the "
+                                       "record", res.error ? res.error : "",
+                             res.error ? "; " : "") < 0)
+                    cut_err = NULL;
+                res.error = cut_err ? cut_err : "result output cut";
+            } else if (level == 2) {
+                res.output = "";
+                res.error = "result output and error cut: the results topic refused the record";
+            }
+            if (ax_result_encode(&res, &buf, &len) < 0) {
+                ax_error("instance %lld: cannot encode result; not published",
+                         (long long)res.instance_id);
+                break;
+            }
+            /* a failed delivery fails the commit (and the batch is produced
+             * again, the refused record cut) */
+            if (ax_kafka_produce(cb->pub.txp, svc->topic_results, key, (size_t)klen, buf, len,
+                                 NULL, &pd->d, err, sizeof err) == 0) {
+                sent = 1;
+                break;
+            }
+            ax_error("instance %lld: result refused: %s", (long long)res.instance_id, err);
+            free(buf);
+            buf = NULL;
         }
-        /* A record refused at once (too large) is logged and left out; a
-         * failed delivery fails the commit (and the batch is produced again). */
-        if (ax_kafka_produce(cb->pub.txp, svc->topic_results, key, (size_t)klen, buf, len, NULL,
-                             &pd->d, err, sizeof err) < 0) {
-            ax_error("instance %lld: result not published: %s", (long long)res.instance_id, err);
+        if (!sent) {
+            /* given up: dead-lettered with the reason (the record cut), and
+             * it leaves the outbox like a published one */
+            if (level >= 3) {
+                ax_error("instance %lld: result not published: the results topic refused it "
+                         "even cut; dead-lettered",
+                         (long long)res.instance_id);
+                res.output = "";
+                res.error = "result output and error cut: the results topic refused the record";
+                if (ax_result_encode(&res, &buf, &len) == 0) {
+                    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+                    rd_kafka_header_add(h, "ax.reason", -1,
+                                        "the results topic refused this result, even cut", -1);
+                    rd_kafka_header_add(h, "ax.kind", -1, "result_refused", -1);
+                    rd_kafka_header_add(h, "ax.instance.id", -1, key, klen);
+                    rd_kafka_header_add(h, "ax.service", -1, svc->name, -1);
+                    if (ax_kafka_produce(cb->pub.txp, svc->topic_dlq, key, (size_t)klen, buf,
+                                         len, h, &pd->d, err, sizeof err) < 0) {
+                        rd_kafka_headers_destroy(h);
+                        ax_error("instance %lld: not dead-lettered either: %s",
+                                 (long long)res.instance_id, err);
+                    }
+                }
+            }
+            free(cut_err);
             free(buf);
             continue;
         }
+        if (level > 0)
+            ax_warn("instance %lld: result published cut (%s)", (long long)res.instance_id,
+                    level == 1 ? "without its output" : "without output and error");
         produced++;
         /* A final failure is also recorded on the dead-letter topic (the
          * same Result record, the reason in headers) for `axctl dlq`, in
@@ -810,8 +1075,8 @@ static int pub_batch(callback_t *cb) {
             }
         }
         free(buf);
+        free(cut_err);
     }
-    PQclear(r);
     ax_pgarr_end(&ids);
     if (rc == 0)
         rc = ax_kafka_txn_commit(cb->pub.txp, 35000, err, sizeof err);
@@ -824,6 +1089,21 @@ static int pub_batch(callback_t *cb) {
          * producer (fencing this one) and a recovery from the topic decide. */
         ax_warn("results: %d not published (%s); recovering from the topic first", produced,
                 err);
+        /* The largest record Kafka refused for its size is cut from now on
+         * (one per failed transaction: a record set refused as a whole
+         * names every record in it). */
+        struct pub_refusal *big = NULL;
+        for (size_t k = 0; k < pd->nrefused; k++)
+            if (!big || pd->refused[k].len > big->len)
+                big = &pd->refused[k];
+        if (big) {
+            int lv = pub_cut_more(&cb->pub, big->id);
+            ax_warn("instance %lld: Kafka refused its result of %zu bytes; produced again %s",
+                    (long long)big->id, big->len,
+                    lv == 1 ? "without its output" : lv == 2 ? "without output and error"
+                                                           : "not at all (given up)");
+        }
+        PQclear(r);
         ax_strbuf_free(&ids);
         cb->pub.need_recover = 1;
         if (rc == AX_ERR_CONFLICT)
@@ -841,6 +1121,14 @@ static int pub_batch(callback_t *cb) {
     ax_pgarr_end(&ps);
     ax_pgarr_end(&os);
     int n = pub_mark(cb, ids.s, ps.s, os.s, err, sizeof err);
+    if (n >= 0)
+        for (size_t k = cb->pub.ncuts; k-- > 0;)
+            for (int i = 0; i < rows; i++)
+                if (cb->pub.cuts[k].id == ax_pg_int(r, i, 0)) {
+                    pub_cut_forget(&cb->pub, cb->pub.cuts[k].id);
+                    break;
+                }
+    PQclear(r);
     ax_strbuf_free(&ids);
     ax_strbuf_free(&ps);
     ax_strbuf_free(&os);
@@ -857,6 +1145,7 @@ static int pub_batch(callback_t *cb) {
 
 /* Publish what the outbox holds, if this process is the publisher. */
 static void pub_tick(callback_t *cb) {
+    atomic_store(&cb->pub.loop_ms, ax_mono_ms());
     if (cb->svc.stopping || !pub_ready(cb))
         return;
     for (int round = 0; round < PUB_ROUNDS; round++) {
@@ -1226,6 +1515,15 @@ int main(int argc, char **argv) {
              svc->conf.topic_prefix);
     snprintf(cb.pub.txn_id, sizeof cb.pub.txn_id, "%s",
              ax_conf_topic(&svc->conf, "callback-results", buf, sizeof buf));
+    cb.pub.lockpg = ax_pg_new(&svc->conf, "ax-callback results lock", aerr, sizeof aerr);
+    if (!cb.pub.lockpg) {
+        ax_error("results publisher: %s", aerr);
+        return 1;
+    }
+    atomic_store(&cb.pub.loop_ms, ax_mono_ms());
+    if (pthread_mutex_init(&cb.pub.lock_mu, NULL) != 0 ||
+        pthread_create(&cb.pub.ping_thr, NULL, pub_ping_main, &cb.pub) != 0)
+        return 1;
     cb.pub.dlv.topic = svc->topic_results;
     cb.pub.dlv.d.on_message = pub_on_message;
     cb.pub.timer = event_new(svc->base, -1, EV_PERSIST, pub_timer, &cb);
@@ -1244,9 +1542,16 @@ int main(int argc, char **argv) {
             (long long)cb.finished, (long long)cb.retried, (long long)cb.stale,
             (long long)cb.published);
     event_free(cb.pub.timer);
+    atomic_store(&cb.pub.ping_stop, 1);
+    pthread_join(cb.pub.ping_thr, NULL);
+    pub_recover_end(&cb.pub);
     if (cb.pub.txp)
         rd_kafka_destroy(cb.pub.txp);
+    ax_pg_destroy(cb.pub.lockpg);
+    pthread_mutex_destroy(&cb.pub.lock_mu);
     free(cb.pub.dlv.next);
+    free(cb.pub.dlv.refused);
+    free(cb.pub.cuts);
     alert_fini();
     ax_svc_destroy(svc);
     return 0;

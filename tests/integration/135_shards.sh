@@ -3,7 +3,9 @@
 # dynamic (a size probe run with AX_SHARD_PROBE=1 prints the volume; a
 # volume of 65 with shard_base 10 fans out into 7 shards), each shard with
 # AX_SHARD_INDEX/AX_SHARD_TOTAL; the parent finishes when all shards have —
-# SUCCESS if all did, FAILED if any failed (after its retries).
+# SUCCESS if all did, FAILED if any failed (after its retries). A probe
+# that finds no data (volume 0) finishes the parent at once, and its result
+# is published on the results topic like any other.
 . "$(dirname "$0")/lib.sh"
 create_topics 2
 start_all --set trigger.scan.interval.ms=100
@@ -11,7 +13,7 @@ M="$WORK/marks"; mkdir -p "$M"; chmod 777 "$M"
 # a shard writes its index/total; the probe prints the volume
 cat > "$WORK/shard.sh" <<SH
 #!/bin/sh
-if [ "\${AX_SHARD_PROBE:-}" = 1 ]; then echo 65; exit 0; fi
+if [ "\${AX_SHARD_PROBE:-}" = 1 ]; then [ -e "$M/empty" ] && echo 0 || echo 65; exit 0; fi
 echo "\$AX_SHARD_INDEX/\$AX_SHARD_TOTAL" > "$M/\$AX_INSTANCE_ID"
 [ -e "$M/fail-\$AX_SHARD_INDEX" ] && exit 1
 exit 0
@@ -63,6 +65,19 @@ t=$(axctl submit --job "${JOBP}capped")
 wait_for 60 "capped parent finished" is_final "$t"
 p=$(parent_of "$t")
 [ "$(sql "SELECT count(*) FROM job_instance WHERE parent_id = $p")" = 4 ] || fail "cap not applied"
+
+log "dynamic: a probe that finds no data (volume 0) -> finished, published"
+touch "$M/empty"
+t=$(axctl submit --job "${JOBP}dyn")
+wait_for 60 "empty parent finished" is_final "$t"
+p=$(parent_of "$t")
+rm -f "$M/empty"
+[ "$(outcome_of "$t")" = SUCCESS ] || fail "empty parent ended $(outcome_of "$t")"
+[ "$(sql "SELECT count(*) FROM job_instance WHERE parent_id = $p")" = 0 ] || fail "empty parent has shards"
+wait_for 20 "empty parent result published" published
+on_topic() { kc -X isolation.level=read_committed -C -t "$(topic results)" -o beginning -e -q \
+    -f '%k\n' 2>/dev/null | grep -qx "$p"; }
+wait_for 20 "empty parent result on the results topic" on_topic
 
 log "one failing shard fails the parent"
 touch "$M/fail-1"
