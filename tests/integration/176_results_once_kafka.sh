@@ -6,7 +6,11 @@
 # the publisher replaces its producer and recovers from the topic) and
 # started again. At the end every instance's key is on the results topic
 # exactly once and every final failure's copy on the dead-letter topic
-# exactly once.
+# exactly once. Before the restarts the broker is frozen (SIGSTOP) for 15 s
+# while the publisher commits a result, longer than the lock session's
+# idle_session_timeout (10 s): the publisher keeps its lock (the lock's
+# own connection is kept alive during Kafka waits) and the result is
+# published once.
 #
 # The broker restarted is a private one of this test (in its scratch
 # directory, on its own ports, the jars from AX_CACHE), never the shared
@@ -69,6 +73,23 @@ at_least() { [ "$(finished_n)" -ge "$1" ]; }
 
 for w in 1 2; do submit_wave "$w"; done
 wait_for 90 "first results" at_least 100
+lost() { cat "$WORK"/ax-callback@*.log | grep -c -e "no longer publishing" -e "idle-session timeout"; }
+lost_before=$(lost || true)
+log "freezing the private Kafka for 15 s during a commit"
+kill -STOP "$(kafka_pid)"
+# a finished instance put in the outbox while the broker is frozen: the
+# publisher's transaction for it waits on the broker
+fid=$(sql "INSERT INTO job_instance (job_name, command, timeout_ms, due_at, state, outcome,
+             finished_at, trace_id, idempotency_key, deployment)
+           VALUES ('frozen', ARRAY['true'], 1000, now(), 'FINISHED', 'SUCCESS', now(),
+             'frozen$$', 'frozen$$', '${AXCONF_TOPIC_PREFIX}') RETURNING id" | head -1)
+sql "INSERT INTO ax_result_outbox (deployment, instance_id) VALUES ('${AXCONF_TOPIC_PREFIX}', $fid)" >/dev/null
+sleep 15
+kill -CONT "$(kafka_pid)"
+frozen_published() { [ -n "$(sql "SELECT 1 FROM job_instance WHERE id = $fid AND result_published_at IS NOT NULL")" ]; }
+wait_for 60 "the result committed during the freeze published" frozen_published
+[ "$(lost || true)" = "$lost_before" ] \
+    || fail "a publisher lost its lock session during the freeze: $(cat "$WORK"/ax-callback@*.log | grep -e "no longer publishing" -e "idle-session timeout" | tail -3)"
 submit_wave 3
 log "stopping the private Kafka"
 kafka_priv ax_kafka_stop || fail "cannot stop the private Kafka"
@@ -93,7 +114,7 @@ n_failed=$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' A
 [ "$n_failed" = "$N_BAD" ] || fail "expected $N_BAD failures, have $n_failed"
 
 # ---- count by key, read_committed, from the topics themselves
-sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%'" | sort >"$WORK/ids"
+{ sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%'"; echo "$fid"; } | sort >"$WORK/ids"
 sql "SELECT id FROM job_instance WHERE trace_id LIKE '$tag-%' AND outcome <> 'SUCCESS'" | sort >"$WORK/bad_ids"
 read_keys() { # read_keys TOPIC: one key per line, read_committed, to the end
     kcat -F "$PRIV_STATE/kafka.client.conf" -X isolation.level=read_committed -C -t "$1" -o beginning -e -q \
@@ -107,10 +128,10 @@ missing_results=$(comm -23 "$WORK/ids" <(uniq "$WORK/result_keys") | wc -l)
 n_dlq=$(wc -l <"$WORK/dlq_keys")
 dup_dlq=$(uniq -d "$WORK/dlq_keys" | wc -l)
 missing_dlq=$(comm -23 "$WORK/bad_ids" <(uniq "$WORK/dlq_keys") | wc -l)
-log "results topic: $n_results records for $N instances ($dup_results duplicated, $missing_results missing);" \
+log "results topic: $n_results records for $((N + 1)) instances ($dup_results duplicated, $missing_results missing);" \
     "final-failure copies: $n_dlq for $N_BAD ($dup_dlq duplicated, $missing_dlq missing)"
 [ "$missing_results" = 0 ] || fail "$missing_results instance(s) have no result on the topic"
-[ "$dup_results" = 0 ] && [ "$n_results" = "$N" ] \
+[ "$dup_results" = 0 ] && [ "$n_results" = "$((N + 1))" ] \
     || fail "results published more than once: $(uniq -d "$WORK/result_keys" | head -5 | tr '\n' ' ')"
 [ "$missing_dlq" = 0 ] || fail "$missing_dlq final failure(s) have no dead-letter copy"
 [ "$dup_dlq" = 0 ] && [ "$n_dlq" = "$N_BAD" ] \
