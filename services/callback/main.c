@@ -448,7 +448,11 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
  * or Kafka down, a crash) first recovers from the topic itself: it reads it
  * read_committed from the stored offsets to its end, marks every instance it
  * finds there published and advances the offsets, and only then publishes
- * anything new. So a result already on the topic is never produced again. */
+ * anything new. So a result already on the topic is never produced again.
+ * It reads in slices between event-loop turns and saves its positions with
+ * every chunk it marks, so a recovery cut short is resumed, not restarted.
+ * The lock lives on a connection of its own, kept alive by a thread while
+ * the event loop turns (Kafka waits never idle it out). */
 #define PUB_IDLE_S "10s"
 enum { PUB_BATCH = 5000, PUB_ROUNDS = 8, PUB_TICK_MS = 100, PUB_TRY_MS = 1000,
        PUB_MARK_CHUNK = 10000, PUB_PING_MS = 1000, PUB_HUNG_MS = 90000, PUB_SLICE_MS = 50,
