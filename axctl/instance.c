@@ -16,6 +16,10 @@
  * claim one before the callback recorded the cancellation, the executor
  * finishes it CANCELLED without running it (the callback then ignores the
  * axctl attempt as stale).
+ *
+ * Called with no transaction open: its UPDATE commits at once, before the
+ * attempts are produced and their acknowledgements waited for (up to
+ * 35 s), so no row lock is held meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
