@@ -464,7 +464,8 @@ void ax_conf_reference(FILE *out) {
           "`AXCONF_KAFKA_SOCKET_TIMEOUT_MS` sets `kafka.socket.timeout.ms`) and `pg.<keyword>` to\n"
           "libpq (e.g. `pg.host`, `pg.port`, `pg.dbname`, `pg.user`, `pg.password`, `pg.sslmode`;\n"
           "`AXCONF_PG_CONNECT_TIMEOUT` sets `pg.connect_timeout`). Values of keys that name a\n"
-          "password, secret or key are never printed or logged.\n\n"
+          "password, secret or key are never printed or logged; URLs (`alert.webhook.url`) are\n"
+          "printed and logged as `scheme://host:port` only (their path or query may hold a token).\n\n"
           "| key | type | default | used by | meaning |\n|---|---|---|---|---|\n",
           out);
     for (size_t i = 0; i < ax_conf_table_len; i++) {
@@ -480,7 +481,8 @@ void ax_conf_help(FILE *out, const char *used_by) {
     fputs("Options:\n"
           "  --config FILE       configuration file (default: $AX_CONFIG, else " AX_DEFAULT_CONFIG ")\n"
           "  --set KEY=VALUE     override one configuration key (repeatable)\n"
-          "  --print-config      print the effective configuration (secrets redacted) and exit\n"
+          "  --print-config      print the effective configuration (secrets redacted, URLs as\n"
+          "                      scheme://host:port) and exit\n"
           "  --help, --version\n\n"
           "Configuration keys (file, AXCONF_<KEY> environment, or --set):\n",
           out);
