@@ -465,7 +465,8 @@ void ax_conf_reference(FILE *out) {
           "libpq (e.g. `pg.host`, `pg.port`, `pg.dbname`, `pg.user`, `pg.password`, `pg.sslmode`;\n"
           "`AXCONF_PG_CONNECT_TIMEOUT` sets `pg.connect_timeout`). Values of keys that name a\n"
           "password, secret or key are never printed or logged; URLs (`alert.webhook.url`) are\n"
-          "printed and logged as `scheme://host:port` only (their path or query may hold a token).\n\n"
+          "printed and logged as `scheme://host:port` only (their path or query may hold a "
+          "token).\n\n"
           "| key | type | default | used by | meaning |\n|---|---|---|---|---|\n",
           out);
     for (size_t i = 0; i < ax_conf_table_len; i++) {
