@@ -16,6 +16,10 @@
  * claim one before the callback recorded the cancellation, the executor
  * finishes it CANCELLED without running it (the callback then ignores the
  * axctl attempt as stale).
+ *
+ * Called with no transaction open: its UPDATE commits at once, before the
+ * attempts are produced and their acknowledgements waited for (up to
+ * 35 s), so no row lock is held meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,14 +36,18 @@ int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_sto
     PGresult *r = q(pg,
                     "UPDATE job_instance SET cancel_requested_at = coalesce(cancel_requested_at,"
                     "  now()) WHERE id = ANY($1::bigint[]) AND state <> 'FINISHED'"
-                    " RETURNING id, state, attempt, trace_id",
+                    " RETURNING id, state, attempt, trace_id, coalesce(worker, '')",
                     1, p);
-    int rows = PQntuples(r), scheduled = 0, rc = 0;
+    int rows = PQntuples(r), scheduled = 0, parents = 0, rc = 0;
     *ret_stopping = 0;
     *ret_scheduled = 0;
-    for (int i = 0; i < rows; i++)
+    for (int i = 0; i < rows; i++) {
         scheduled += strcmp(PQgetvalue(r, i, 1), "SCHEDULED") == 0;
-    *ret_stopping = rows - scheduled;
+        /* a running shard parent runs nowhere: its shards are what stops */
+        parents += strcmp(PQgetvalue(r, i, 1), "RUNNING") == 0 &&
+                   strcmp(PQgetvalue(r, i, 4), "shards") == 0;
+    }
+    *ret_stopping = rows - scheduled - parents;
     if (scheduled) {
         char err[512], topic[256], key[32];
         rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);

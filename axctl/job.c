@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ax/common.h"
 #include "ax/cron.h"
@@ -890,9 +891,64 @@ static int job_enable(int argc, char **argv, int enable) {
     return 0;
 }
 
+/* job delete's last step: lock the job's unfinished instances, then the
+ * job (the order the callback and the executors lock them in), refuse if
+ * it has unfinished instances nobody asked to cancel, delete. 0 deleted,
+ * 1 refused (said why), else an error (err), rolled back. */
+static int delete_tx(ax_pg_t *pg, const char *name, const char *jid, const char *pending_sql,
+                     char *err, size_t errlen) {
+    PGresult *r = NULL;
+    const char *jp[] = {jid}, *np[] = {name, jid}, *pp[] = {jid, "false"};
+    int rc = ax_pg_begin(pg, err, errlen);
+    if (rc == 0)
+        rc = ax_pg_exec(pg,
+                        "SELECT id FROM job_instance WHERE job_id = $1::bigint"
+                        " AND state <> 'FINISHED' ORDER BY id FOR UPDATE",
+                        1, jp, NULL, NULL, NULL, err, errlen);
+    if (rc == 0)
+        rc = ax_pg_exec(pg, "SELECT id FROM job WHERE name = $1 AND id = $2::bigint FOR UPDATE",
+                        2, np, NULL, NULL, &r, err, errlen);
+    if (rc == 0 && PQntuples(r) == 0) {
+        fprintf(stderr, "axctl: job %s was deleted or replaced meanwhile: nothing more deleted\n",
+                name);
+        PQclear(r);
+        ax_pg_rollback(pg);
+        return 1;
+    }
+    PQclear(r);
+    r = NULL;
+    if (rc == 0)
+        rc = ax_pg_exec(pg, pending_sql, 2, pp, NULL, NULL, &r, err, errlen);
+    if (rc == 0 && ax_pg_int(r, 0, 0) > 0) {
+        int64_t fresh = ax_pg_int(r, 0, 0);
+        fprintf(stderr,
+                "axctl: job %s has %lld unfinished instance(s) (%s%s) nobody asked to cancel "
+                "(made since): not deleted; disable it first (axctl job disable %s), then run "
+                "job delete %s --cancel-pending again\n",
+                name, (long long)fresh, PQgetvalue(r, 0, 1), fresh > 5 ? ", ..." : "", name,
+                name);
+        PQclear(r);
+        ax_pg_rollback(pg);
+        return 1;
+    }
+    PQclear(r);
+    if (rc == 0)
+        rc = ax_pg_exec(pg, "DELETE FROM job WHERE id = $1::bigint", 1, jp, NULL, NULL, NULL,
+                        err, errlen);
+    if (rc == 0)
+        return ax_pg_commit(pg, err, errlen);
+    ax_pg_rollback(pg);
+    return rc;
+}
+
 /* A job with unfinished instances is deleted only with --cancel-pending
  * (they are cancelled first: instance.c); without it the delete is refused
- * and names them, so no instance is left behind that nothing dispatches. */
+ * and names them, so no instance is left behind that nothing dispatches.
+ * No PostgreSQL transaction is open while Kafka is waited for (up to 35 s:
+ * other services would wait on its row locks): cancel_requested_at is
+ * committed first, the cancellations produced, then the job deleted in a
+ * short transaction of its own, refused if it has unfinished instances
+ * nobody asked to cancel (new since). */
 static int job_delete(int argc, char **argv) {
     need_name("delete", argc, argv);
     int cancel = 0;
@@ -905,20 +961,24 @@ static int job_delete(int argc, char **argv) {
     }
     ax_pg_t *pg = pg_open();
     char err[1024];
-    if (ax_pg_begin(pg, err, sizeof err) < 0)
-        fail_sql(err);
     const char *p[] = {argv[1]};
-    PGresult *r = q(pg, "SELECT id FROM job WHERE name = $1 FOR UPDATE", 1, p);
+    PGresult *r = q(pg, "SELECT id FROM job WHERE name = $1", 1, p);
     if (PQntuples(r) == 0)
         no_job(argv[1]);
-    const char *jp[] = {PQgetvalue(r, 0, 0)};
-    PGresult *pr = q(pg,
-                     "SELECT count(*), coalesce((SELECT string_agg(id::text, ', ' ORDER BY id)"
-                     "  FROM (SELECT id FROM job_instance WHERE job_id = $1::bigint"
-                     "   AND state <> 'FINISHED' ORDER BY id LIMIT 5) f), ''),"
-                     " coalesce(array_agg(id ORDER BY id)::text, '{}')"
-                     " FROM job_instance WHERE job_id = $1::bigint AND state <> 'FINISHED'",
-                     1, jp);
+    char jid[32];
+    snprintf(jid, sizeof jid, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    /* unfinished instances: count, the first five, all (for cancel_instances) */
+    static const char pending_sql[] =
+        "SELECT count(*), coalesce((SELECT string_agg(id::text, ', ' ORDER BY id)"
+        "  FROM (SELECT id FROM job_instance WHERE job_id = $1::bigint"
+        "   AND state <> 'FINISHED' AND ($2::boolean OR cancel_requested_at IS NULL)"
+        "   ORDER BY id LIMIT 5) f), ''),"
+        " coalesce(array_agg(id ORDER BY id)::text, '{}')"
+        " FROM job_instance WHERE job_id = $1::bigint AND state <> 'FINISHED'"
+        " AND ($2::boolean OR cancel_requested_at IS NULL)";
+    const char *pp[] = {jid, "true"};
+    PGresult *pr = q(pg, pending_sql, 2, pp);
     int64_t pending = ax_pg_int(pr, 0, 0);
     if (pending > 0 && !cancel) {
         fprintf(stderr,
@@ -926,10 +986,11 @@ static int job_delete(int argc, char **argv) {
                 "with job delete %s --cancel-pending, or wait for them to finish\n",
                 argv[1], (long long)pending, PQgetvalue(pr, 0, 1), pending > 5 ? ", ..." : "",
                 argv[1]);
-        exit(1); /* the transaction is rolled back: nothing written */
+        exit(1); /* nothing written */
     }
     if (pending > 0) {
         int stopping, scheduled;
+        /* outside any transaction: its UPDATE commits before Kafka is waited for */
         if (cancel_instances(pg, PQgetvalue(pr, 0, 2),
                              "cancelled by an operator (axctl job delete --cancel-pending)",
                              &stopping, &scheduled) < 0)
@@ -938,11 +999,20 @@ static int job_delete(int argc, char **argv) {
                "or running\n", scheduled, stopping);
     }
     PQclear(pr);
-    PQclear(r);
-    r = q(pg, "DELETE FROM job WHERE name = $1 RETURNING id", 1, p);
-    PQclear(r);
-    if (ax_pg_commit(pg, err, sizeof err) < 0)
-        fail_sql(err);
+    /* The delete: a short transaction of its own, tried again if
+     * PostgreSQL picks it to end a deadlock (the callback finishing the
+     * cancelled instances locks an instance, then the job). */
+    for (int tries = 1;; tries++) {
+        int rc = delete_tx(pg, argv[1], jid, pending_sql, err, sizeof err);
+        if (rc == 0)
+            break;
+        if (rc == 1)
+            exit(1); /* refused (said why); the cancellations stay */
+        if (rc != AX_ERR_IO || tries == 5 ||
+            (!strstr(err, "deadlock detected") && !strstr(err, "could not serialize")))
+            fail_sql(err);
+        usleep((useconds_t)(100000 * tries));
+    }
     printf("deleted job %s\n", argv[1]);
     ax_pg_destroy(pg);
     return 0;

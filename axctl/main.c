@@ -112,7 +112,8 @@ static const char usage[] =
     "  instance cancel ID\n"
     "      Cancel an unfinished instance: one not started yet is finished CANCELLED\n"
     "      (its result published); a claimed or running one is stopped by its\n"
-    "      executor, as overlap=cancel does. A finished one: exit 1.\n"
+    "      executor, as overlap=cancel does; a running shard parent has its\n"
+    "      unfinished shards cancelled. A finished one: exit 1.\n"
     "  topics create [--partitions N] [--replication N] [--group G]...\n"
     "      Create the topics (default 6 partitions, replication 1), and\n"
     "      <prefix>dispatch.G for each executor group G; existing ones are kept.\n"
@@ -156,7 +157,8 @@ static const char usage[] =
     "      second instance (and says so).\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
     "  config reference         the configuration reference (Markdown)\n"
-    "  config print             the effective configuration, secrets redacted\n"
+    "  config print             the effective configuration, secrets redacted, URLs as\n"
+    "                           scheme://host:port\n"
     "  cron next 'EXPR' [--tz ZONE] [--from TIME] [-n N] [--dst shift|skip]\n"
     "         [--overlap once|twice]\n"
     "      Print the next N (default 10) fire times of a cron expression, one\n"
@@ -665,8 +667,40 @@ static int cmd_instance(int argc, char **argv) {
             ax_pg_destroy(pg);
             return 1;
         }
+        int parent = strcmp(PQgetvalue(r, 0, 0), "RUNNING") == 0 &&
+                     strcmp(PQgetvalue(r, 0, 2), "shards") == 0;
         PQclear(r);
         int stopping, scheduled;
+        if (parent) {
+            /* A shard parent runs nowhere (worker 'shards'): its unfinished
+             * shards are cancelled; it finishes (FAILED) when the last has. */
+            r = q(pg,
+                  "SELECT count(*), coalesce(array_agg(id ORDER BY id)::text, '{}')"
+                  " FROM job_instance WHERE parent_id = $1::bigint AND state <> 'FINISHED'",
+                  1, p);
+            int64_t nshards = ax_pg_int(r, 0, 0);
+            int n = nshards ? cancel_instances(pg, PQgetvalue(r, 0, 1),
+                                               "cancelled by an operator (axctl instance cancel "
+                                               "of its shard parent)",
+                                               &stopping, &scheduled)
+                            : 0;
+            PQclear(r);
+            if (n < 0) {
+                ax_pg_destroy(pg);
+                return 1;
+            }
+            if (n == 0) {
+                fprintf(stderr, "axctl: instance %s is a shard parent whose shards have all "
+                                "finished: nothing to cancel (it finishes with them)\n", argv[1]);
+                ax_pg_destroy(pg);
+                return 1;
+            }
+            printf("instance %s is a shard parent (no executor runs it): cancelled its %d "
+                   "shard(s) not started yet, asked executors to stop %d; it finishes when "
+                   "they have\n", argv[1], scheduled, stopping);
+            ax_pg_destroy(pg);
+            return 0;
+        }
         int n = cancel_instances(pg, ids, "cancelled by an operator (axctl instance cancel)",
                                  &stopping, &scheduled);
         if (n <= 0) {

@@ -88,6 +88,8 @@ typedef struct ptask {
     int64_t timeout_ms;
     int64_t deadline_mono;
     int64_t reported_mono;      /* when it was reported without its result */
+    size_t output_cap;          /* executor.output.cap when queued (SIGHUP swaps the
+                                 * conf on the loop thread; workers read only this) */
     /* what the plugin sees; owned copies */
     char **argv;                /* path, args..., NULL */
     size_t argc;
@@ -365,7 +367,7 @@ static void task_exec(worker_t *w, ptask_t *t) {
     pi->lib->api->run(pi->state, &t->job, &res);
     res.message[sizeof res.message - 1] = '\0';
     if (res.output) {
-        size_t cap = (size_t)w->ph->ex->svc.conf.executor_output_cap;
+        size_t cap = t->output_cap;
         size_t n = res.output_len ? res.output_len : strlen(res.output);
         t->output = res.output; /* ours now */
         t->output_len = n < cap ? n : cap;
@@ -692,6 +694,7 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
 
     t->timeout_ms = d->timeout_ms > 0 ? d->timeout_ms : ex->svc.conf.executor_default_timeout_ms;
     t->deadline_mono = ax_mono_ms() + t->timeout_ms;
+    t->output_cap = (size_t)ex->svc.conf.executor_output_cap;
     t->job = (ax_plugin_job_t){
         .instance_id = d->instance_id,
         .attempt = d->attempt,

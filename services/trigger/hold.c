@@ -34,7 +34,9 @@
 #include "trigger.h"
 
 #define HOLD_REFRESH_MS 1000
-#define HOLD_ALERTED_MAX 64
+/* hold keys remembered as alerted; beyond, the oldest is forgotten (a key
+ * leaves when its hold ends: topic released, instance no longer held) */
+#define HOLD_ALERTED_MAX 4096
 
 struct holds {
     pthread_t thr;
@@ -49,8 +51,8 @@ struct holds {
     int loaded;
     unsigned failures;
     /* loop side: hold keys alerted and not released since */
-    char *alerted[HOLD_ALERTED_MAX];
-    size_t nalerted;
+    char **alerted; /* oldest first */
+    size_t nalerted, capalerted;
     int64_t last_clean_ms;
 };
 
@@ -166,6 +168,7 @@ void hold_stop(trigger_t *t) {
     free_names(h->names, h->n);
     for (size_t i = 0; i < h->nalerted; i++)
         free(h->alerted[i]);
+    free(h->alerted);
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->cv);
     free(h);
@@ -193,8 +196,21 @@ static void hold_alert(trigger_t *t, const char *key, const char *job, const cha
         for (size_t i = 0; i < h->nalerted; i++)
             if (strcmp(h->alerted[i], key) == 0)
                 return;
-        if (h->nalerted < HOLD_ALERTED_MAX)
-            h->alerted[h->nalerted++] = strdup(key);
+        if (h->nalerted == HOLD_ALERTED_MAX) {
+            free(h->alerted[0]);
+            memmove(h->alerted, h->alerted + 1, --h->nalerted * sizeof *h->alerted);
+        }
+        if (h->nalerted == h->capalerted) {
+            size_t cap = h->capalerted ? h->capalerted * 2 : 64;
+            char **v = realloc(h->alerted, cap * sizeof *v);
+            if (v) {
+                h->alerted = v;
+                h->capalerted = cap;
+            }
+        }
+        char *k = h->nalerted < h->capalerted ? strdup(key) : NULL;
+        if (k)
+            h->alerted[h->nalerted++] = k;
     }
     alert_raise(t->svc.pg, "held", job, text);
 }
@@ -202,9 +218,9 @@ static void hold_alert(trigger_t *t, const char *key, const char *job, const cha
 static void hold_unalert(trigger_t *t, const char *key) {
     struct holds *h = t->holds;
     for (size_t i = 0; h && i < h->nalerted; i++)
-        if (h->alerted[i] && strcmp(h->alerted[i], key) == 0) {
+        if (strcmp(h->alerted[i], key) == 0) {
             free(h->alerted[i]);
-            h->alerted[i] = h->alerted[--h->nalerted];
+            memmove(h->alerted + i, h->alerted + i + 1, (--h->nalerted - i) * sizeof *h->alerted);
             return;
         }
 }
@@ -340,8 +356,17 @@ void hold_tick(trigger_t *t) {
         if (ax_pg_exec(svc->pg,
                        "DELETE FROM instance_hold h WHERE deployment = $1 AND NOT EXISTS"
                        " (SELECT 1 FROM job_instance i WHERE i.id = h.instance_id"
-                       "  AND i.state = 'SCHEDULED')",
-                       1, p, NULL, NULL, NULL, err, sizeof err) < 0)
+                       "  AND i.state = 'SCHEDULED') RETURNING instance_id",
+                       1, p, NULL, NULL, &r, err, sizeof err) < 0) {
             ax_warn("held instances: %s", err);
+            return;
+        }
+        /* their alert keys go: the list keeps only holds that last */
+        for (int i = 0; i < PQntuples(r); i++) {
+            char key[64];
+            snprintf(key, sizeof key, "instance:%s", PQgetvalue(r, i, 0));
+            hold_unalert(t, key);
+        }
+        PQclear(r);
     }
 }

@@ -600,8 +600,10 @@ static int hold_reason(trigger_t *t, PGresult *r, int i, const char *topic, hold
 
 /* One dispatch record's delivery report: a record Kafka refused for
  * itself (too large for the topic, say: a topic not made by axctl topics
- * create) is noted, so the batch is not retried with it forever. Freed by
- * its report, whenever that is served (the commit's flush, or the next). */
+ * create) is noted, so the batch is not retried with it forever; any other
+ * error (authorization, say) is not the record's: it is counted, and the
+ * failed transaction counts towards giving up leadership. Freed by its
+ * report, whenever that is served (the commit's flush, or the next). */
 typedef struct row_dlv {
     ax_delivery_t d;
     trigger_t *t;
@@ -612,9 +614,9 @@ typedef struct row_dlv {
 static void on_row_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
     row_dlv_t *rd = (row_dlv_t *)d;
     trigger_t *t = rd->t;
-    if (err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
-        err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
-        err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+    if (err && !ax_kafka_err_record_refused(err))
+        t->nfailed_other++;
+    if (ax_kafka_err_record_refused(err)) {
         if (t->nrefused == t->caprefused) {
             size_t cap = t->caprefused ? t->caprefused * 2 : 16;
             struct refusal *v = realloc(t->refused, cap * sizeof *v);
@@ -758,6 +760,7 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
     ax_pgarr_end(&all);
     int produced = 0;
     t->nrefused = 0;
+    t->nfailed_other = 0;
     if (rows) {
         produced = AX_ERR_IO;
         if (lead_txn_begin(t) == 0) {
@@ -772,7 +775,8 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
                 /* aborted because of one record: hold it, retry the rest */
                 hold_list_free(&holds);
                 if (t->leader && hold_refused(t, r, skip_col, &holds) && holds.n) {
-                    t->txn_failures = 0; /* the producer works; the record did not */
+                    if (!t->nfailed_other)
+                        t->txn_failures = 0; /* the producer works; the record did not */
                     char id[32];
                     snprintf(id, sizeof id, "{%lld}", (long long)holds.v[0].id);
                     if (hold_record(t, id, &holds, err, sizeof err) < 0)

@@ -76,6 +76,7 @@ typedef struct trigger {
     /* dispatch records Kafka refused (delivery reports of the last batch) */
     struct refusal { int64_t id; size_t len; rd_kafka_resp_err_t err; } *refused;
     size_t nrefused, caprefused;
+    size_t nfailed_other; /* the last batch's reports of other errors */
 } trigger_t;
 
 /* The lane an instance of priority prio is produced on now. */

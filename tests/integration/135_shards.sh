@@ -5,7 +5,9 @@
 # AX_SHARD_INDEX/AX_SHARD_TOTAL; the parent finishes when all shards have —
 # SUCCESS if all did, FAILED if any failed (after its retries). A probe
 # that finds no data (volume 0) finishes the parent at once, and its result
-# is published on the results topic like any other.
+# is published on the results topic like any other. axctl instance cancel
+# of a running parent (no executor runs it) cancels its running shards:
+# they end CANCELLED, the parent FAILED.
 . "$(dirname "$0")/lib.sh"
 create_topics 2
 start_all --set trigger.scan.interval.ms=100
@@ -16,6 +18,7 @@ cat > "$WORK/shard.sh" <<SH
 if [ "\${AX_SHARD_PROBE:-}" = 1 ]; then [ -e "$M/empty" ] && echo 0 || echo 65; exit 0; fi
 echo "\$AX_SHARD_INDEX/\$AX_SHARD_TOTAL" > "$M/\$AX_INSTANCE_ID"
 [ -e "$M/fail-\$AX_SHARD_INDEX" ] && exit 1
+[ -e "$M/slow" ] && sleep 60
 exit 0
 SH
 chmod 755 "$WORK/shard.sh"
@@ -87,4 +90,22 @@ p=$(parent_of "$t")
 [ "$(outcome_of "$t")" = FAILED ] || fail "parent with a failed shard ended $(outcome_of "$t")"
 [ "$(sql "SELECT error FROM job_instance WHERE id = $p")" = "1 of 3 shards failed" ] \
     || fail "parent error: $(sql "SELECT error FROM job_instance WHERE id = $p")"
+
+log "cancelling a running shard parent cancels its shards"
+rm -f "$M/fail-1"; touch "$M/slow"
+t=$(axctl submit --job "${JOBP}static")
+shards_running() { [ "$(sql "SELECT count(*) FROM job_instance i JOIN job_instance s ON s.parent_id = i.id
+                            WHERE i.trace_id = '$t' AND i.parent_id IS NULL AND i.worker = 'shards'
+                            AND s.state = 'RUNNING'")" = 3 ]; }
+wait_for 60 "3 shards running" shards_running
+p=$(parent_of "$t")
+axctl instance cancel "$p" >"$WORK/cancel.out" 2>&1 || { cat "$WORK/cancel.out"; fail "instance cancel of a shard parent failed"; }
+cat "$WORK/cancel.out"
+grep -q "instance $p is a shard parent .*asked executors to stop 3" "$WORK/cancel.out" \
+    || fail "instance cancel of a shard parent does not say it stops its 3 shards"
+wait_for 30 "the cancelled parent finished" is_final "$t"
+[ "$(sql "SELECT string_agg(DISTINCT outcome::text, ',') FROM job_instance WHERE parent_id = $p")" = CANCELLED ] \
+    || fail "shards of the cancelled parent: $(sql "SELECT string_agg(outcome::text, ',') FROM job_instance WHERE parent_id = $p")"
+[ "$(outcome_of "$t")" = FAILED ] || fail "the cancelled parent ended $(outcome_of "$t")"
+rm -f "$M/slow"
 log ok

@@ -11,7 +11,15 @@
 #     fire dispatched within 1.5 s of its nominal time) and the leader keeps
 #     its lease. Before, each fire held the leader's Kafka transaction ~13 s
 #     and the lease ran out;
-#   - creating the group's topics releases the held instances: they run.
+#   - creating the group's topics releases the held instances: they run;
+#   - a job written before the rule (group p1; its trigger off while it is
+#     written, as if the row predates migration 013) still works: an
+#     instance of it dispatched to the default group runs (the executor's
+#     running_count claim, the callback's statistics), axctl job
+#     disable/enable; only changing its group to p2 is refused. Its fires
+#     are held, each instance alerted once; those 70 instance holds do not
+#     stop the topic hold's alert from being raised once (before, the dedup
+#     list kept 64 keys for good).
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 start_all
@@ -35,6 +43,40 @@ expect2 "axctl topics create --group ghost" axctl job update "${JOBP}y" --group 
 [ "$(sql "SELECT executor_group FROM job WHERE name = '${JOBP}y'")" = default ] || fail "a refused update changed the job"
 ! sql "UPDATE job SET executor_group = 'p1' WHERE name = '${JOBP}y'" 2>/dev/null \
     || fail "the job table accepted executor group p1"
+! sql "INSERT INTO job (name, command, executor_group) VALUES ('${JOBP}z', '{true}', 'p3')" 2>/dev/null \
+    || fail "the job table accepted a new job of executor group p3"
+
+# A job of group p1 from before the rule, with a concurrency limit (the executor's claim
+# updates its running_count). An instance of it in the default group (dispatched before)
+# runs; the job's other columns update; its group cannot be set to another lane name.
+sql "ALTER TABLE job DISABLE TRIGGER job_group_not_lane;
+     INSERT INTO job (name, command, schedule_kind, interval_ms, executor_group, concurrency_limit, enabled)
+       VALUES ('${JOBP}old', '{true}', 'fixed_rate', 3600000, 'p1', 2, false);
+     ALTER TABLE job ENABLE TRIGGER job_group_not_lane;" >/dev/null
+OLD=$(sql "SELECT id FROM job WHERE name = '${JOBP}old'")
+sql "INSERT INTO job_instance (job_id, job_name, command, timeout_ms, due_at, trace_id, idempotency_key,
+                               deployment, executor_group)
+     VALUES ($OLD, '${JOBP}old', '{true}', 10000, now(), 'old-$$', 'old-$$', '$AXCONF_TOPIC_PREFIX', 'default')" >/dev/null
+wait_for 30 "the old p1 job's instance to run" finished "old-$$"
+[ "$(field "old-$$" outcome)" = SUCCESS ] || fail "the old p1 job's instance: $(field "old-$$" outcome)"
+[ "$(sql "SELECT runs || '/' || running_count FROM job WHERE id = $OLD")" = 1/0 ] \
+    || fail "the callback did not update the old p1 job's statistics: $(sql "SELECT runs, running_count FROM job WHERE id = $OLD")"
+! grep -q "cannot persist\|job_group_not_lane" "$WORK/ax-callback.log" "$WORK/ax-executor.log" \
+    || fail "a service failed on the old p1 job's row"
+axctl job enable "${JOBP}old" >/dev/null || fail "axctl job enable of the old p1 job failed"
+axctl job disable "${JOBP}old" >/dev/null || fail "axctl job disable of the old p1 job failed"
+! sql "UPDATE job SET executor_group = 'p2' WHERE id = $OLD" 2>/dev/null \
+    || fail "the job table accepted changing a group to p2"
+[ "$(sql "SELECT executor_group FROM job WHERE id = $OLD")" = p1 ] || fail "the old job's group changed"
+
+# 70 instances of it due now (in its group p1): each held, each alerted once.
+sql "INSERT INTO job_instance (job_id, job_name, command, timeout_ms, due_at, trace_id, idempotency_key,
+                               deployment, executor_group)
+     SELECT $OLD, '${JOBP}old', '{true}', 10000, now(), 'oldp1-$$-' || g, 'oldp1-$$-' || g,
+            '$AXCONF_TOPIC_PREFIX', 'p1' FROM generate_series(1, 70) g" >/dev/null
+old_held() { [ "$(sql "SELECT count(*) FROM instance_hold h JOIN job_instance i ON i.id = h.instance_id
+                       WHERE i.job_id = $OLD AND h.reason LIKE '%reserved%'")" -eq 70 ]; }
+wait_for 30 "70 held instances of the old p1 job" old_held
 
 # A fixed-rate job of the default group, and one of group ghost (no topics).
 sql "INSERT INTO job (name, command, schedule_kind, interval_ms) VALUES
@@ -82,7 +124,9 @@ grep -q "ALERT held job ${JOBP}ghost: instance [0-9]* held: executor group 'ghos
     || fail "no alert for the held instances"
 [ "$(sql "SELECT value FROM ax_counter WHERE name = 'alerts.held'")" -ge 1 ] || fail "alerts.held not counted"
 ! grep -q "leadership lost\|giving up leadership" "$WORK/ax-trigger.log" || fail "the leader lost its lease"
-[ "$(grep -c "ALERT held" "$WORK/ax-trigger.log")" -eq 1 ] || fail "the alert was raised more than once for one topic"
+[ "$(grep -c "ALERT held job ${JOBP}ghost" "$WORK/ax-trigger.log")" -eq 1 ] || fail "the alert was raised more than once for one topic"
+[ "$(grep -c "ALERT held job ${JOBP}old: .*reserved" "$WORK/ax-trigger.log")" -eq 70 ] \
+    || fail "not one alert per held instance of the old p1 job: $(grep -c "ALERT held job ${JOBP}old" "$WORK/ax-trigger.log")"
 
 # Creating the group's topics releases them; an executor of the group runs them.
 nheld=$(held)

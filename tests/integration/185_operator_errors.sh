@@ -17,7 +17,11 @@
 #     for a slot and of a RUNNING one stops it (CANCELLED), of a FINISHED one
 #     exits 1.
 # (f) job delete refuses while instances are unfinished and names them;
-#     --cancel-pending cancels them, then deletes.
+#     --cancel-pending cancels them, then deletes. It never waits for
+#     Kafka inside a PostgreSQL transaction: with a broker that does not
+#     answer, the cancel request is committed and the job's and its
+#     instance's rows stay unlocked while axctl waits; it then fails (exit
+#     1) and the job stays.
 # (g) workers: an executor whose heartbeat stopped is shown lost, with the
 #     time of its last heartbeat.
 source "$(dirname "$0")/lib.sh"
@@ -200,6 +204,29 @@ wait_for 20 "the running instance to be cancelled" finished "slow-$$"
 [ "$(field "slow-$$" outcome)" = CANCELLED ] || fail "instance cancel of a RUNNING instance: outcome $(field "slow-$$" outcome)"
 
 # ---- (f) job delete with unfinished instances ---------------------------------------------------
+DL="${JOBP}dellock"
+axctl job create "$DL" -- true >/dev/null || fail "job create $DL"
+axctl submit --job "$DL" --delay 600000 --trace-id "dl-$$" >/dev/null
+wait_for 20 "the pending instance" check '[ -n "$(field "dl-$$" id)" ]'
+dl=$(field "dl-$$" id)
+axctl --set kafka.bootstrap.servers=127.0.0.1:1 --set kafka.message.timeout.ms=5000 \
+    job delete "$DL" --cancel-pending >"$WORK/dl" 2>&1 &
+DLPID=$!
+wait_for 10 "the cancel request committed before Kafka answers" \
+    check '[ -n "$(sql "SELECT 1 FROM job_instance WHERE id = $dl AND cancel_requested_at IS NOT NULL")" ]'
+kill -0 "$DLPID" 2>/dev/null || { cat "$WORK/dl"; fail "job delete ended before its rows were checked"; }
+sql "BEGIN; SET LOCAL lock_timeout = '1s';
+     SELECT 1 FROM job WHERE name = '$DL' FOR UPDATE; SELECT 1 FROM job_instance WHERE id = $dl FOR UPDATE;
+     COMMIT" >/dev/null || fail "job delete --cancel-pending holds row locks while it waits for Kafka"
+kill -0 "$DLPID" 2>/dev/null || { cat "$WORK/dl"; fail "job delete ended before its rows were checked"; }
+set +e; wait "$DLPID"; rc=$?; set -e
+cat "$WORK/dl"
+[ "$rc" = 1 ] && grep -q "not acknowledged by Kafka" "$WORK/dl" || fail "job delete with Kafka down: exit $rc"
+[ "$(sql "SELECT count(*) FROM job WHERE name = '$DL'")" = 1 ] || fail "job delete deleted a job whose cancellations were not sent"
+expect 0 "deleted job $DL" axctl job delete "$DL" --cancel-pending
+wait_for 20 "the pending instance to be cancelled" state_is "dl-$$" FINISHED
+[ "$(field "dl-$$" outcome)" = CANCELLED ] || fail "the pending instance of $DL: $(field "dl-$$" outcome)"
+
 axctl submit --job "$J" --delay 600000 --trace-id "pend1-$$" >/dev/null
 axctl submit --job "$J" --delay 600000 --trace-id "pend2-$$" >/dev/null
 axctl submit --job "$SLOW" --trace-id "slow2-$$" >/dev/null

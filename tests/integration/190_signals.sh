@@ -4,7 +4,9 @@
 #     what changed, key old → new; a reloadable key (log.level, a trigger
 #     interval, the callback's retry budget) is applied — a changed
 #     log.level takes effect at once (DEBUG lines appear) — a key that needs
-#     a restart is logged as such, and a secret's value is never logged.
+#     a restart is logged as such, and a secret's value is never logged,
+#     nor the path or query of a URL (alert.webhook.url: only
+#     scheme://host:port, in the SIGHUP diff and in config print).
 # (b) A configuration that is refused (trigger.lag.low >= trigger.lag.high,
 #     a bad value) changes nothing and is logged; the service lives.
 # (c) SIGUSR1, SIGUSR2 and SIGPIPE kill nothing (USR1/USR2 are logged).
@@ -39,6 +41,7 @@ executor.slots = 5
 trigger.lease.ms = 20000
 message.max.bytes = 2000000
 alert.webhook.secret = sEcReT-never-logged-42
+alert.webhook.url = http://127.0.0.1:9/hooks/T0K3N-in-path?token=T0K3N-in-query
 CFG
 for s in trigger executor callback; do kill -HUP "${SVC_PID[$s]}"; done
 for s in trigger executor callback; do
@@ -50,7 +53,13 @@ for s in trigger executor callback; do
     grep -q "alert.webhook.secret changed (value not shown)" "$WORK/ax-$s.log" ||
         { logs "$s"; fail "ax-$s did not log the secret's change"; }
     ! grep -q "sEcReT-never-logged-42" "$WORK/ax-$s.log" || fail "ax-$s logged a secret's value"
+    ! grep -q "T0K3N" "$WORK/ax-$s.log" || { grep T0K3N "$WORK/ax-$s.log"; fail "ax-$s logged a URL's path or query"; }
 done
+grep -q "SIGHUP: alert.webhook.url: (unset) → http://127.0.0.1:9$" "$WORK/ax-trigger.log" \
+    || fail "the trigger did not log alert.webhook.url as scheme://host:port"
+AX_CONFIG="$CONF" axctl config print >"$WORK/printed"
+grep -q "^alert.webhook.url = http://127.0.0.1:9$" "$WORK/printed" && ! grep -q T0K3N "$WORK/printed" \
+    || { grep webhook "$WORK/printed"; fail "config print shows the URL's path or query"; }
 grep -q "SIGHUP: trigger.scan.interval.ms: 1000 → 700$" "$WORK/ax-trigger.log" || fail "trigger.scan.interval.ms not applied"
 grep -q "SIGHUP: trigger.lease.ms: 10000 → 20000 needs a restart" "$WORK/ax-trigger.log" || fail "trigger.lease.ms not logged as needing a restart"
 grep -q "SIGHUP: callback.retry.budget: 10000 → 777$" "$WORK/ax-callback.log" || fail "callback.retry.budget not applied"

@@ -1105,6 +1105,41 @@ static void test_diff_reports_changes_and_hides_secrets(void **state) {
     ax_conf_free(&b);
 }
 
+/* URLs are shown as scheme://host:port: tokens in user info, path or query
+ * never appear (SIGHUP diff, --print-config). */
+static void test_urls_shown_without_path(void **state) {
+    (void)state;
+    char buf[300];
+    assert_string_equal(ax_conf_shown("alert.webhook.url", "https://hooks.example:8443/T0K3N?key=abc",
+                                      buf, sizeof buf),
+                        "https://hooks.example:8443");
+    assert_string_equal(ax_conf_shown("alert.webhook.url", "http://user:pw@h/x", buf, sizeof buf),
+                        "http://h");
+    assert_string_equal(ax_conf_shown("alert.webhook.url", "hooks/T0K3N", buf, sizeof buf),
+                        "<not shown>");
+    assert_string_equal(ax_conf_shown("kafka.sasl.password", "pw", buf, sizeof buf), "<redacted>");
+    assert_string_equal(ax_conf_shown("kafka.acks", "all", buf, sizeof buf), "all");
+    assert_string_equal(ax_conf_shown("alert.webhook.url", "", buf, sizeof buf), "");
+    ax_conf_t a, b;
+    ax_conf_init(&a);
+    ax_conf_init(&b);
+    assert_int_equal(ax_conf_set(&a, "alert.webhook.url", "http://h:1/old-T0K3N", "t", NULL, 0), 0);
+    assert_int_equal(ax_conf_set(&b, "alert.webhook.url", "http://h:2/new?t=T0K3N", "t", NULL, 0), 0);
+    diff_log_t d = {0};
+    assert_int_equal(ax_conf_diff(&a, &b, diff_rec, &d), 1);
+    assert_string_equal(d.lines[0], "alert.webhook.url:http://h:1>http://h:2");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    ax_conf_print(&b, f);
+    fclose(f);
+    assert_non_null(strstr(out, "alert.webhook.url = http://h:2\n"));
+    assert_null(strstr(out, "T0K3N"));
+    free(out);
+    ax_conf_free(&a);
+    ax_conf_free(&b);
+}
+
 static void test_swap_key(void **state) {
     (void)state;
     ax_conf_t a, b;
@@ -1158,6 +1193,7 @@ int main(void) {
         cmocka_unit_test(test_help_filters_by_program),
         cmocka_unit_test(test_topic),
         cmocka_unit_test(test_diff_reports_changes_and_hides_secrets),
+        cmocka_unit_test(test_urls_shown_without_path),
         cmocka_unit_test(test_swap_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

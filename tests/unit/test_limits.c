@@ -3,7 +3,7 @@
  * bound the trigger and axctl check a submission's dispatch record against
  * message.max.bytes with: never below the real encoded size, for records
  * with every field at its longest and at its shortest; and
- * ax_conf_group_reserved.
+ * ax_conf_group_reserved; ax_kafka_err_record_refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +17,7 @@
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/conf.h"
+#include "ax/kafka.h"
 
 static void check(int64_t big, size_t plen, size_t argc, size_t arglen, const char *job,
                   const char *idem, const char *trace) {
@@ -66,6 +67,20 @@ static void test_group_reserved(void **state) {
     assert_false(ax_conf_group_reserved(NULL));
 }
 
+/* Only a refusal of the record itself holds it (services/trigger): an
+ * authorization error is not the record's fault. */
+static void test_record_refused(void **state) {
+    (void)state;
+    assert_true(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE));
+    assert_true(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE));
+    assert_true(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_INVALID_RECORD));
+    assert_false(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED));
+    assert_false(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED));
+    assert_false(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED));
+    assert_false(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT));
+    assert_false(ax_kafka_err_record_refused(RD_KAFKA_RESP_ERR_NO_ERROR));
+}
+
 int main(void) {
     char err[256];
     if (ax_codec_init(err, sizeof err) < 0)
@@ -73,6 +88,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bound_holds),
         cmocka_unit_test(test_group_reserved),
+        cmocka_unit_test(test_record_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ax_codec_shutdown();

@@ -117,7 +117,13 @@ int ax_conf_load_env(ax_conf_t *c, char *const *envp, char *errbuf, size_t errle
 /* 1 if the value of `key` must never be printed or logged. */
 int ax_conf_is_secret(const char *key);
 
-/* Print `key = value` lines with secrets redacted. */
+/* The value of `key` as it may be printed or logged: "<redacted>" for a
+ * secret key; for a URL (a value with "://", or any value of a key ending
+ * in "url") only scheme://host[:port], since user info, path and query
+ * often carry tokens; else the value. May format into buf. */
+const char *ax_conf_shown(const char *key, const char *value, char *buf, size_t len);
+
+/* Print `key = value` lines with secrets redacted, URLs as scheme://host:port. */
 void ax_conf_print(const ax_conf_t *c, FILE *out);
 /* Print the reference in Markdown (the source of docs/CONFIGURATION.md). */
 void ax_conf_reference(FILE *out);
@@ -140,8 +146,9 @@ int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size
 /* Call fn once for every key whose value differs between a and b: table
  * keys, and kafka./pg. keys set in b that a lacks or has with another value
  * (a kafka./pg. key only in a is not reported: programs add defaults of
- * their own to those). Values are given as text ("" when unset) and as
- * "<redacted>" for secret keys. Returns the number of calls. */
+ * their own to those). Values are given as text ("" when unset), as shown
+ * by ax_conf_shown ("<redacted>" for secret keys, URLs as
+ * scheme://host:port). Returns the number of calls. */
 typedef void (*ax_conf_diff_fn)(const char *key, const char *old, const char *now, void *arg);
 int ax_conf_diff(const ax_conf_t *a, const ax_conf_t *b, ax_conf_diff_fn fn, void *arg);
 

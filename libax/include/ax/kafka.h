@@ -40,6 +40,11 @@ typedef struct ax_delivery {
  * accepts the others can carry. */
 #define AX_KAFKA_HEADROOM 65536
 int64_t ax_kafka_record_max(const ax_conf_t *conf);
+/* 1 if a delivery error refuses the record itself (its size or format:
+ * MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD), so sending
+ * it again can never work; 0 for any other error (authorization, broker
+ * or network trouble: not the record's fault). */
+int ax_kafka_err_record_refused(rd_kafka_resp_err_t err);
 
 /* When set (by a command-line tool that reports errors itself), librdkafka's
  * log lines and error events of every handle made here are logged at debug

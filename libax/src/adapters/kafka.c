@@ -60,6 +60,12 @@ int64_t ax_kafka_record_max(const ax_conf_t *conf) {
     return conf->message_max_bytes + AX_KAFKA_HEADROOM;
 }
 
+int ax_kafka_err_record_refused(rd_kafka_resp_err_t err) {
+    return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+           err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+           err == RD_KAFKA_RESP_ERR_INVALID_RECORD;
+}
+
 /* A producer's batches stay within what the topics accept (a batch is
  * checked as one record set against the topic's max.message.bytes). */
 static int producer_batch(rd_kafka_conf_t *kc, const ax_conf_t *conf, char *errbuf,

@@ -46,7 +46,9 @@ typedef struct {
 static void log_change(const char *key, const char *old, const char *now, void *arg) {
     reload_tally_t *t = arg;
     const char *o = *old ? old : "(unset)", *n = *now ? now : "(unset)";
-    int secret = strcmp(o, "<redacted>") == 0 || strcmp(n, "<redacted>") == 0;
+    /* the same shown twice: a URL whose path or query changed (not shown) */
+    int secret = strcmp(o, "<redacted>") == 0 || strcmp(n, "<redacted>") == 0 ||
+                 strcmp(o, n) == 0;
     if (reloadable(t->svc, key)) {
         t->applied++;
         if (secret)

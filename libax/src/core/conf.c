@@ -400,24 +400,44 @@ int ax_conf_is_secret(const char *key) {
            strstr(key, "ssl.key") || strstr(key, "passfile");
 }
 
+const char *ax_conf_shown(const char *key, const char *value, char *buf, size_t len) {
+    if (!value || !*value)
+        return "";
+    if (ax_conf_is_secret(key))
+        return "<redacted>";
+    size_t kl = strlen(key);
+    const char *sep = strstr(value, "://");
+    if (!sep && !(kl >= 3 && strcmp(key + kl - 3, "url") == 0))
+        return value;
+    if (!sep || sep == value)
+        return "<not shown>"; /* a URL key whose value is no URL: it may hold anything */
+    /* scheme://host[:port] only: user info, path and query may carry tokens */
+    const char *auth = sep + 3, *end = auth + strcspn(auth, "/?#");
+    for (const char *a = auth; a < end; a++)
+        if (*a == '@')
+            auth = a + 1;
+    snprintf(buf, len, "%.*s://%.*s", (int)(sep - value), value, (int)(end - auth), auth);
+    return buf;
+}
+
 void ax_conf_print(const ax_conf_t *c, FILE *out) {
+    char buf[600];
     for (size_t i = 0; i < ax_conf_table_len; i++) {
         const ax_conf_def_t *d = &ax_conf_table[i];
         const char *p = (const char *)c + d->offset;
         if (d->type == AX_CONF_STR) {
             const char *s = *(char *const *)p;
-            fprintf(out, "%s = %s\n", d->name,
-                    !s || !*s ? "" : ax_conf_is_secret(d->name) ? "<redacted>" : s);
+            fprintf(out, "%s = %s\n", d->name, ax_conf_shown(d->name, s, buf, sizeof buf));
         } else {
             fprintf(out, "%s = %lld\n", d->name, (long long)*(const int64_t *)p);
         }
     }
     for (size_t i = 0; i < c->n_kafka; i++)
         fprintf(out, "kafka.%s = %s\n", c->kafka[i].key,
-                ax_conf_is_secret(c->kafka[i].key) ? "<redacted>" : c->kafka[i].value);
+                ax_conf_shown(c->kafka[i].key, c->kafka[i].value, buf, sizeof buf));
     for (size_t i = 0; i < c->n_pg; i++)
         fprintf(out, "pg.%s = %s\n", c->pg[i].key,
-                ax_conf_is_secret(c->pg[i].key) ? "<redacted>" : c->pg[i].value);
+                ax_conf_shown(c->pg[i].key, c->pg[i].value, buf, sizeof buf));
 }
 
 static void fmt_range(const ax_conf_def_t *d, char *buf, size_t len) {
@@ -444,7 +464,9 @@ void ax_conf_reference(FILE *out) {
           "`AXCONF_KAFKA_SOCKET_TIMEOUT_MS` sets `kafka.socket.timeout.ms`) and `pg.<keyword>` to\n"
           "libpq (e.g. `pg.host`, `pg.port`, `pg.dbname`, `pg.user`, `pg.password`, `pg.sslmode`;\n"
           "`AXCONF_PG_CONNECT_TIMEOUT` sets `pg.connect_timeout`). Values of keys that name a\n"
-          "password, secret or key are never printed or logged.\n\n"
+          "password, secret or key are never printed or logged; URLs (`alert.webhook.url`) are\n"
+          "printed and logged as `scheme://host:port` only (their path or query may hold a "
+          "token).\n\n"
           "| key | type | default | used by | meaning |\n|---|---|---|---|---|\n",
           out);
     for (size_t i = 0; i < ax_conf_table_len; i++) {
@@ -460,7 +482,8 @@ void ax_conf_help(FILE *out, const char *used_by) {
     fputs("Options:\n"
           "  --config FILE       configuration file (default: $AX_CONFIG, else " AX_DEFAULT_CONFIG ")\n"
           "  --set KEY=VALUE     override one configuration key (repeatable)\n"
-          "  --print-config      print the effective configuration (secrets redacted) and exit\n"
+          "  --print-config      print the effective configuration (secrets redacted, URLs as\n"
+          "                      scheme://host:port) and exit\n"
           "  --help, --version\n\n"
           "Configuration keys (file, AXCONF_<KEY> environment, or --set):\n",
           out);
@@ -538,8 +561,9 @@ static void diff_kv(const char *prefix, const ax_kv_t *a, size_t na, const ax_kv
             continue;
         char key[300];
         snprintf(key, sizeof key, "%s%s", prefix, b[i].key);
-        int secret = ax_conf_is_secret(b[i].key);
-        fn(key, !old ? "" : secret ? "<redacted>" : old, secret ? "<redacted>" : b[i].value, arg);
+        char so[600], sn[600];
+        fn(key, !old ? "" : ax_conf_shown(b[i].key, old, so, sizeof so),
+           ax_conf_shown(b[i].key, b[i].value, sn, sizeof sn), arg);
         (*n)++;
     }
 }
@@ -549,17 +573,15 @@ int ax_conf_diff(const ax_conf_t *a, const ax_conf_t *b, ax_conf_diff_fn fn, voi
     for (size_t i = 0; i < ax_conf_table_len; i++) {
         const ax_conf_def_t *d = &ax_conf_table[i];
         const char *pa = (const char *)a + d->offset, *pb = (const char *)b + d->offset;
-        char va[64], vb[64];
+        char va[600], vb[600];
         const char *sa = va, *sb = vb;
         if (d->type == AX_CONF_STR) {
             sa = *(char *const *)pa ? *(char *const *)pa : "";
             sb = *(char *const *)pb ? *(char *const *)pb : "";
             if (strcmp(sa, sb) == 0)
                 continue;
-            if (ax_conf_is_secret(d->name)) {
-                sa = *sa ? "<redacted>" : "";
-                sb = *sb ? "<redacted>" : "";
-            }
+            sa = ax_conf_shown(d->name, sa, va, sizeof va);
+            sb = ax_conf_shown(d->name, sb, vb, sizeof vb);
         } else {
             int64_t ia = *(const int64_t *)pa, ib = *(const int64_t *)pb;
             if (ia == ib)

@@ -1,9 +1,12 @@
 /*
  * log.c — one line per event on stderr, with a UTC timestamp, the level and
  * the program name. Lines are written with a single write(2) so lines from
- * several threads never interleave.
+ * several threads never interleave. The level and name are atomics: SIGHUP
+ * sets log.level on the loop thread while other threads (plugin workers,
+ * the trigger's topic lister and lag monitor) log.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -13,13 +16,13 @@
 
 #include "ax/log.h"
 
-static const char *log_program = "ax";
-static ax_log_level_t log_min = AX_LOG_INFO;
+static _Atomic(const char *) log_program = "ax";
+static atomic_int log_min = AX_LOG_INFO;
 static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
 void ax_log_init(const char *program, ax_log_level_t level) {
-    log_program = program;
-    log_min = level;
+    atomic_store(&log_program, program);
+    atomic_store(&log_min, (int)level);
 }
 
 int ax_log_level_parse(const char *s, ax_log_level_t *ret_level) {
@@ -32,7 +35,7 @@ int ax_log_level_parse(const char *s, ax_log_level_t *ret_level) {
 }
 
 void ax_log(ax_log_level_t level, const char *fmt, ...) {
-    if (level < log_min)
+    if ((int)level < atomic_load(&log_min))
         return;
     char line[4096];
     struct timeval tv;
@@ -41,7 +44,8 @@ void ax_log(ax_log_level_t level, const char *fmt, ...) {
     gmtime_r(&tv.tv_sec, &tm);
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, (long)(tv.tv_usec / 1000), level_names[level], log_program);
+                     tm.tm_sec, (long)(tv.tv_usec / 1000), level_names[level],
+                     atomic_load(&log_program));
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
