@@ -8,6 +8,7 @@
 #ifndef AX_TRIGGER_H
 #define AX_TRIGGER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "ax/codec.h"
@@ -37,7 +38,22 @@ typedef struct trigger {
     int64_t epoch;
     char holder[200];
     char role[300];
-    int64_t lease_until_mono; /* stop dispatching at this CLOCK_MONOTONIC ms */
+    _Atomic int64_t lease_until_mono; /* stop dispatching at this CLOCK_MONOTONIC ms */
+    /* the lease thread (leader.c): renews on its own connection while the
+     * loop comes round; mu guards the fields below it */
+    pthread_t lease_thr;
+    int lease_thr_started;
+    ax_pg_t *lease_pg;
+    pthread_mutex_t lease_mu;
+    pthread_cond_t lease_cv;
+    int lease_stop;
+    int64_t lease_epoch;      /* the epoch the thread renews; 0: none */
+    int64_t lease_renewed_mono;
+    char lease_lost[256];     /* why the thread gave the lease up ("" none) */
+    int64_t clk_pg, clk_m0, clk_m1; /* PostgreSQL's clock read by the last renewal */
+    _Atomic int64_t loop_beat_mono;  /* the loop's lease timer last ran */
+    int64_t last_tick_mono;
+    int64_t acquire_after_mono; /* after stepping down: let a standby take over */
     rd_kafka_t *txp;          /* transactional producer, while leader */
     /* clock: now = mono + clock_base, synchronised with PostgreSQL */
     int64_t clock_base;
@@ -94,6 +110,9 @@ int lead_check_in_tx(trigger_t *t, char *err, size_t errlen);
 int lead_txn_begin(trigger_t *t);
 int lead_txn_commit(trigger_t *t);
 void lead_release(trigger_t *t);
+/* Start / stop the lease thread. */
+int lead_start(trigger_t *t);
+void lead_fini(trigger_t *t);
 /* Notice a new PostgreSQL session (LISTEN again, reload jobs, hold off the
  * lease sweep for trigger.sweep.grace.ms). */
 void lead_note_reconnect(trigger_t *t);
