@@ -950,6 +950,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ax-trigger: configuration error: alert.webhook.url: %s\n", err);
         return 2;
     }
+    if (svc->conf.trigger_starve_ms == 0)
+        svc->conf.trigger_starve_ms = svc->conf.trigger_lease_ms * 2 / 3;
     if (svc->conf.trigger_starve_ms >= svc->conf.trigger_lease_ms) {
         fprintf(stderr, "ax-trigger: configuration error: trigger.starve.ms (%lld) must be below "
                 "trigger.lease.ms (%lld)\n", (long long)svc->conf.trigger_starve_ms,

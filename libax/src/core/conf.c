@@ -51,11 +51,11 @@ const ax_conf_def_t ax_conf_table[] = {
      "Length of the leader lease. The leader renews it every third of this; a standby "
      "takes over once it has expired, and a leader that could not renew stops "
      "dispatching before it expires."},
-    {"trigger.starve.ms", AX_CONF_INT, OFF(trigger_starve_ms), "6000", 100, 600000, "trigger",
+    {"trigger.starve.ms", AX_CONF_INT, OFF(trigger_starve_ms), "0", 0, 600000, "trigger",
      "A leader whose event loop did not come round for this long (a tick this late, or a "
      "statement this slow) steps down and gives the lease back, rather than keep a lease it "
      "does not use; its lease is renewed by a thread of its own meanwhile. Below "
-     "trigger.lease.ms."},
+     "trigger.lease.ms; 0 = two thirds of trigger.lease.ms."},
     {"trigger.clock.jump.ms", AX_CONF_INT, OFF(trigger_clock_jump_ms), "2000", 100, 86400000,
      "trigger",
      "The trigger keeps time as PostgreSQL's clock carried forward by CLOCK_MONOTONIC. When "
