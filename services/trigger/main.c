@@ -823,12 +823,13 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     const char *ra[] = {after, svc->conf.topic_prefix, lim};
     PGresult *r;
     if (ax_pg_exec(svc->pg,
-                   /* a batch at a time, by primary key (job_instance_dispatched) */
-                   "UPDATE job_instance SET dispatched_at = NULL WHERE id = ANY(ARRAY("
-                   " SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
+                   /* a batch at a time (job_instance_dispatched), updated by
+                    * primary key only (UNDISPATCH) */
+                   "WITH u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
+                   " WHERE id = ANY(ARRAY(SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
                    " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
-                   " AND deployment = $2 ORDER BY dispatched_at LIMIT $3))"
-                   " AND state = 'SCHEDULED' RETURNING id",
+                   " AND deployment = $2 ORDER BY dispatched_at LIMIT $3)) RETURNING id, state)"
+                   " SELECT id FROM u WHERE state = 'SCHEDULED'",
                    3, ra, NULL, NULL, &r, err, sizeof err) == 0) {
         if (PQntuples(r) > 0) {
             ax_warn("%d instance(s) dispatched but never claimed: producing them again",

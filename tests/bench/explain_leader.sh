@@ -67,10 +67,13 @@ explain "lane status count (before)" "SELECT priority AS lane, count(*) AS n FRO
     WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND deferred_at IS NOT NULL AND deployment = 'ax.'
     GROUP BY priority"
 explain "lane status count (lag sample write)" "$(sed -n '/^-- lanes$/,/^-- end$/p' "$0" | sed '1d;$d')"
-explain "redispatch (sweep)" "UPDATE job_instance SET dispatched_at = NULL WHERE id = ANY(ARRAY(
-    SELECT id FROM job_instance WHERE state = 'SCHEDULED'
+explain "redispatch (before)" "UPDATE job_instance SET dispatched_at = NULL WHERE state = 'SCHEDULED'
+    AND dispatched_at < now() - 600000 * interval '1 millisecond' AND deployment = 'ax.' RETURNING id"
+explain "redispatch (sweep)" "WITH u AS (UPDATE job_instance
+    SET dispatched_at = CASE WHEN state = 'SCHEDULED' THEN NULL ELSE dispatched_at END
+    WHERE id = ANY(ARRAY(SELECT id FROM job_instance WHERE state = 'SCHEDULED'
     AND dispatched_at < now() - 600000 * interval '1 millisecond' AND deployment = 'ax.'
-    ORDER BY dispatched_at LIMIT 1000)) AND state = 'SCHEDULED' RETURNING id"
+    ORDER BY dispatched_at LIMIT 1000)) RETURNING id, state) SELECT id FROM u WHERE state = 'SCHEDULED'"
 explain "lease sweep" "SELECT i.id, i.attempt, i.trace_id, coalesce(i.worker, ''),
     (extract(epoch FROM coalesce(i.running_at, i.locked_at)) * 1000)::bigint
     FROM job_instance i LEFT JOIN worker w ON w.id = i.worker
