@@ -47,6 +47,8 @@ int lead_active(trigger_t *t) {
         snprintf(why, sizeof why, "%s",
                  *t->lease_lost ? t->lease_lost : "lease ran out before it could be renewed");
         pthread_mutex_unlock(&t->lease_mu);
+        if (strncmp(why, "starved", 7) == 0) /* the thread stepped down: a standby goes first */
+            t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms;
         lead_lost(t, why);
         return 0;
     }
@@ -135,9 +137,10 @@ static void lease_renew(trigger_t *t, int64_t e) {
     if (idle > svc->conf.trigger_starve_ms) {
         /* The loop has not come round: it cannot use the lease, so it must
          * not keep it. Nothing more of it may be committed from now on. */
-        t->lease_until_mono = 0;
         pthread_mutex_lock(&t->lease_mu);
-        if (t->lease_epoch == e) {
+        int ours = t->lease_epoch == e;
+        if (ours) {
+            t->lease_until_mono = 0;
             t->lease_epoch = 0;
             snprintf(t->lease_lost, sizeof t->lease_lost,
                      "starved: the event loop did not come round for %lld ms "
@@ -145,6 +148,8 @@ static void lease_renew(trigger_t *t, int64_t e) {
                      (long long)idle, (long long)svc->conf.trigger_starve_ms);
         }
         pthread_mutex_unlock(&t->lease_mu);
+        if (!ours)
+            return;
         ax_warn("leader (epoch %lld) starved: the event loop did not come round for %lld ms "
                 "(trigger.starve.ms %lld); giving the lease back", (long long)e, (long long)idle,
                 (long long)svc->conf.trigger_starve_ms);

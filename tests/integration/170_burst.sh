@@ -1,7 +1,7 @@
 #!/bin/bash
 # A burst of submissions does not cost the leader its lease (issue #11,
 # defect 2). Two triggers (t1 leads, t2 stands by), an executor and the
-# callback; the P2 lane's high mark is low (2,000), so most of the burst
+# callback; the P2 lane's high mark is low (1,000), so most of the burst
 # waits in PostgreSQL as undispatched SCHEDULED rows while the lane defers —
 # the state in which the leader's deferral mark ran for minutes (a nested
 # loop over job_instance_due, which the planner's statistics, taken before
@@ -25,7 +25,7 @@ sql "INSERT INTO job (name, handler_kind, command, timeout_ms, retry_max)
 holder() { sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
 leader_is() { [ "$(holder | cut -d' ' -f1)" = "$1" ]; }
 
-LAG=(--set trigger.lag.high=2000 --set trigger.lag.low=500 --set log.level=info)
+LAG=(--set trigger.lag.high=1000 --set trigger.lag.low=300 --set log.level=info)
 start_svc trigger@1 "${LAG[@]}" --set worker.id=t1
 wait_for 20 "t1 leads" leader_is t1
 e0=$(holder | cut -d' ' -f2)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# burst.sh — the burst benchmark (BENCHMARKS.md, "The burst"): RUNS times,
+# fresh services on a topic prefix of their own (two triggers, one executor,
+# the callback; default settings), a burst of N submissions of a no-op
+# plugin job produced as fast as Kafka takes them (bench_burst), until every
+# instance is FINISHED. Prints per run: time to produce, time to drain,
+# first-finish latency, leader changes, peak RSS (VmHWM) of each service.
+#
+#   AX_BIN=build/rel AX_SRC=. AX_CONFIG=/path/ax.conf tests/bench/burst.sh N [RUNS]
+#
+# Not a ctest test. Uses the integration tests' lib.sh for starting and
+# stopping services and cleaning up.
+N=${1:?usage: burst.sh N [RUNS]}
+RUNS=${2:-3}
+. "$(dirname "$0")/../integration/lib.sh"
+create_topics 4
+PLUGDIR=$(cd "$AX_BIN/plugins" && pwd)
+J="${JOBP}noop"
+sql "INSERT INTO job (name, handler_kind, command, timeout_ms, retry_max)
+     VALUES ('$J', 'plugin', ARRAY['$PLUGDIR/ax-noop.so'], 600000, 0)" >/dev/null
+ROLE=$(topic trigger)
+led() { [ -n "$(sql "SELECT 1 FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()")" ]; }
+hwm() { awk '/VmHWM/ { printf "%d", $2 / 1024 }' "/proc/${SVC_PID[$1]}/status" 2>/dev/null; }
+for run in $(seq 1 "$RUNS"); do
+    start_svc trigger@1 --set log.level=warn --set worker.id=b1
+    wait_for 30 "a leader" led
+    start_svc trigger@2 --set log.level=warn --set worker.id=b2
+    start_svc executor --set log.level=warn
+    start_svc callback --set log.level=warn
+    sleep 3
+    out=$("$AX_BIN/tests/bench_burst" --set log.level=warn "$J" "$N" | tr '\n' ' ')
+    lost=$(cat "$WORK"/ax-trigger@*.log | grep -c "leadership lost" || true)
+    echo "run=$run N=$N $out lost_logged=$lost rss_mb trigger1=$(hwm trigger@1) trigger2=$(hwm trigger@2) executor=$(hwm executor) callback=$(hwm callback)"
+    for s in trigger@1 trigger@2 executor callback; do stop_svc "$s" TERM >/dev/null; done
+    sql "DELETE FROM job_instance WHERE job_name = '$J'" >/dev/null
+done
