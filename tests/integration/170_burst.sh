@@ -33,8 +33,16 @@ start_svc trigger@2 "${LAG[@]}" --set worker.id=t2
 start_svc executor
 start_svc callback
 sleep 2
-# The planner's statistics as they were before the burst (autovacuum may
-# analyze again during it; the leader must hold either way).
+# History, and the planner's statistics as they are before a burst: taken
+# over finished instances (autovacuum may analyze again during the burst;
+# the leader must hold either way).
+H="${JOBP}history"
+sql "INSERT INTO job (name, handler_kind, command, timeout_ms) VALUES ('$H', 'plugin', ARRAY['$PLUGDIR/ax-noop.so'], 60000)" >/dev/null
+sql "INSERT INTO job_instance (job_id, job_name, handler_kind, command, timeout_ms, due_at, trace_id,
+       idempotency_key, state, outcome, finished_at, dispatched_at, result_published_at)
+     SELECT j.id, j.name, 'plugin', j.command, 60000, now() - interval '1 hour', md5(g::text),
+       'h' || g, 'FINISHED', 'SUCCESS', now(), now(), now()
+     FROM job j, generate_series(1, 10000) g WHERE j.name = '$H'" >/dev/null
 sql "ANALYZE job_instance" >/dev/null
 
 log "burst of $N submissions"
