@@ -47,8 +47,6 @@ int lead_active(trigger_t *t) {
         snprintf(why, sizeof why, "%s",
                  *t->lease_lost ? t->lease_lost : "lease ran out before it could be renewed");
         pthread_mutex_unlock(&t->lease_mu);
-        if (strncmp(why, "starved", 7) == 0) /* the thread stepped down: a standby goes first */
-            t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms;
         lead_lost(t, why);
         return 0;
     }
@@ -66,7 +64,12 @@ void lead_lost(trigger_t *t, const char *why) {
     if (!t->leader)
         return;
     ax_warn("leadership lost (epoch %lld): %s; dispatching stopped", (long long)t->epoch, why);
-    lease_forget(t);
+    pthread_mutex_lock(&t->lease_mu);
+    t->lease_epoch = 0; /* the thread renews nothing from now on */
+    /* the thread stepped down for a starved loop: a standby goes first */
+    if (strncmp(t->lease_lost, "starved", 7) == 0 || strncmp(why, "starved", 7) == 0)
+        t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms;
+    pthread_mutex_unlock(&t->lease_mu);
     t->lease_until_mono = 0;
     t->leader = 0;
     if (t->txp) {
@@ -128,34 +131,36 @@ static void release_on(trigger_t *t, ax_pg_t *pg, int64_t epoch_v) {
         ax_warn("lease release: %s (it runs out by itself)", err);
 }
 
+/* The loop did not come round for `idle` ms (the thread, without the
+ * mutex). */
+static void lease_starved(trigger_t *t, int64_t e, int64_t idle) {
+    ax_svc_t *svc = &t->svc;
+    /* The loop has not come round: it cannot use the lease, so it must not
+     * keep it. Nothing more of it may be committed from now on. */
+    pthread_mutex_lock(&t->lease_mu);
+    int ours = t->lease_epoch == e;
+    if (ours) {
+        t->lease_until_mono = 0;
+        t->lease_epoch = 0;
+        snprintf(t->lease_lost, sizeof t->lease_lost,
+                 "starved: the event loop did not come round for %lld ms "
+                 "(trigger.starve.ms %lld); stepped down",
+                 (long long)idle, (long long)svc->conf.trigger_starve_ms);
+    }
+    pthread_mutex_unlock(&t->lease_mu);
+    if (!ours)
+        return;
+    ax_warn("leader (epoch %lld) starved: the event loop did not come round for %lld ms "
+            "(trigger.starve.ms %lld); giving the lease back", (long long)e, (long long)idle,
+            (long long)svc->conf.trigger_starve_ms);
+    release_on(t, t->lease_pg, e);
+}
+
 /* One renewal of epoch e (the thread, without the mutex). */
 static void lease_renew(trigger_t *t, int64_t e) {
     ax_svc_t *svc = &t->svc;
     char err[512], lease[32], epoch[32];
     int64_t m0 = ax_mono_ms();
-    int64_t idle = m0 - t->loop_beat_mono;
-    if (idle > svc->conf.trigger_starve_ms) {
-        /* The loop has not come round: it cannot use the lease, so it must
-         * not keep it. Nothing more of it may be committed from now on. */
-        pthread_mutex_lock(&t->lease_mu);
-        int ours = t->lease_epoch == e;
-        if (ours) {
-            t->lease_until_mono = 0;
-            t->lease_epoch = 0;
-            snprintf(t->lease_lost, sizeof t->lease_lost,
-                     "starved: the event loop did not come round for %lld ms "
-                     "(trigger.starve.ms %lld); stepped down",
-                     (long long)idle, (long long)svc->conf.trigger_starve_ms);
-        }
-        pthread_mutex_unlock(&t->lease_mu);
-        if (!ours)
-            return;
-        ax_warn("leader (epoch %lld) starved: the event loop did not come round for %lld ms "
-                "(trigger.starve.ms %lld); giving the lease back", (long long)e, (long long)idle,
-                (long long)svc->conf.trigger_starve_ms);
-        release_on(t, t->lease_pg, e);
-        return;
-    }
     snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
     snprintf(epoch, sizeof epoch, "%lld", (long long)e);
     const char *p[] = {t->role, t->holder, epoch, lease};
@@ -200,23 +205,39 @@ static void *lease_main(void *arg) {
     pthread_mutex_lock(&t->lease_mu);
     while (!t->lease_stop) {
         int64_t now = ax_mono_ms(), due = t->lease_renewed_mono + period;
-        if (!t->lease_epoch || now < due) {
-            int64_t until = t->lease_epoch ? due : now + 1000;
-            struct timespec ts = {until / 1000, (until % 1000) * 1000000L};
-            pthread_cond_timedwait(&t->lease_cv, &t->lease_mu, &ts);
+        int64_t e = t->lease_epoch, idle = now - t->loop_beat_mono;
+        if (e && (idle > t->svc.conf.trigger_starve_ms || now >= due)) {
+            pthread_mutex_unlock(&t->lease_mu);
+            if (idle > t->svc.conf.trigger_starve_ms)
+                lease_starved(t, e, idle);
+            else
+                lease_renew(t, e);
+            pthread_mutex_lock(&t->lease_mu);
             continue;
         }
-        int64_t e = t->lease_epoch;
-        pthread_mutex_unlock(&t->lease_mu);
-        lease_renew(t, e);
-        pthread_mutex_lock(&t->lease_mu);
+        /* look at the loop's heartbeat every 100 ms */
+        int64_t until = e ? (due < now + 100 ? due : now + 100) : now + 1000;
+        struct timespec ts = {until / 1000, (until % 1000) * 1000000L};
+        pthread_cond_timedwait(&t->lease_cv, &t->lease_mu, &ts);
     }
     pthread_mutex_unlock(&t->lease_mu);
     return NULL;
 }
 
+/* The loop's heartbeat for the lease thread: every 100 ms, no I/O. */
+static void on_beat(evutil_socket_t fd, short what, void *arg) {
+    trigger_t *t = arg;
+    t->loop_beat_mono = ax_mono_ms();
+}
+
 int lead_start(trigger_t *t) {
     char err[512];
+    t->ev_beat = event_new(t->svc.base, -1, EV_PERSIST, on_beat, t);
+    struct timeval tv = {0, 100 * 1000};
+    if (!t->ev_beat || event_add(t->ev_beat, &tv) < 0) {
+        ax_error("cannot arm the loop's heartbeat");
+        return -1;
+    }
     t->lease_pg = ax_pg_new(&t->svc.conf, "ax-trigger-lease", err, sizeof err);
     if (!t->lease_pg) {
         ax_error("lease connection: %s", err);
@@ -241,6 +262,9 @@ void lead_fini(trigger_t *t) {
     }
     ax_pg_destroy(t->lease_pg);
     t->lease_pg = NULL;
+    if (t->ev_beat)
+        event_free(t->ev_beat);
+    t->ev_beat = NULL;
 }
 
 static int become_leader(trigger_t *t, int64_t epoch) {

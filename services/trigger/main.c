@@ -959,6 +959,12 @@ int main(int argc, char **argv) {
                 (long long)svc->conf.trigger_lease_ms);
         return 2;
     }
+    if (svc->conf.pg_statement_timeout_ms == 0 ||
+        svc->conf.pg_statement_timeout_ms >= svc->conf.trigger_starve_ms)
+        ax_warn("db.statement.timeout.ms (%lld) is not below trigger.starve.ms (%lld): one slow "
+                "statement makes this trigger step down as leader",
+                (long long)svc->conf.pg_statement_timeout_ms,
+                (long long)svc->conf.trigger_starve_ms);
     ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
     lead_init(t);
     if (lead_start(t) < 0)

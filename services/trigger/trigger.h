@@ -51,7 +51,8 @@ typedef struct trigger {
     int64_t lease_renewed_mono;
     char lease_lost[256];     /* why the thread gave the lease up ("" none) */
     int64_t clk_pg, clk_m0, clk_m1; /* PostgreSQL's clock read by the last renewal */
-    _Atomic int64_t loop_beat_mono;  /* the loop's lease timer last ran */
+    _Atomic int64_t loop_beat_mono;  /* the loop's heartbeat (every 100 ms) last ran */
+    struct event *ev_beat;
     int64_t last_tick_mono;
     int64_t acquire_after_mono; /* after stepping down: let a standby take over */
     rd_kafka_t *txp;          /* transactional producer, while leader */

@@ -11,12 +11,15 @@
 #    starved and gives the lease back, and t2 takes over — while the lock is
 #    still held, i.e. without waiting for the lease to run out. Once the
 #    lock goes, t1 logs that it lost leadership and stays a standby.
+# t2 runs with db.statement.timeout.ms=500 throughout, so the lock never
+# starves it when it leads.
 . "$(dirname "$0")/lib.sh"
 create_topics 2
 ROLE=$(topic trigger)
 holder() { sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
 leader_is() { [ "$(holder | cut -d' ' -f1)" = "$1" ]; }
 COMMON=(--set trigger.lease.ms=3000)
+T2=(--set worker.id=t2 --set db.statement.timeout.ms=500) # t2 always outlasts the lock
 lock_for() { # lock_for SECONDS: hold lane_status locked in the background
     psql -X -q -v ON_ERROR_STOP=1 -c "BEGIN; LOCK TABLE lane_status IN ACCESS EXCLUSIVE MODE;
          SELECT pg_sleep($1); COMMIT;" >/dev/null 2>&1 &
@@ -25,7 +28,7 @@ lock_for() { # lock_for SECONDS: hold lane_status locked in the background
 
 start_svc trigger@1 "${COMMON[@]}" --set worker.id=t1 --set db.statement.timeout.ms=1000
 wait_for 20 "t1 leads" leader_is t1
-start_svc trigger@2 "${COMMON[@]}" --set worker.id=t2
+start_svc trigger@2 "${COMMON[@]}" "${T2[@]}"
 e1=$(holder | cut -d' ' -f2)
 sleep 1
 
@@ -44,7 +47,7 @@ wait_for 20 "t2 leads" leader_is t2
 stop_svc trigger@2 TERM
 start_svc trigger@1 "${COMMON[@]}" --set worker.id=t1 --set db.statement.timeout.ms=0
 wait_for 20 "t1 leads again" leader_is t1
-start_svc trigger@2 "${COMMON[@]}" --set worker.id=t2
+start_svc trigger@2 "${COMMON[@]}" "${T2[@]}"
 e2=$(holder | cut -d' ' -f2)
 sleep 1
 lock_for 10
