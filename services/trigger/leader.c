@@ -358,14 +358,16 @@ void lead_tick(trigger_t *t) {
     char err[512];
     if (svc->stopping)
         return;
-    int64_t now = ax_mono_ms(), late = t->last_tick_mono ? now - t->last_tick_mono : 0;
+    /* how much later than its period (main.c: lease/3, at most 1 s) */
+    int64_t period = svc->conf.trigger_lease_ms / 3 < 1000 ? svc->conf.trigger_lease_ms / 3 : 1000;
+    int64_t now = ax_mono_ms(), late = t->last_tick_mono ? now - t->last_tick_mono - period : 0;
     t->last_tick_mono = now;
     t->loop_beat_mono = now;
     if (t->leader && late > svc->conf.trigger_starve_ms) {
         char why[200];
         snprintf(why, sizeof why,
-                 "starved: the event loop did not come round for %lld ms (trigger.starve.ms "
-                 "%lld); stepping down", (long long)late, (long long)svc->conf.trigger_starve_ms);
+                 "starved: the lease timer ran %lld ms late (trigger.starve.ms %lld); "
+                 "stepping down", (long long)late, (long long)svc->conf.trigger_starve_ms);
         step_down(t, why);
     }
     if (t->leader) {

@@ -4,7 +4,7 @@
 # once a second, a statement of its own outside the fenced transactions)
 # waits.
 #
-# 1. db.statement.timeout.ms=1000: the statement is cancelled after a second,
+# 1. db.statement.timeout.ms=500: the statement is cancelled after 500 ms,
 #    logged and retried; the loop goes on, t1 keeps leading (same epoch).
 # 2. t1 restarted with no statement timeout (0): its loop stays blocked past
 #    trigger.starve.ms (2 s of a 3 s lease); its lease thread logs that it
@@ -26,13 +26,13 @@ lock_for() { # lock_for SECONDS: hold lane_status locked in the background
     LOCKER=$!
 }
 
-start_svc trigger@1 "${COMMON[@]}" --set worker.id=t1 --set db.statement.timeout.ms=1000
+start_svc trigger@1 "${COMMON[@]}" --set worker.id=t1 --set db.statement.timeout.ms=500
 wait_for 20 "t1 leads" leader_is t1
 start_svc trigger@2 "${COMMON[@]}" "${T2[@]}"
 e1=$(holder | cut -d' ' -f2)
 sleep 1
 
-log "1. lock for 5 s, t1 cancels its statements after 1 s"
+log "1. lock for 5 s, t1 cancels its statements after 500 ms"
 lock_for 5
 wait_for 10 "t1 logs a cancelled statement" grep -q "canceling statement due to statement timeout" "$WORK/ax-trigger@1.log"
 wait "$LOCKER"
