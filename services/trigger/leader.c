@@ -26,7 +26,6 @@
  * the local wall clock, which is logged) rebuilds the schedule from the
  * ledger.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
