@@ -4,7 +4,8 @@
 # the callback; default settings), a burst of N submissions of a no-op
 # plugin job produced as fast as Kafka takes them (bench_burst), until every
 # instance is FINISHED. Prints per run: time to produce, time to drain,
-# first-finish latency, leader changes, peak RSS (VmHWM) of each service.
+# first-finish latency, leader changes, statements cancelled by
+# db.statement.timeout.ms, peak RSS (VmHWM) of each service.
 #
 #   AX_BIN=build/rel AX_SRC=. AX_CONFIG=/path/ax.conf tests/bench/burst.sh N [RUNS]
 #
@@ -30,7 +31,8 @@ for run in $(seq 1 "$RUNS"); do
     sleep 3
     out=$("$AX_BIN/tests/bench_burst" --set log.level=warn "$J" "$N" | tr '\n' ' ')
     lost=$(cat "$WORK"/ax-trigger@*.log | grep -c "leadership lost" || true)
-    echo "run=$run N=$N $out lost_logged=$lost rss_mb trigger1=$(hwm trigger@1) trigger2=$(hwm trigger@2) executor=$(hwm executor) callback=$(hwm callback)"
+    cancelled=$(cat "$WORK"/*.log | grep -c "canceling statement due to statement timeout" || true)
+    echo "run=$run N=$N $out lost_logged=$lost statements_cancelled=$cancelled rss_mb trigger1=$(hwm trigger@1) trigger2=$(hwm trigger@2) executor=$(hwm executor) callback=$(hwm callback)"
     for s in trigger@1 trigger@2 executor callback; do stop_svc "$s" TERM >/dev/null; done
     sql "DELETE FROM job_instance WHERE job_name = '$J'" >/dev/null
 done
