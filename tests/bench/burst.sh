@@ -9,6 +9,9 @@
 #
 #   AX_BIN=build/rel AX_SRC=. AX_CONFIG=/path/ax.conf tests/bench/burst.sh N [RUNS]
 #
+# TRIGGER_SET="--set k=v ..." adds settings of both triggers (e.g. a low
+# trigger.lag.high, so the lanes defer and the burst waits in PostgreSQL).
+#
 # Not a ctest test. Uses the integration tests' lib.sh for starting and
 # stopping services and cleaning up.
 N=${1:?usage: burst.sh N [RUNS]}
@@ -23,9 +26,11 @@ ROLE=$(topic trigger)
 led() { [ -n "$(sql "SELECT 1 FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()")" ]; }
 hwm() { awk '/VmHWM/ { printf "%d", $2 / 1024 }' "/proc/${SVC_PID[$1]}/status" 2>/dev/null; }
 for run in $(seq 1 "$RUNS"); do
-    start_svc trigger@1 --set log.level=warn --set worker.id=b1
+    # shellcheck disable=SC2086
+    start_svc trigger@1 --set log.level=warn --set worker.id=b1 ${TRIGGER_SET:-}
     wait_for 30 "a leader" led
-    start_svc trigger@2 --set log.level=warn --set worker.id=b2
+    # shellcheck disable=SC2086
+    start_svc trigger@2 --set log.level=warn --set worker.id=b2 ${TRIGGER_SET:-}
     start_svc executor --set log.level=warn
     start_svc callback --set log.level=warn
     sleep 3
