@@ -159,12 +159,16 @@ static void lease_starved(trigger_t *t, int64_t e, int64_t idle) {
 static void lease_renew(trigger_t *t, int64_t e) {
     ax_svc_t *svc = &t->svc;
     char err[512], lease[32], epoch[32];
+    /* (re)connect first: m0..m1 must time the statement alone, it dates
+     * PostgreSQL's clock for clock_sync */
+    int rc = ax_pg_ensure(t->lease_pg, err, sizeof err);
     int64_t m0 = ax_mono_ms();
     snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
     snprintf(epoch, sizeof epoch, "%lld", (long long)e);
     const char *p[] = {t->role, t->holder, epoch, lease};
-    PGresult *r;
-    int rc = ax_pg_exec(t->lease_pg,
+    PGresult *r = NULL;
+    if (rc == 0)
+        rc = ax_pg_exec(t->lease_pg,
                         "UPDATE ax_leader SET expires_at = now() + $4::bigint * interval '1 ms'"
                         " WHERE role = $1 AND holder = $2 AND epoch = $3::bigint"
                         " AND expires_at > now()"
