@@ -10,9 +10,9 @@
  * at the latest, when its lease would have run out as measured on
  * CLOCK_MONOTONIC from before the renewal was sent (lease_until_mono, read
  * by the loop before every Kafka commit and dispatch transaction). The
- * thread renews only while the loop comes round: a loop that has not run
- * its lease timer for trigger.starve.ms (a statement or a batch that held
- * it) is starved, and the leader steps down — the thread gives the lease
+ * thread renews only while the loop comes round: a loop whose 100 ms
+ * heartbeat (on_beat) has not run for trigger.starve.ms (a statement or a
+ * batch held it) is starved, and the leader steps down — the thread gives the lease
  * back (a standby takes over within a second) and the loop, once it runs,
  * drops leadership and waits a lease before it competes again. Every dispatch
  * transaction re-reads the row FOR SHARE with the leader's epoch (a standby's
