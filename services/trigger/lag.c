@@ -258,6 +258,7 @@ void lag_stop(trigger_t *t) {
 }
 
 /* lane_status and the deferred counts; the backlog-age alert. */
+#define DEFERRED_COUNT_MAX 10000
 static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
     ax_svc_t *svc = &t->svc;
     char err[512];
@@ -276,12 +277,21 @@ static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
     ax_pgarr_end(&lags);
     ax_pgarr_end(&overs);
     ax_pgarr_end(&changed);
-    const char *p[] = {svc->conf.topic_prefix, lanes.s, lags.s, overs.s, changed.s};
+    char cap[32];
+    snprintf(cap, sizeof cap, "%lld",
+             (long long)(svc->conf.trigger_backlog_alert_depth < DEFERRED_COUNT_MAX
+                             ? DEFERRED_COUNT_MAX
+                             : svc->conf.trigger_backlog_alert_depth + 1));
+    const char *p[] = {svc->conf.topic_prefix, lanes.s, lags.s, overs.s, changed.s, cap};
     PGresult *r = NULL;
     if (ax_pg_exec(svc->pg,
-                   "WITH d AS (SELECT priority AS lane, count(*) AS n FROM job_instance"
-                   "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
-                   "  AND deferred_at IS NOT NULL AND deployment = $1 GROUP BY priority),"
+                   /* per lane through job_instance_deferred, counted up to
+                    * $6 (a count of 1M deferred rows every second would
+                    * hold the loop: BENCHMARKS.md, the burst) */
+                   "WITH d AS (SELECT l.lane, (SELECT count(*) FROM (SELECT 1 FROM job_instance"
+                   "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND priority = l.lane"
+                   "  AND deferred_at IS NOT NULL AND deployment = $1 LIMIT $6) c) AS n"
+                   "  FROM generate_series(0, 4) AS l(lane)),"
                    " v AS (SELECT * FROM unnest($2::int[], $3::bigint[], $4::int[], $5::bigint[])"
                    "  AS v(lane, lag, over, changed))"
                    " INSERT INTO lane_status AS s (deployment, lane, lag, over, deferred,"
@@ -294,7 +304,7 @@ static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
                    "  changed_at = coalesce(excluded.changed_at, s.changed_at),"
                    "  updated_at = excluded.updated_at"
                    " RETURNING lane, deferred",
-                   5, p, NULL, NULL, &r, err, sizeof err) < 0) {
+                   6, p, NULL, NULL, &r, err, sizeof err) < 0) {
         ax_warn("lane status: %s", err);
     } else {
         for (int i = 0; i < PQntuples(r); i++) {

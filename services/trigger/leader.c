@@ -4,9 +4,17 @@
  * The lease is a row of ax_leader (role = <topic.prefix>trigger) holding the
  * holder, an epoch and an expiry in PostgreSQL's clock. A standby takes the
  * row only once it has expired, and taking it increments the epoch. The
- * leader renews every lease/3; it stops dispatching at once when a renewal
- * fails and, at the latest, when its lease would have run out as measured
- * on CLOCK_MONOTONIC from before the renewal was sent. Every dispatch
+ * leader renews every lease/3 from a thread of its own with its own
+ * PostgreSQL connection (lease_main), so no work of the event loop can let
+ * the lease lapse; it stops dispatching at once when a renewal fails and,
+ * at the latest, when its lease would have run out as measured on
+ * CLOCK_MONOTONIC from before the renewal was sent (lease_until_mono, read
+ * by the loop before every Kafka commit and dispatch transaction). The
+ * thread renews only while the loop comes round: a loop whose 100 ms
+ * heartbeat (on_beat) has not run for trigger.starve.ms (a statement or a
+ * batch held it) is starved, and the leader steps down — the thread gives the lease
+ * back (a standby takes over within a second) and the loop, once it runs,
+ * drops leadership and waits a lease before it competes again. Every dispatch
  * transaction re-reads the row FOR SHARE with the leader's epoch (a standby's
  * takeover waits for it), and Kafka output goes through one transactional.id
  * shared by all triggers, so the new leader's init_transactions fences a
@@ -21,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ax/common.h"
 #include "ax/log.h"
@@ -32,16 +41,35 @@ int lead_active(trigger_t *t) {
     if (!t->leader)
         return 0;
     if (ax_mono_ms() >= t->lease_until_mono) {
-        lead_lost(t, "lease ran out before it could be renewed");
+        char why[256];
+        pthread_mutex_lock(&t->lease_mu);
+        snprintf(why, sizeof why, "%s",
+                 *t->lease_lost ? t->lease_lost : "lease ran out before it could be renewed");
+        pthread_mutex_unlock(&t->lease_mu);
+        lead_lost(t, why);
         return 0;
     }
     return 1;
+}
+
+/* The lease thread renews nothing from now on. */
+static void lease_forget(trigger_t *t) {
+    pthread_mutex_lock(&t->lease_mu);
+    t->lease_epoch = 0;
+    pthread_mutex_unlock(&t->lease_mu);
 }
 
 void lead_lost(trigger_t *t, const char *why) {
     if (!t->leader)
         return;
     ax_warn("leadership lost (epoch %lld): %s; dispatching stopped", (long long)t->epoch, why);
+    pthread_mutex_lock(&t->lease_mu);
+    t->lease_epoch = 0; /* the thread renews nothing from now on */
+    /* the thread stepped down for a starved loop: a standby goes first */
+    if (strncmp(t->lease_lost, "starved", 7) == 0 || strncmp(why, "starved", 7) == 0)
+        t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms;
+    pthread_mutex_unlock(&t->lease_mu);
+    t->lease_until_mono = 0;
     t->leader = 0;
     if (t->txp) {
         rd_kafka_destroy(t->txp);
@@ -78,6 +106,168 @@ void lead_init(trigger_t *t) {
     char buf[256];
     snprintf(t->role, sizeof t->role, "%s", ax_conf_topic(&t->svc.conf, "trigger", buf, sizeof buf));
     t->wall_minus_mono = ax_now_ms() - ax_mono_ms();
+    pthread_mutex_init(&t->lease_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->lease_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    t->loop_beat_mono = ax_mono_ms();
+}
+
+/* ---- the lease thread ------------------------------------------------------ */
+
+static void release_on(trigger_t *t, ax_pg_t *pg, int64_t epoch_v) {
+    char err[256], epoch[32];
+    snprintf(epoch, sizeof epoch, "%lld", (long long)epoch_v);
+    const char *p[] = {t->role, t->holder, epoch};
+    if (ax_pg_exec(pg,
+                   "UPDATE ax_leader SET expires_at = now() WHERE role = $1 AND holder = $2"
+                   " AND epoch = $3::bigint",
+                   3, p, NULL, NULL, NULL, err, sizeof err) == 0)
+        ax_info("lease released");
+    else
+        ax_warn("lease release: %s (it runs out by itself)", err);
+}
+
+/* The loop did not come round for `idle` ms (the thread, without the
+ * mutex). */
+static void lease_starved(trigger_t *t, int64_t e, int64_t idle) {
+    ax_svc_t *svc = &t->svc;
+    /* The loop has not come round: it cannot use the lease, so it must not
+     * keep it. Nothing more of it may be committed from now on. */
+    pthread_mutex_lock(&t->lease_mu);
+    int ours = t->lease_epoch == e;
+    if (ours) {
+        t->lease_until_mono = 0;
+        t->lease_epoch = 0;
+        snprintf(t->lease_lost, sizeof t->lease_lost,
+                 "starved: the event loop did not come round for %lld ms "
+                 "(trigger.starve.ms %lld); stepped down",
+                 (long long)idle, (long long)svc->conf.trigger_starve_ms);
+    }
+    pthread_mutex_unlock(&t->lease_mu);
+    if (!ours)
+        return;
+    ax_warn("leader (epoch %lld) starved: the event loop did not come round for %lld ms "
+            "(trigger.starve.ms %lld); giving the lease back", (long long)e, (long long)idle,
+            (long long)svc->conf.trigger_starve_ms);
+    release_on(t, t->lease_pg, e);
+}
+
+/* One renewal of epoch e (the thread, without the mutex). */
+static void lease_renew(trigger_t *t, int64_t e) {
+    ax_svc_t *svc = &t->svc;
+    char err[512], lease[32], epoch[32];
+    /* (re)connect first: m0..m1 must time the statement alone, it dates
+     * PostgreSQL's clock for clock_sync */
+    int rc = ax_pg_ensure(t->lease_pg, err, sizeof err);
+    int64_t m0 = ax_mono_ms();
+    snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
+    snprintf(epoch, sizeof epoch, "%lld", (long long)e);
+    const char *p[] = {t->role, t->holder, epoch, lease};
+    PGresult *r = NULL;
+    if (rc == 0)
+        rc = ax_pg_exec(t->lease_pg,
+                        "UPDATE ax_leader SET expires_at = now() + $4::bigint * interval '1 ms'"
+                        " WHERE role = $1 AND holder = $2 AND epoch = $3::bigint"
+                        " AND expires_at > now()"
+                        " RETURNING (extract(epoch FROM now()) * 1000)::bigint",
+                        4, p, NULL, NULL, &r, err, sizeof err);
+    int64_t m1 = ax_mono_ms();
+    pthread_mutex_lock(&t->lease_mu);
+    if (rc < 0) {
+        ax_warn("lease renewal: %s", err);
+        /* again soon; lease_until_mono stays, the loop stops at it */
+        t->lease_renewed_mono = m1 - svc->conf.trigger_lease_ms / 3 + 500;
+    } else if (PQntuples(r) == 0) {
+        PQclear(r);
+        if (t->lease_epoch == e) {
+            t->lease_until_mono = 0;
+            t->lease_epoch = 0;
+            snprintf(t->lease_lost, sizeof t->lease_lost, "the lease expired or was taken over");
+        }
+    } else {
+        if (t->lease_epoch == e) {
+            /* 5% margin for the two clocks' rates; counted from before the
+             * statement was sent. */
+            t->lease_until_mono = m0 + svc->conf.trigger_lease_ms * 95 / 100;
+            t->lease_renewed_mono = m0;
+            t->clk_pg = ax_pg_int(r, 0, 0);
+            t->clk_m0 = m0;
+            t->clk_m1 = m1;
+        }
+        PQclear(r);
+    }
+    pthread_mutex_unlock(&t->lease_mu);
+}
+
+static void *lease_main(void *arg) {
+    trigger_t *t = arg;
+    int64_t period = t->svc.conf.trigger_lease_ms / 3;
+    pthread_mutex_lock(&t->lease_mu);
+    while (!t->lease_stop) {
+        int64_t now = ax_mono_ms(), due = t->lease_renewed_mono + period;
+        int64_t e = t->lease_epoch, idle = now - t->loop_beat_mono;
+        if (e && (idle > t->svc.conf.trigger_starve_ms || now >= due)) {
+            pthread_mutex_unlock(&t->lease_mu);
+            if (idle > t->svc.conf.trigger_starve_ms)
+                lease_starved(t, e, idle);
+            else
+                lease_renew(t, e);
+            pthread_mutex_lock(&t->lease_mu);
+            continue;
+        }
+        /* look at the loop's heartbeat every 100 ms */
+        int64_t until = e ? (due < now + 100 ? due : now + 100) : now + 1000;
+        struct timespec ts = {until / 1000, (until % 1000) * 1000000L};
+        pthread_cond_timedwait(&t->lease_cv, &t->lease_mu, &ts);
+    }
+    pthread_mutex_unlock(&t->lease_mu);
+    return NULL;
+}
+
+/* The loop's heartbeat for the lease thread: every 100 ms, no I/O. */
+static void on_beat(evutil_socket_t fd, short what, void *arg) {
+    trigger_t *t = arg;
+    t->loop_beat_mono = ax_mono_ms();
+}
+
+int lead_start(trigger_t *t) {
+    char err[512];
+    t->ev_beat = event_new(t->svc.base, -1, EV_PERSIST, on_beat, t);
+    struct timeval tv = {0, 100 * 1000};
+    if (!t->ev_beat || event_add(t->ev_beat, &tv) < 0) {
+        ax_error("cannot arm the loop's heartbeat");
+        return -1;
+    }
+    t->lease_pg = ax_pg_new(&t->svc.conf, "ax-trigger-lease", err, sizeof err);
+    if (!t->lease_pg) {
+        ax_error("lease connection: %s", err);
+        return -1;
+    }
+    if (pthread_create(&t->lease_thr, NULL, lease_main, t) != 0) {
+        ax_error("cannot start the lease thread");
+        return -1;
+    }
+    t->lease_thr_started = 1;
+    return 0;
+}
+
+void lead_fini(trigger_t *t) {
+    if (t->lease_thr_started) {
+        pthread_mutex_lock(&t->lease_mu);
+        t->lease_stop = 1;
+        pthread_cond_signal(&t->lease_cv);
+        pthread_mutex_unlock(&t->lease_mu);
+        pthread_join(t->lease_thr, NULL);
+        t->lease_thr_started = 0;
+    }
+    ax_pg_destroy(t->lease_pg);
+    t->lease_pg = NULL;
+    if (t->ev_beat)
+        event_free(t->ev_beat);
+    t->ev_beat = NULL;
 }
 
 static int become_leader(trigger_t *t, int64_t epoch) {
@@ -95,6 +285,13 @@ static int become_leader(trigger_t *t, int64_t epoch) {
         lead_release(t);
         return -1;
     }
+    pthread_mutex_lock(&t->lease_mu);
+    t->lease_epoch = epoch;
+    t->lease_renewed_mono = ax_mono_ms();
+    t->lease_lost[0] = '\0';
+    t->clk_m0 = 0;
+    pthread_cond_signal(&t->lease_cv);
+    pthread_mutex_unlock(&t->lease_mu);
     ax_info("leader (epoch %lld): scheduling, dispatching and sweeping", (long long)epoch);
     recover_pending(t); /* what an older leader left unconfirmed */
     sched_on_leader(t);
@@ -112,51 +309,14 @@ void lead_note_reconnect(trigger_t *t) {
     }
 }
 
-/* The lease timer: renew (leader) or try to take over (standby). */
-void lead_tick(trigger_t *t) {
+/* Take the lease if it has expired: 1 taken (or failed: try again at the
+ * next tick), 0 still a standby. */
+static int try_take(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
-    char err[512], lease[32], epoch[32];
-    if (svc->stopping)
-        return;
-    if (ax_pg_ensure(svc->pg, err, sizeof err) < 0) {
-        if (t->leader && ax_mono_ms() >= t->lease_until_mono)
-            lead_lost(t, err);
-        return;
-    }
-    lead_note_reconnect(t);
+    char err[512], lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
-    snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
     PGresult *r;
     int64_t m0 = ax_mono_ms();
-    if (t->leader) {
-        const char *p[] = {t->role, t->holder, epoch, lease};
-        int rc = ax_pg_exec(svc->pg,
-                            "UPDATE ax_leader SET expires_at = now() + $4::bigint * interval '1 ms'"
-                            " WHERE role = $1 AND holder = $2 AND epoch = $3::bigint"
-                            " AND expires_at > now()"
-                            " RETURNING (extract(epoch FROM now()) * 1000)::bigint",
-                            4, p, NULL, NULL, &r, err, sizeof err);
-        int64_t m1 = ax_mono_ms();
-        if (rc < 0) {
-            ax_warn("lease renewal: %s", err);
-            if (m1 >= t->lease_until_mono)
-                lead_lost(t, "could not renew the lease");
-            return;
-        }
-        if (PQntuples(r) == 0) {
-            PQclear(r);
-            lead_lost(t, "the lease expired or was taken over");
-            return;
-        }
-        /* 5% margin for the two clocks' rates; counted from before the
-         * statement was sent. */
-        t->lease_until_mono = m0 + svc->conf.trigger_lease_ms * 95 / 100;
-        clock_sync(t, ax_pg_int(r, 0, 0), m0, m1);
-        PQclear(r);
-        return;
-    }
-    if (ax_mono_ms() < t->standby_until_mono)
-        return; /* gave up leadership: a standby's turn first */
     const char *ins[] = {t->role};
     ax_pg_exec(svc->pg, "INSERT INTO ax_leader (role) VALUES ($1) ON CONFLICT DO NOTHING", 1, ins,
                NULL, NULL, NULL, err, sizeof err);
@@ -170,7 +330,7 @@ void lead_tick(trigger_t *t) {
     int64_t m1 = ax_mono_ms();
     if (rc < 0) {
         ax_debug("lease: %s", err);
-        return;
+        return 1;
     }
     if (PQntuples(r) == 1) {
         t->lease_until_mono = m0 + svc->conf.trigger_lease_ms * 95 / 100;
@@ -179,13 +339,70 @@ void lead_tick(trigger_t *t) {
         int64_t e = ax_pg_int(r, 0, 0);
         PQclear(r);
         become_leader(t, e);
-        return;
+        return 1;
     }
     PQclear(r);
+    return 0;
+}
+
+/* Step down: drop leadership and give the lease back, so a standby takes
+ * over at once; do not compete for it again for a lease. */
+static void step_down(trigger_t *t, const char *why) {
+    int64_t e = t->epoch;
+    lead_lost(t, why);
+    release_on(t, t->svc.pg, e);
+    t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms;
+}
+
+/* The lease timer of the loop: notice starvation, follow the lease thread
+ * (leader), or try to take over (standby). */
+void lead_tick(trigger_t *t) {
+    ax_svc_t *svc = &t->svc;
+    char err[512];
+    if (svc->stopping)
+        return;
+    /* how much later than its period (main.c: lease/3, at most 1 s) */
+    int64_t period = svc->conf.trigger_lease_ms / 3 < 1000 ? svc->conf.trigger_lease_ms / 3 : 1000;
+    int64_t now = ax_mono_ms(), late = t->last_tick_mono ? now - t->last_tick_mono - period : 0;
+    t->last_tick_mono = now;
+    t->loop_beat_mono = now;
+    if (t->leader && late > svc->conf.trigger_starve_ms) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "starved: the lease timer ran %lld ms late (trigger.starve.ms %lld); "
+                 "stepping down", (long long)late, (long long)svc->conf.trigger_starve_ms);
+        step_down(t, why);
+    }
+    if (t->leader) {
+        if (!lead_active(t))
+            return;
+        int64_t pg_ms = 0, m0 = 0, m1 = 0;
+        pthread_mutex_lock(&t->lease_mu);
+        if (t->clk_m0) {
+            pg_ms = t->clk_pg;
+            m0 = t->clk_m0;
+            m1 = t->clk_m1;
+            t->clk_m0 = 0;
+        }
+        pthread_mutex_unlock(&t->lease_mu);
+        if (m0)
+            clock_sync(t, pg_ms, m0, m1);
+        if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)
+            lead_note_reconnect(t);
+        return;
+    }
+    if (ax_pg_ensure(svc->pg, err, sizeof err) < 0)
+        return;
+    lead_note_reconnect(t);
+    /* after stepping down a standby goes first */
+    if (now >= t->acquire_after_mono && try_take(t))
+        return;
     /* Still a standby: keep the clock in step anyway. */
+    PGresult *r;
+    int64_t m0 = ax_mono_ms();
     if (ax_pg_exec(svc->pg, "SELECT (extract(epoch FROM now()) * 1000)::bigint", 0, NULL, NULL,
                    NULL, &r, err, sizeof err) == 0) {
-        clock_sync(t, ax_pg_int(r, 0, 0), m1, ax_mono_ms());
+        clock_sync(t, ax_pg_int(r, 0, 0), m0, ax_mono_ms());
         PQclear(r);
     }
 }
@@ -293,16 +510,11 @@ void lead_give_up(trigger_t *t, const char *why) {
     lead_release(t);
     /* let a standby take it first; this trigger may lead again later with a
      * new producer (whose init_transactions ends whatever was left open) */
-    t->standby_until_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms / 2;
+    t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms / 2;
 }
 
 void lead_release(trigger_t *t) {
-    char err[256], epoch[32];
-    snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
-    const char *p[] = {t->role, t->holder, epoch};
-    if (ax_pg_exec(t->svc.pg,
-                   "UPDATE ax_leader SET expires_at = now() WHERE role = $1 AND holder = $2"
-                   " AND epoch = $3::bigint",
-                   3, p, NULL, NULL, NULL, err, sizeof err) == 0)
-        ax_info("lease released");
+    lease_forget(t); /* first: no renewal may follow the release */
+    t->lease_until_mono = 0;
+    release_on(t, t->svc.pg, t->epoch);
 }

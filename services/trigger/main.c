@@ -437,12 +437,15 @@ static const char sql_due[] =
     "), d1 AS ("
     "  SELECT id, c.priority * $5::float8 - extract(epoch FROM now() - c.due_at) * 1000 AS eff,"
     "    lane FROM d0 c"
-    "), d AS ("
+    "), d AS MATERIALIZED ("
     /* no more onto a lane than its room ($7, per lane) */
     "  SELECT id AS due_id, eff FROM (SELECT *, row_number() OVER (PARTITION BY lane ORDER BY eff)"
     "    AS rn FROM d1) x WHERE rn <= ($7::bigint[])[lane + 1] ORDER BY eff LIMIT $1"
     "), u AS ("
-    "  UPDATE job_instance SET dispatched_at = now() FROM d WHERE job_instance.id = d.due_id"
+    /* by primary key only: the rows are locked above; a join here could
+     * become a nested loop over job_instance_due, which the planner
+     * estimates at 1 row in the middle of a burst (BENCHMARKS.md) */
+    "  UPDATE job_instance SET dispatched_at = now() WHERE id = ANY(ARRAY(SELECT due_id FROM d))"
     "  RETURNING " DISPATCH_COLS
     "), pend AS ("
     "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
@@ -452,15 +455,22 @@ static const char sql_due[] =
 
 /* Instances of deferring lanes that fell due since the last mark are
  * recorded as deferred (deferred_at), lane by lane from a per-lane mark
- * ($2, epoch ms) so each is looked at about once. */
+ * ($2, epoch ms) so each is looked at about once: at most $4 per lane, oldest
+ * first (keyset: the mark moves to the last one marked), and updated by
+ * primary key only — a join onto job_instance here became a nested loop
+ * over job_instance_due (estimated at 1 row mid-burst) that ran for minutes
+ * (issue #11; BENCHMARKS.md). Returns per lane: marked, last due_at (ms). */
 static const char sql_mark_deferred[] =
     "WITH l AS (SELECT * FROM unnest($1::int[], $2::bigint[]) AS l(lane, since)),"
-    " m AS (SELECT i.id FROM l, LATERAL (SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
+    " m AS MATERIALIZED (SELECT i.id, i.priority, i.due_at FROM l,"
+    "   LATERAL (SELECT id, priority, due_at FROM job_instance WHERE state = 'SCHEDULED'"
     "   AND dispatched_at IS NULL AND priority = l.lane"
-    "   AND due_at > to_timestamp(l.since / 1000.0) AND due_at <= now()"
-    "   AND deployment = $3 AND deferred_at IS NULL) i)"
-    " UPDATE job_instance i SET deferred_at = now() FROM m WHERE i.id = m.id"
-    "  AND i.state = 'SCHEDULED' AND i.dispatched_at IS NULL";
+    "   AND due_at >= to_timestamp(l.since / 1000.0) AND due_at <= now()"
+    "   AND deployment = $3 AND deferred_at IS NULL ORDER BY due_at LIMIT $4) i),"
+    " u AS (UPDATE job_instance SET deferred_at = coalesce(deferred_at, now())"
+    "   WHERE id = ANY(ARRAY(SELECT id FROM m)))"
+    " SELECT priority, count(*), (extract(epoch FROM max(due_at)) * 1000)::bigint"
+    " FROM m GROUP BY priority";
 
 /* The release plan as a PostgreSQL array: wait per priority, NULL = held. */
 void lane_ages(const trigger_t *t, char *buf, size_t len) {
@@ -525,14 +535,27 @@ static void mark_deferred(trigger_t *t) {
         return;
     snprintf(lanes + lo, sizeof lanes - lo, "}");
     snprintf(since + so, sizeof since - so, "}");
-    const char *prm[] = {lanes, since, svc->conf.topic_prefix};
-    if (ax_pg_exec(svc->pg, sql_mark_deferred, 3, prm, NULL, NULL, NULL, err, sizeof err) < 0) {
+    char lim[32];
+    snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
+    const char *prm[] = {lanes, since, svc->conf.topic_prefix, lim};
+    PGresult *r;
+    if (ax_pg_exec(svc->pg, sql_mark_deferred, 4, prm, NULL, NULL, &r, err, sizeof err) < 0) {
         ax_warn("mark deferred: %s", err);
         return;
     }
+    int full[AX_PRIORITIES] = {0};
+    for (int i = 0; i < PQntuples(r); i++) {
+        int p = (int)ax_pg_int(r, i, 0);
+        if (p <= 0 || p >= AX_PRIORITIES || ax_pg_int(r, i, 1) < svc->conf.trigger_batch)
+            continue;
+        /* a full batch: go on from the last one marked at the next scan */
+        full[p] = 1;
+        t->mark_since_ms[p] = ax_pg_int(r, i, 2);
+    }
+    PQclear(r);
     /* a small overlap: rows inserted late with an earlier due_at */
     for (int p = 1; p < AX_PRIORITIES; p++)
-        if (t->lane_min_age_ms[p] != 0)
+        if (t->lane_min_age_ms[p] != 0 && !full[p])
             t->mark_since_ms[p] = now - 2000;
 }
 
@@ -744,6 +767,11 @@ static int produce_dispatch_rows(trigger_t *t, PGresult *r, int skip_col, ax_str
     return produced;
 }
 
+/* Instances whose dispatch is undone: by primary key only, the state
+ * checked in the SET (a WHERE on state lets the planner walk a partial
+ * index of job_instance, estimated at 1 row mid-burst: BENCHMARKS.md). */
+#define UNDISPATCH "CASE WHEN state = 'SCHEDULED' THEN NULL ELSE dispatched_at END"
+
 int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
     ax_svc_t *svc = &t->svc;
     char err[512] = "";
@@ -802,10 +830,10 @@ int produce_settle(trigger_t *t, PGresult *r, int skip_col) {
     } else if (rows) {
         /* Nothing of the transaction is visible: back to the due scan. */
         if (ax_pg_exec(svc->pg,
-                       "WITH p AS (DELETE FROM dispatch_pending"
+                       "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending"
                        "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
-                       " UPDATE job_instance SET dispatched_at = NULL FROM p"
-                       " WHERE id = p.instance_id AND state = 'SCHEDULED'",
+                       " UPDATE job_instance SET dispatched_at = " UNDISPATCH
+                       " WHERE id = ANY(ARRAY(SELECT instance_id FROM p))",
                        1, p, NULL, NULL, NULL, err, sizeof err) < 0)
             ax_warn("dispatch undo: %s (recovered later)", err);
         arm_scan(t, svc->conf.backoff_initial_ms);
@@ -823,11 +851,12 @@ void recover_pending(trigger_t *t) {
     const char *p[] = {svc->conf.topic_prefix, epoch};
     PGresult *r;
     if (ax_pg_exec(svc->pg,
-                   "WITH p AS (DELETE FROM dispatch_pending WHERE deployment = $1"
+                   "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
                    "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
-                   "  RETURNING instance_id)"
-                   " UPDATE job_instance SET dispatched_at = NULL FROM p"
-                   " WHERE id = p.instance_id AND state = 'SCHEDULED' RETURNING id",
+                   "  RETURNING instance_id),"
+                   " u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
+                   "  WHERE id = ANY(ARRAY(SELECT instance_id FROM p)) RETURNING id, state)"
+                   " SELECT id FROM u WHERE state = 'SCHEDULED'",
                    2, p, NULL, NULL, &r, err, sizeof err) < 0) {
         ax_warn("dispatch recovery: %s", err);
         return;
@@ -901,6 +930,7 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
         return;
     }
     int n = 0;
+    int64_t start = ax_mono_ms();
     for (int round = 0; round < 16; round++) {
         n = dispatch_batch(t);
         if (n < 0) {
@@ -911,8 +941,10 @@ static void on_scan(evutil_socket_t fd, short what, void *arg) {
         t->scan_failures = 0;
         if (n < svc->conf.trigger_batch)
             break;
-        if (round == 15) {
-            arm_scan(t, 0); /* more due: yield to the loop, then go on */
+        /* more due: yield to the loop (its lease timer, ingest, schedules)
+         * after 16 batches or a second, then go on */
+        if (round == 15 || ax_mono_ms() - start >= 1000) {
+            arm_scan(t, 0);
             return;
         }
     }
@@ -961,14 +993,20 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
      * say) would leave the instance SCHEDULED forever: produce it again. */
     char after[32];
     snprintf(after, sizeof after, "%lld", (long long)svc->conf.trigger_redispatch_after_ms);
-    const char *ra[] = {after, svc->conf.topic_prefix};
+    snprintf(lim, sizeof lim, "%lld", (long long)svc->conf.trigger_batch);
+    const char *ra[] = {after, svc->conf.topic_prefix, lim};
     PGresult *r;
     if (ax_pg_exec(svc->pg,
-                   "UPDATE job_instance SET dispatched_at = NULL WHERE state = 'SCHEDULED'"
+                   /* a batch at a time (job_instance_dispatched), updated by
+                    * primary key only (UNDISPATCH) */
+                   "WITH u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
+                   " WHERE id = ANY(ARRAY(SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
                    " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
                    " AND deployment = $2 AND NOT EXISTS (SELECT 1 FROM instance_hold h"
-                   "  WHERE h.instance_id = job_instance.id) RETURNING id",
-                   2, ra, NULL, NULL, &r, err, sizeof err) == 0) {
+                   "  WHERE h.instance_id = job_instance.id)"
+                   " ORDER BY dispatched_at LIMIT $3)) RETURNING id, state)"
+                   " SELECT id FROM u WHERE state = 'SCHEDULED'",
+                   3, ra, NULL, NULL, &r, err, sizeof err) == 0) {
         if (PQntuples(r) > 0) {
             ax_warn("%d instance(s) dispatched but never claimed: producing them again",
                     PQntuples(r));
@@ -1137,8 +1175,24 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ax-trigger: configuration error: alert.webhook.url: %s\n", err);
         return 2;
     }
+    if (svc->conf.trigger_starve_ms == 0)
+        svc->conf.trigger_starve_ms = svc->conf.trigger_lease_ms * 2 / 3;
+    if (svc->conf.trigger_starve_ms >= svc->conf.trigger_lease_ms) {
+        fprintf(stderr, "ax-trigger: configuration error: trigger.starve.ms (%lld) must be below "
+                "trigger.lease.ms (%lld)\n", (long long)svc->conf.trigger_starve_ms,
+                (long long)svc->conf.trigger_lease_ms);
+        return 2;
+    }
+    if (svc->conf.pg_statement_timeout_ms == 0 ||
+        svc->conf.pg_statement_timeout_ms >= svc->conf.trigger_starve_ms)
+        ax_warn("db.statement.timeout.ms (%lld) is not below trigger.starve.ms (%lld): one slow "
+                "statement makes this trigger step down as leader",
+                (long long)svc->conf.pg_statement_timeout_ms,
+                (long long)svc->conf.trigger_starve_ms);
     ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
     lead_init(t);
+    if (lead_start(t) < 0)
+        return 1;
     if (sched_init(t) < 0)
         return 1;
     t->ev_scan = evtimer_new(svc->base, on_scan, t);
@@ -1179,6 +1233,7 @@ int main(int argc, char **argv) {
     if (ev_hold)
         event_free(ev_hold);
     hold_stop(t);
+    lead_fini(t);
     alert_fini();
     sched_destroy(t);
     free(t->refused);

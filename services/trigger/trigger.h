@@ -8,6 +8,7 @@
 #ifndef AX_TRIGGER_H
 #define AX_TRIGGER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "ax/codec.h"
@@ -37,10 +38,25 @@ typedef struct trigger {
     int64_t epoch;
     char holder[200];
     char role[300];
-    int64_t lease_until_mono; /* stop dispatching at this CLOCK_MONOTONIC ms */
+    _Atomic int64_t lease_until_mono; /* stop dispatching at this CLOCK_MONOTONIC ms */
+    /* the lease thread (leader.c): renews on its own connection while the
+     * loop comes round; mu guards the fields below it */
+    pthread_t lease_thr;
+    int lease_thr_started;
+    ax_pg_t *lease_pg;
+    pthread_mutex_t lease_mu;
+    pthread_cond_t lease_cv;
+    int lease_stop;
+    int64_t lease_epoch;      /* the epoch the thread renews; 0: none */
+    int64_t lease_renewed_mono;
+    char lease_lost[256];     /* why the thread gave the lease up ("" none) */
+    int64_t clk_pg, clk_m0, clk_m1; /* PostgreSQL's clock read by the last renewal */
+    _Atomic int64_t loop_beat_mono;  /* the loop's heartbeat (every 100 ms) last ran */
+    struct event *ev_beat;
+    int64_t last_tick_mono;
+    int64_t acquire_after_mono; /* after stepping down: let a standby take over */
     rd_kafka_t *txp;          /* transactional producer, while leader */
     int txn_failures;         /* Kafka transactions not committed in a row */
-    int64_t standby_until_mono; /* after giving up leadership: no takeover before */
     /* clock: now = mono + clock_base, synchronised with PostgreSQL */
     int64_t clock_base;
     int64_t wall_minus_mono;  /* to notice local wall-clock jumps */
@@ -111,6 +127,9 @@ int lead_txn_abort(trigger_t *t, const char *why); /* AX_ERR_IO aborted, <0 gave
  * over (this trigger does not try to take it for trigger.lease.ms / 2). */
 void lead_give_up(trigger_t *t, const char *why);
 void lead_release(trigger_t *t);
+/* Start / stop the lease thread. */
+int lead_start(trigger_t *t);
+void lead_fini(trigger_t *t);
 /* Notice a new PostgreSQL session (LISTEN again, reload jobs, hold off the
  * lease sweep for trigger.sweep.grace.ms). */
 void lead_note_reconnect(trigger_t *t);

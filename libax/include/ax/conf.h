@@ -43,6 +43,7 @@ typedef struct ax_conf {
     int64_t trigger_sweep_grace_ms;
     int64_t trigger_fire_batch;
     int64_t trigger_lease_ms;
+    int64_t trigger_starve_ms;
     int64_t trigger_clock_jump_ms;
     int64_t trigger_misfire_record_max;
     int64_t trigger_lag_interval_ms;
@@ -80,6 +81,7 @@ typedef struct ax_conf {
     char *alert_webhook_secret;     /* secret: never printed or logged */
     int64_t alert_webhook_timeout_ms;
     /* retry of servers */
+    int64_t pg_statement_timeout_ms; /* 0: none */
     int64_t backoff_initial_ms;
     int64_t backoff_max_ms;
     /* pass-through */

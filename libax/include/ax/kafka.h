@@ -122,6 +122,8 @@ int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t
 typedef struct ax_kafka_watch ax_kafka_watch_t;
 ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, int fallback_ms,
                                  void (*cb)(void *arg), void *arg);
+/* Run the callback again once the loop has run what is pending. */
+void ax_kafka_watch_kick(ax_kafka_watch_t *w);
 void ax_kafka_watch_free(ax_kafka_watch_t *w);
 
 /* Create the ax topics (prefix from conf) with `partitions` partitions and

@@ -457,6 +457,14 @@ ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, i
     return w;
 }
 
+void ax_kafka_watch_kick(ax_kafka_watch_t *w) {
+    /* through the pipe, not event_active: an event activated from a
+     * callback runs in the same pass, before any timer that fell due */
+    if (w && write(w->fds[1], "1", 1) < 0) {
+        /* full: a wake-up is pending anyway */
+    }
+}
+
 void ax_kafka_watch_free(ax_kafka_watch_t *w) {
     if (!w)
         return;

@@ -68,10 +68,16 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     const char *pfx = conf->topic_prefix ? conf->topic_prefix : "";
     int safe = *pfx && strspn(pfx, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                    "0123456789._-") == strlen(pfx);
-    if (safe || user_options) {
-        if (asprintf(&pg->options, "%s%s%s%s", user_options ? user_options : "",
+    /* No statement may hold a service's loop: db.statement.timeout.ms
+     * cancels it (57014, retried like a lost connection). */
+    char stmt[64] = "";
+    if (conf->pg_statement_timeout_ms > 0)
+        snprintf(stmt, sizeof stmt, "-c statement_timeout=%lld",
+                 (long long)conf->pg_statement_timeout_ms);
+    if (safe || user_options || *stmt) {
+        if (asprintf(&pg->options, "%s%s%s%s%s%s", user_options ? user_options : "",
                      user_options && safe ? " " : "", safe ? "-c ax.deployment=" : "",
-                     safe ? pfx : "") < 0) {
+                     safe ? pfx : "", (user_options || safe) && *stmt ? " " : "", stmt) < 0) {
             ax_pg_destroy(pg);
             return NULL;
         }
@@ -151,7 +157,8 @@ int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop) {
 
 PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
 
-/* Class 08 (connection), 57P0x (shutdown), 40001/40P01 (serialization,
+/* Class 08 (connection), 57P0x (shutdown), 57014 (cancelled: the
+ * statement ran past db.statement.timeout.ms), 40001/40P01 (serialization,
  * deadlock), 53xxx (resources) are worth retrying. So are errors that say
  * the database is not what the code expects — 42xxx (undefined column or
  * function: a migration not applied), 3F, 55, 58, XX — rather than that the
@@ -163,7 +170,8 @@ static int classify(const PGresult *r, PGconn *conn) {
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     if (!st)
         return AX_ERR_IO;
-    if (strncmp(st, "08", 2) == 0 || strncmp(st, "57P", 3) == 0 || strcmp(st, "40001") == 0 ||
+    if (strncmp(st, "08", 2) == 0 || strncmp(st, "57P", 3) == 0 || strcmp(st, "57014") == 0 ||
+        strcmp(st, "40001") == 0 ||
         strcmp(st, "40P01") == 0 || strncmp(st, "53", 2) == 0 || strncmp(st, "42", 2) == 0 ||
         strncmp(st, "3F", 2) == 0 || strncmp(st, "55", 2) == 0 || strncmp(st, "58", 2) == 0 ||
         strncmp(st, "XX", 2) == 0)

@@ -263,9 +263,19 @@ static void run_held(ax_svc_t *svc) {
     svc->held_failures = 0;
 }
 
+/* Up to 64 batches, but not longer than CONSUME_BUDGET_MS: a backlog of
+ * submissions (a burst) must not keep the service's other timers (the
+ * trigger's lease checks, due scan, schedules) waiting; the rest is taken up
+ * again as soon as the loop has run them. */
+#define CONSUME_BUDGET_MS 250
 static void consumer_ready(void *arg) {
     ax_svc_t *svc = arg;
+    int64_t start = ax_mono_ms();
     for (int rounds = 0; rounds < 64 && !svc->stopping; rounds++) {
+        if (rounds && ax_mono_ms() - start >= CONSUME_BUDGET_MS) {
+            ax_kafka_watch_kick(svc->cwatch);
+            return;
+        }
         if (svc->held_n) {
             if (ax_mono_ms() < svc->held_retry_at)
                 return;

@@ -55,6 +55,11 @@ const ax_conf_def_t ax_conf_table[] = {
      "Length of the leader lease. The leader renews it every third of this; a standby "
      "takes over once it has expired, and a leader that could not renew stops "
      "dispatching before it expires."},
+    {"trigger.starve.ms", AX_CONF_INT, OFF(trigger_starve_ms), "0", 0, 600000, "trigger",
+     "A leader whose event loop did not come round for this long (a tick this late, or a "
+     "statement this slow) steps down and gives the lease back, rather than keep a lease it "
+     "does not use; its lease is renewed by a thread of its own meanwhile. Below "
+     "trigger.lease.ms; 0 = two thirds of trigger.lease.ms."},
     {"trigger.clock.jump.ms", AX_CONF_INT, OFF(trigger_clock_jump_ms), "2000", 100, 86400000,
      "trigger",
      "The trigger keeps time as PostgreSQL's clock carried forward by CLOCK_MONOTONIC. When "
@@ -184,6 +189,12 @@ const ax_conf_def_t ax_conf_table[] = {
      300000, "trigger,callback",
      "Longest wait for one webhook delivery (connect, send and response); beyond it the "
      "delivery counts as failed and is retried."},
+    {"db.statement.timeout.ms", AX_CONF_INT, OFF(pg_statement_timeout_ms), "5000", 0, 3600000,
+     "all",
+     "statement_timeout of every PostgreSQL session of a service (and of axctl): a statement "
+     "running longer is cancelled and retried like any other transient database error, so no "
+     "statement can hold a service's loop; keep it below trigger.starve.ms (a slower "
+     "statement starves the leader trigger, which then steps down). 0 = no limit."},
     {"backoff.initial.ms", AX_CONF_INT, OFF(backoff_initial_ms), "200", 1, 60000, "all",
      "First wait before retrying an unreachable PostgreSQL or Kafka."},
     {"backoff.max.ms", AX_CONF_INT, OFF(backoff_max_ms), "10000", 1, 600000, "all",
