@@ -569,14 +569,27 @@ static void pub_cut_forget(publisher_t *pb, int64_t id) {
         }
 }
 
-/* Mark `ids` published and advance the offsets (parts/offs as array
- * literals, may be "{}"). Returns the number of rows marked, or < 0. */
-static int pub_mark(callback_t *cb, const char *ids, const char *parts, const char *offs,
-                    char *err, size_t errlen) {
+/* Mark `ids` (an array literal, may be "{}") published and advance the
+ * offsets: pos[k] for results partition k, where pos[k] >= 0. Returns the
+ * number of rows marked, or < 0. */
+static int pub_mark(callback_t *cb, const char *ids, const int64_t *pos, int nparts, char *err,
+                    size_t errlen) {
     ax_svc_t *svc = &cb->svc;
-    const char *p[] = {svc->conf.topic_prefix, ids, svc->topic_results, parts, offs};
+    ax_strbuf_t ps = {0}, os = {0};
+    ax_pgarr_begin(&ps);
+    ax_pgarr_begin(&os);
+    for (int k = 0; k < nparts; k++)
+        if (pos[k] >= 0) {
+            ax_pgarr_int(&ps, k);
+            ax_pgarr_int(&os, pos[k]);
+        }
+    ax_pgarr_end(&ps);
+    ax_pgarr_end(&os);
+    const char *p[] = {svc->conf.topic_prefix, ids, svc->topic_results, ps.s, os.s};
     PGresult *r;
     int rc = ax_pg_exec(svc->pg, sql_mark, 5, p, NULL, NULL, &r, err, errlen);
+    ax_strbuf_free(&ps);
+    ax_strbuf_free(&os);
     if (rc < 0)
         return rc;
     int n = (int)ax_pg_int(r, 0, 0);
@@ -651,20 +664,8 @@ static void pub_drop(callback_t *cb, const char *why) {
  * and each partition's position with them. */
 static int pub_recover_save(callback_t *cb, char *err, size_t errlen) {
     publisher_t *pb = &cb->pub;
-    ax_strbuf_t ps = {0}, os = {0};
-    ax_pgarr_begin(&ps);
-    ax_pgarr_begin(&os);
-    for (int p = 0; p < pb->rparts; p++)
-        if (pb->rpos[p] >= 0) {
-            ax_pgarr_int(&ps, p);
-            ax_pgarr_int(&os, pb->rpos[p]);
-        }
-    ax_pgarr_end(&ps);
-    ax_pgarr_end(&os);
     ax_pgarr_end(&pb->rids);
-    int n = pub_mark(cb, pb->rids.s, ps.s, os.s, err, errlen);
-    ax_strbuf_free(&ps);
-    ax_strbuf_free(&os);
+    int n = pub_mark(cb, pb->rids.s, pb->rpos, pb->rparts, err, errlen);
     ax_strbuf_free(&pb->rids);
     ax_pgarr_begin(&pb->rids);
     pb->rchunk = 0;
@@ -722,27 +723,24 @@ static int pub_recover_start(callback_t *cb) {
     }
     if (PQntuples(r) == 0) {
         PQclear(r);
-        ax_strbuf_t ps = {0}, os = {0};
-        ax_pgarr_begin(&ps);
-        ax_pgarr_begin(&os);
+        int64_t *ends = calloc((size_t)nparts, sizeof *ends);
+        if (!ends) {
+            snprintf(err, sizeof err, "out of memory");
+            rc = AX_ERR_NOMEM;
+        }
         for (int p = 0; p < nparts && rc == 0; p++) {
-            int64_t lo = 0, hi = 0;
-            kerr = rd_kafka_query_watermark_offsets(pb->rrk, svc->topic_results, p, &lo, &hi,
-                                                    10000);
+            int64_t lo = 0;
+            kerr = rd_kafka_query_watermark_offsets(pb->rrk, svc->topic_results, p, &lo,
+                                                    &ends[p], 10000);
             if (kerr) {
                 snprintf(err, sizeof err, "end of %s [%d]: %s", svc->topic_results, p,
                          rd_kafka_err2str(kerr));
                 rc = AX_ERR_IO;
             }
-            ax_pgarr_int(&ps, p);
-            ax_pgarr_int(&os, hi);
         }
-        ax_pgarr_end(&ps);
-        ax_pgarr_end(&os);
         if (rc == 0)
-            rc = pub_mark(cb, "{}", ps.s, os.s, err, sizeof err);
-        ax_strbuf_free(&ps);
-        ax_strbuf_free(&os);
+            rc = pub_mark(cb, "{}", ends, nparts, err, sizeof err);
+        free(ends);
         if (rc >= 0)
             rc = ax_pg_exec(svc->pg,
                             "SELECT partition, next_offset FROM ax_results_offset"
@@ -1114,17 +1112,7 @@ static int pub_batch(callback_t *cb) {
             pub_drop(cb, "the producer was fenced");
         return AX_ERR_IO;
     }
-    ax_strbuf_t ps = {0}, os = {0};
-    ax_pgarr_begin(&ps);
-    ax_pgarr_begin(&os);
-    for (int32_t k = 0; k < pd->nparts; k++)
-        if (pd->next[k] >= 0) {
-            ax_pgarr_int(&ps, k);
-            ax_pgarr_int(&os, pd->next[k]);
-        }
-    ax_pgarr_end(&ps);
-    ax_pgarr_end(&os);
-    int n = pub_mark(cb, ids.s, ps.s, os.s, err, sizeof err);
+    int n = pub_mark(cb, ids.s, pd->next, (int)pd->nparts, err, sizeof err);
     if (n >= 0)
         for (size_t k = cb->pub.ncuts; k-- > 0;)
             for (int i = 0; i < rows; i++)
@@ -1134,8 +1122,6 @@ static int pub_batch(callback_t *cb) {
                 }
     PQclear(r);
     ax_strbuf_free(&ids);
-    ax_strbuf_free(&ps);
-    ax_strbuf_free(&os);
     if (n < 0) {
         /* committed on Kafka, not marked: nothing more is produced before
          * the topic itself says what is published */
