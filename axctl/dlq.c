@@ -98,6 +98,7 @@ static int partitions(rd_kafka_t *rk, const char *topic) {
     if (n < 0) {
         fprintf(stderr, "axctl: the dead-letter topic %s cannot be read (not created yet, or "
                         "Kafka is unreachable)\n", topic);
+        reader_close(rk); /* never exit() with live librdkafka threads */
         exit(1);
     }
     return n;
@@ -108,6 +109,7 @@ static void watermarks(rd_kafka_t *rk, const char *topic, int p, int64_t *lo, in
     if (e) {
         fprintf(stderr, "axctl: cannot read the offsets of %s [%d]: %s\n", topic, p,
                 rd_kafka_err2str(e));
+        reader_close(rk);
         exit(1);
     }
 }
@@ -428,9 +430,13 @@ static int dlq_replay(int argc, char **argv) {
     ax_conf_topic(&conf, "dlq", topic, sizeof topic);
     rd_kafka_t *rk = reader(NULL);
     int np = partitions(rk, topic);
-    if (part < 0 || part >= np || off < 0)
+    if (part < 0 || part >= np || off < 0) {
+        /* exit() with a live handle races librdkafka's threads (seen: SIGSEGV
+         * at exit with SASL): close it first */
+        reader_close(rk);
         die_usagef("dlq replay %s: no such record (%s has partitions 0..%d; offsets are >= 0)",
                    argv[0], topic, np - 1);
+    }
     snprintf(rec, sizeof rec, "%d:%lld", (int)part, (long long)off);
     int64_t lo, hi;
     watermarks(rk, topic, (int)part, &lo, &hi);

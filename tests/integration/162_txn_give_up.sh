@@ -28,7 +28,7 @@ wait_for 20 "fires under t1" more_than 5
 
 log "fencing t1's transactional producer ($ROLE)"
 fenced_at=$(date +%s.%N)
-"$AX_BIN/tests/it_fence" "$BOOTSTRAP" "$ROLE" || fail "it_fence failed"
+"$AX_BIN/tests/it_fence" "$KCAT_CONF" "$ROLE" || fail "it_fence failed"
 wait_for 15 "t1 gives up leadership" grep -q "giving up leadership" "$WORK/ax-trigger@1.log"
 grep "giving up leadership" "$WORK/ax-trigger@1.log"
 grep -q "lease released" "$WORK/ax-trigger@1.log" || fail "t1 did not release the lease"

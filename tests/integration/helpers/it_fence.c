@@ -1,21 +1,22 @@
 /*
  * it_fence — integration-test helper: fence the producers of one
  * transactional.id, as a new leader's init_transactions would, without
- * taking any lease. Usage: it_fence BOOTSTRAP TRANSACTIONAL_ID
+ * taking any lease. Usage: it_fence CONF_FILE TRANSACTIONAL_ID, CONF_FILE
+ * holding librdkafka properties key=value a line (the kc wrapper's file).
  * Exit 0 when init_transactions succeeded.
  */
-#include <librdkafka/rdkafka.h>
-#include <stdio.h>
+#include "it_conf.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: it_fence BOOTSTRAP TRANSACTIONAL_ID\n");
+        fprintf(stderr, "usage: it_fence CONF_FILE TRANSACTIONAL_ID\n");
         return 2;
     }
     char err[512];
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(c, "bootstrap.servers", argv[1], err, sizeof err) ||
-        rd_kafka_conf_set(c, "transactional.id", argv[2], err, sizeof err)) {
+    rd_kafka_conf_t *c = it_conf_load("it_fence", argv[1]);
+    if (!c)
+        return 2;
+    if (rd_kafka_conf_set(c, "transactional.id", argv[2], err, sizeof err)) {
         fprintf(stderr, "it_fence: %s\n", err);
         return 2;
     }

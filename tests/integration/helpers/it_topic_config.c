@@ -6,35 +6,17 @@
  * servers and credentials, never on a command line). Exit 0 when set.
  * The topic's other dynamic configs return to their defaults.
  */
-#include <librdkafka/rdkafka.h>
-#include <stdio.h>
-#include <string.h>
+#include "it_conf.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: it_topic_config CONF_FILE TOPIC KEY VALUE\n");
         return 2;
     }
-    char err[512], line[1024];
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    FILE *f = fopen(argv[1], "r");
-    if (!f) {
-        perror(argv[1]);
+    char err[512];
+    rd_kafka_conf_t *c = it_conf_load("it_topic_config", argv[1]);
+    if (!c)
         return 2;
-    }
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *eq = strchr(line, '=');
-        if (!eq || line[0] == '#')
-            continue;
-        *eq = 0;
-        if (rd_kafka_conf_set(c, line, eq + 1, err, sizeof err) != RD_KAFKA_CONF_OK) {
-            fprintf(stderr, "it_topic_config: %s\n", err);
-            fclose(f);
-            return 2;
-        }
-    }
-    fclose(f);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
     if (!rk) {
         fprintf(stderr, "it_topic_config: %s\n", err);
