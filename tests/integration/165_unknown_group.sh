@@ -74,8 +74,11 @@ sql "INSERT INTO job_instance (job_id, job_name, command, timeout_ms, due_at, tr
                                deployment, executor_group)
      SELECT $OLD, '${JOBP}old', '{true}', 10000, now(), 'oldp1-$$-' || g, 'oldp1-$$-' || g,
             '$AXCONF_TOPIC_PREFIX', 'p1' FROM generate_series(1, 70) g" >/dev/null
+# (axctl job enable above may have fired the job once more before the
+# disable reached the trigger: that instance is held too, so the series is
+# counted by its trace ids, the alerts against every held instance)
 old_held() { [ "$(sql "SELECT count(*) FROM instance_hold h JOIN job_instance i ON i.id = h.instance_id
-                       WHERE i.job_id = $OLD AND h.reason LIKE '%reserved%'")" -eq 70 ]; }
+                       WHERE i.trace_id LIKE 'oldp1-$$-%' AND h.reason LIKE '%reserved%'")" -eq 70 ]; }
 wait_for 30 "70 held instances of the old p1 job" old_held
 
 # A fixed-rate job of the default group, and one of group ghost (no topics).
@@ -125,7 +128,9 @@ grep -q "ALERT held job ${JOBP}ghost: instance [0-9]* held: executor group 'ghos
 [ "$(sql "SELECT value FROM ax_counter WHERE name = 'alerts.held'")" -ge 1 ] || fail "alerts.held not counted"
 ! grep -q "leadership lost\|giving up leadership" "$WORK/ax-trigger.log" || fail "the leader lost its lease"
 [ "$(grep -c "ALERT held job ${JOBP}ghost" "$WORK/ax-trigger.log")" -eq 1 ] || fail "the alert was raised more than once for one topic"
-[ "$(grep -c "ALERT held job ${JOBP}old: .*reserved" "$WORK/ax-trigger.log")" -eq 70 ] \
+old_holds=$(sql "SELECT count(*) FROM instance_hold h JOIN job_instance i ON i.id = h.instance_id
+                 WHERE i.job_id = $OLD AND h.reason LIKE '%reserved%'")
+[ "$old_holds" -ge 70 ] && [ "$(grep -c "ALERT held job ${JOBP}old: .*reserved" "$WORK/ax-trigger.log")" -eq "$old_holds" ] \
     || fail "not one alert per held instance of the old p1 job: $(grep -c "ALERT held job ${JOBP}old" "$WORK/ax-trigger.log")"
 
 # Creating the group's topics releases them; an executor of the group runs them.
