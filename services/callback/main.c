@@ -472,18 +472,22 @@ static const char sql_outbox[] =
 
 /* One statement (atomic): the instances leave the outbox and are marked
  * published (locked in id order), and the reconciled offsets advance. */
-static const char sql_mark[] =
-    "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1"
-    "  AND instance_id = ANY($2::bigint[])"
-    "), l AS (SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'"
-    "  AND result_published_at IS NULL ORDER BY id FOR UPDATE"
-    "), m AS (UPDATE job_instance i SET result_published_at = now() FROM l WHERE i.id = l.id"
-    "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)"
-    "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)"
-    "  ON CONFLICT (topic, partition) DO UPDATE"
-    "  SET next_offset = greatest(ax_results_offset.next_offset, excluded.next_offset),"
-    "    updated_at = now()"
-    ") SELECT count(*) FROM l";
+#define SQL_MARK \
+    "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1" \
+    "  AND instance_id = ANY($2::bigint[])" \
+    "), l AS (SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'" \
+    "  AND result_published_at IS NULL ORDER BY id FOR UPDATE" \
+    "), m AS (UPDATE job_instance i SET result_published_at = now() FROM l WHERE i.id = l.id" \
+    "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)" \
+    "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)" \
+    "  ON CONFLICT (topic, partition) DO UPDATE" \
+    "  SET next_offset = greatest(ax_results_offset.next_offset, excluded.next_offset)," \
+    "    updated_at = now()" \
+    ") SELECT count(*) FROM l"
+/* The same statement, named for pg_stat_activity / pg_stat_statements by
+ * who sends it: the publisher after its Kafka commit, or a recovery. */
+static const char sql_mark_published[] = "/* ax: results published */ " SQL_MARK;
+static const char sql_mark_recovered[] = "/* ax: results recovered */ " SQL_MARK;
 
 static int is_size_refusal(rd_kafka_resp_err_t e) {
     return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
@@ -572,8 +576,8 @@ static void pub_cut_forget(publisher_t *pb, int64_t id) {
 /* Mark `ids` (an array literal, may be "{}") published and advance the
  * offsets: pos[k] for results partition k, where pos[k] >= 0. Returns the
  * number of rows marked, or < 0. */
-static int pub_mark(callback_t *cb, const char *ids, const int64_t *pos, int nparts, char *err,
-                    size_t errlen) {
+static int pub_mark(callback_t *cb, const char *sql, const char *ids, const int64_t *pos,
+                    int nparts, char *err, size_t errlen) {
     ax_svc_t *svc = &cb->svc;
     ax_strbuf_t ps = {0}, os = {0};
     ax_pgarr_begin(&ps);
@@ -587,7 +591,7 @@ static int pub_mark(callback_t *cb, const char *ids, const int64_t *pos, int npa
     ax_pgarr_end(&os);
     const char *p[] = {svc->conf.topic_prefix, ids, svc->topic_results, ps.s, os.s};
     PGresult *r;
-    int rc = ax_pg_exec(svc->pg, sql_mark, 5, p, NULL, NULL, &r, err, errlen);
+    int rc = ax_pg_exec(svc->pg, sql, 5, p, NULL, NULL, &r, err, errlen);
     ax_strbuf_free(&ps);
     ax_strbuf_free(&os);
     if (rc < 0)
@@ -665,13 +669,16 @@ static void pub_drop(callback_t *cb, const char *why) {
 static int pub_recover_save(callback_t *cb, char *err, size_t errlen) {
     publisher_t *pb = &cb->pub;
     ax_pgarr_end(&pb->rids);
-    int n = pub_mark(cb, pb->rids.s, pb->rpos, pb->rparts, err, errlen);
+    int n = pub_mark(cb, sql_mark_recovered, pb->rids.s, pb->rpos, pb->rparts, err, errlen);
     ax_strbuf_free(&pb->rids);
     ax_pgarr_begin(&pb->rids);
     pb->rchunk = 0;
     pb->rsaved_ms = ax_mono_ms();
     if (n < 0)
         return n;
+    if (n > 0) /* per save: a recovery cut short later has still said what it marked */
+        ax_info("results recovery: %d instance(s) found on %s marked published", n,
+                cb->svc.topic_results);
     pb->rmarked += n;
     return 0;
 }
@@ -739,7 +746,7 @@ static int pub_recover_start(callback_t *cb) {
             }
         }
         if (rc == 0)
-            rc = pub_mark(cb, "{}", ends, nparts, err, sizeof err);
+            rc = pub_mark(cb, sql_mark_recovered, "{}", ends, nparts, err, sizeof err);
         free(ends);
         if (rc >= 0)
             rc = ax_pg_exec(svc->pg,
@@ -1112,7 +1119,7 @@ static int pub_batch(callback_t *cb) {
             pub_drop(cb, "the producer was fenced");
         return AX_ERR_IO;
     }
-    int n = pub_mark(cb, ids.s, pd->next, (int)pd->nparts, err, sizeof err);
+    int n = pub_mark(cb, sql_mark_published, ids.s, pd->next, (int)pd->nparts, err, sizeof err);
     if (n >= 0)
         for (size_t k = cb->pub.ncuts; k-- > 0;)
             for (int i = 0; i < rows; i++)
