@@ -291,6 +291,14 @@ static int apply_jobs(callback_t *cb, PGresult *r, PGresult **jr, char *err, siz
     return rc;
 }
 
+/* Instances of $1 that a statement other than the finish (the last shard,
+ * a size probe of 0) finished: into the outbox, to be published. */
+static const char sql_outbox_finished[] =
+    "INSERT INTO ax_result_outbox (deployment, instance_id)"
+    " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
+    "  AND state = 'FINISHED' AND result_published_at IS NULL"
+    " ON CONFLICT DO NOTHING";
+
 /* Returns the number of results that ended an attempt (finished or
  * rescheduled), or <0; counts retries and alerts circuits that opened. */
 static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *err,
@@ -349,10 +357,7 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
         const char *pp[] = {pids.s};
         if (rc == 0 && nparents)
             rc = ax_pg_exec(svc->pg,
-                            "INSERT INTO ax_result_outbox (deployment, instance_id)"
-                            " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
-                            "  AND state = 'FINISHED' AND result_published_at IS NULL"
-                            " ON CONFLICT DO NOTHING",
+                            sql_outbox_finished,
                             1, pp, NULL, NULL, NULL, err, errlen);
         ax_strbuf_free(&pids);
     }
@@ -383,10 +388,7 @@ static int fb_exec(callback_t *cb, finish_batch_t *b, int64_t *retried, char *er
          * once: published like any other final outcome */
         if (rc == 0)
             rc = ax_pg_exec(svc->pg,
-                            "INSERT INTO ax_result_outbox (deployment, instance_id)"
-                            " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
-                            "  AND state = 'FINISHED' AND result_published_at IS NULL"
-                            " ON CONFLICT DO NOTHING",
+                            sql_outbox_finished,
                             1, pp, NULL, NULL, NULL, err, errlen);
     }
     if (rc == 0 && nflow) {
