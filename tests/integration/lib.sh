@@ -83,6 +83,7 @@ cleanup() {
             echo "----- $(basename "$f") (last 60 lines)"; tail -n 60 "$f"
         done
     fi
+    # AX_IT_KEEP=DIR: keep the services' logs there (for a failure seen once)
     if [ -n "${AX_IT_KEEP:-}" ]; then cp "$WORK"/*.log "$AX_IT_KEEP"/ 2>/dev/null || true; fi
     rm -rf "$WORK"
     exit "$rc"
