@@ -80,8 +80,19 @@ typedef struct ax_dispatch {
     int64_t epoch;             /* leader epoch that dispatched it */
 } ax_dispatch_t;
 
+/* What an Attempt record reports (Attempt.kind): an attempt an executor
+ * ran; the trigger finishing an instance it would not dispatch because its
+ * lane's backlog was full; an executor's successful probe of a sharded
+ * parent (the callback then splits the parent into its shards). */
+typedef enum ax_attempt_kind {
+    AX_ATTEMPT_RUN = 0,
+    AX_ATTEMPT_BACKLOG_FULL = 1,
+    AX_ATTEMPT_PROBE = 2,
+} ax_attempt_kind_t;
+
 /* ax.callback: executor -> callback, the result of one attempt. */
 typedef struct ax_attempt {
+    ax_attempt_kind_t kind;    /* AX_ATTEMPT_RUN unless the trigger wrote it */
     int64_t instance_id;
     int32_t attempt;
     char *worker;

@@ -40,6 +40,9 @@ static inline int64_t ax_mono_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A duration in ms as a struct timeval (for libevent timers, select). */
+#define AX_TV_MS(ms) {(time_t)((ms) / 1000), (long)(((ms) % 1000) * 1000)}
+
 /* Capped exponential backoff: base * 2^attempt, at most cap (ms). */
 static inline int64_t ax_backoff_ms(unsigned attempt, int64_t base, int64_t cap) {
     int64_t d = base;

@@ -70,6 +70,10 @@ struct ax_svc {
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by);
 
+/* A persistent timer on the service's loop calling fn(-1, EV_TIMEOUT, arg)
+ * every `ms`; NULL if it could not be made. */
+struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg);
+
 /* Subscribe `group` to `topic` and hand batches of at most batch_max to fn. */
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
                    ax_svc_batch_fn fn, void *arg);

@@ -21,6 +21,8 @@ struct ax_pg {
     int reconnected;
     int was_down;
     char *options; /* "-c ax.deployment=<topic.prefix>" (+ pg.options) */
+    unsigned char *prep; /* prep[id]: statement id prepared on this connection */
+    size_t nprep;
 };
 
 static int pg_keyword_known(const char *kw) {
@@ -97,6 +99,7 @@ void ax_pg_destroy(ax_pg_t *pg) {
     free(pg->keys);
     free(pg->values);
     free(pg->options);
+    free(pg->prep);
     free(pg);
 }
 
@@ -134,6 +137,8 @@ int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
         ax_info("PostgreSQL connection re-established");
     pg->was_down = 0;
     pg->reconnected = 1;
+    if (pg->prep)
+        memset(pg->prep, 0, pg->nprep); /* a new session has no prepared statements */
     return 0;
 }
 
@@ -157,6 +162,25 @@ int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop) {
 
 PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
 
+unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id) {
+    if (id <= 0)
+        return NULL;
+    if ((size_t)id >= pg->nprep) {
+        size_t n = pg->nprep ? pg->nprep : 64;
+        while (n <= (size_t)id)
+            n *= 2;
+        unsigned char *p = realloc(pg->prep, n);
+        if (!p)
+            return NULL;
+        memset(p + pg->nprep, 0, n - pg->nprep);
+        pg->prep = p;
+        pg->nprep = n;
+    }
+    return &pg->prep[id];
+}
+
+int ax_pg_classify(const PGresult *r, PGconn *conn);
+
 /* Class 08 (connection), 57P0x (shutdown), 57014 (cancelled: the
  * statement ran past db.statement.timeout.ms), 40001/40P01 (serialization,
  * deadlock), 53xxx (resources) are worth retrying. So are errors that say
@@ -164,7 +188,7 @@ PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
  * function: a migration not applied), 3F, 55, 58, XX — rather than that the
  * data is bad: retrying them (with backoff, loudly) loses nothing, while
  * treating them as bad data would dead-letter every message. */
-static int classify(const PGresult *r, PGconn *conn) {
+int ax_pg_classify(const PGresult *r, PGconn *conn) {
     if (PQstatus(conn) != CONNECTION_OK)
         return AX_ERR_IO;
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -196,7 +220,7 @@ int ax_pg_exec(ax_pg_t *pg, const char *sql, int nparams, const char *const *par
             PQclear(r);
         return 0;
     }
-    rc = classify(r, pg->conn);
+    rc = ax_pg_classify(r, pg->conn);
     ax_seterr(errbuf, errlen, rc, "PostgreSQL: %s",
               r ? PQresultErrorMessage(r) : PQerrorMessage(pg->conn));
     if (errbuf)
@@ -206,6 +230,8 @@ int ax_pg_exec(ax_pg_t *pg, const char *sql, int nparams, const char *const *par
         pg->was_down = 1;
     return rc;
 }
+
+void ax_pg_mark_down(ax_pg_t *pg) { pg->was_down = 1; }
 
 int ax_pg_begin(ax_pg_t *pg, char *errbuf, size_t errlen) {
     return ax_pg_exec(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, errbuf, errlen);

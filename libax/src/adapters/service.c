@@ -389,3 +389,13 @@ void ax_svc_destroy(ax_svc_t *svc) {
     ax_codec_shutdown();
     ax_conf_free(&svc->conf);
 }
+
+struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg) {
+    struct event *ev = event_new(svc->base, -1, EV_PERSIST, fn, arg);
+    struct timeval tv = AX_TV_MS(ms);
+    if (ev && event_add(ev, &tv) < 0) {
+        event_free(ev);
+        ev = NULL;
+    }
+    return ev;
+}

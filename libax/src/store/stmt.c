@@ -1,0 +1,171 @@
+/*
+ * stmt.c — running the store's named statements: prepared once per
+ * connection, counted and timed by name.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+#define AX_STMT_MAX 1024
+
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static ax_stmt_t *g_reg[AX_STMT_MAX];
+static int g_nreg;
+
+/* The statement's id, registering it on its first run in this process. */
+static int stmt_id(ax_stmt_t *st) {
+    int id = __atomic_load_n(&st->id, __ATOMIC_ACQUIRE);
+    if (id > 0)
+        return id;
+    pthread_mutex_lock(&g_reg_mu);
+    id = st->id;
+    if (id == 0 && g_nreg < AX_STMT_MAX) {
+        g_reg[g_nreg++] = st;
+        id = g_nreg;
+        __atomic_store_n(&st->id, id, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_reg_mu);
+    return id;
+}
+
+static uint64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void chomp(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    for (char *p = s; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+}
+
+static void account(ax_stmt_t *st, uint64_t t0, uint64_t rows, int failed) {
+    uint64_t d = now_us() - t0;
+    __atomic_fetch_add(&st->calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&st->rows, rows, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&st->total_us, d, __ATOMIC_RELAXED);
+    if (failed)
+        __atomic_fetch_add(&st->errors, 1, __ATOMIC_RELAXED);
+    uint64_t m = __atomic_load_n(&st->max_us, __ATOMIC_RELAXED);
+    while (d > m &&
+           !__atomic_compare_exchange_n(&st->max_us, &m, d, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* 0A000 "cached plan must not change result type" (a migration changed a
+ * table under a prepared statement) and 26000 (the statement is gone, e.g.
+ * DISCARD ALL): prepare again once. */
+static int stale_plan(const PGresult *r) {
+    const char *s = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return s && (strcmp(s, "0A000") == 0 || strcmp(s, "26000") == 0);
+}
+
+static int fail(ax_pg_t *pg, PGconn *conn, PGresult *r, const char *what, const ax_stmt_t *st,
+                char *errbuf, size_t errlen) {
+    int rc = ax_pg_classify(r, conn);
+    ax_seterr(errbuf, errlen, rc, "PostgreSQL (%s%s): %s", st->name, what,
+              r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
+    if (errbuf)
+        chomp(errbuf);
+    PQclear(r);
+    if (rc == AX_ERR_IO && PQstatus(conn) != CONNECTION_OK)
+        ax_pg_mark_down(pg);
+    return rc;
+}
+
+int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *params,
+                const int *lengths, const int *formats, PGresult **ret_res, char *errbuf,
+                size_t errlen) {
+    uint64_t t0 = now_us();
+    int rc = ax_pg_ensure(pg, errbuf, errlen);
+    if (rc < 0) {
+        account(st, t0, 0, 1);
+        return rc;
+    }
+    int id = stmt_id(st);
+    char pname[16];
+    snprintf(pname, sizeof pname, "ax%d", id);
+    PGconn *conn = ax_pg_conn(pg);
+    for (int round = 0;; round++) {
+        unsigned char *prepared = ax_pg_prep_slot(pg, id);
+        if (!prepared) {
+            account(st, t0, 0, 1);
+            return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
+        }
+        if (!*prepared) {
+            PGresult *pr = PQprepare(conn, pname, st->sql, nparams, NULL);
+            if (!pr || PQresultStatus(pr) != PGRES_COMMAND_OK) {
+                account(st, t0, 0, 1);
+                return fail(pg, conn, pr, ", prepare", st, errbuf, errlen);
+            }
+            PQclear(pr);
+            *prepared = 1;
+        }
+        PGresult *r = PQexecPrepared(conn, pname, nparams, params, lengths, formats, 0);
+        ExecStatusType es = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+        if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
+            uint64_t rows = es == PGRES_TUPLES_OK ? (uint64_t)PQntuples(r)
+                                                  : strtoull(PQcmdTuples(r), NULL, 10);
+            account(st, t0, rows, 0);
+            if (ret_res)
+                *ret_res = r;
+            else
+                PQclear(r);
+            return 0;
+        }
+        if (round == 0 && stale_plan(r) && PQtransactionStatus(conn) == PQTRANS_IDLE) {
+            PQclear(r);
+            PQclear(PQexec(conn, "DEALLOCATE ALL"));
+            for (int i = 1; i <= g_nreg; i++) {
+                unsigned char *s = ax_pg_prep_slot(pg, i);
+                if (s)
+                    *s = 0;
+            }
+            continue;
+        }
+        account(st, t0, 0, 1);
+        return fail(pg, conn, r, "", st, errbuf, errlen);
+    }
+}
+
+size_t ax_store_stats(ax_store_stat_t *out, size_t max) {
+    pthread_mutex_lock(&g_reg_mu);
+    size_t n = (size_t)g_nreg;
+    for (size_t i = 0; i < n && i < max; i++) {
+        const ax_stmt_t *st = g_reg[i];
+        out[i] = (ax_store_stat_t){
+            .name = st->name,
+            .calls = __atomic_load_n(&st->calls, __ATOMIC_RELAXED),
+            .rows = __atomic_load_n(&st->rows, __ATOMIC_RELAXED),
+            .errors = __atomic_load_n(&st->errors, __ATOMIC_RELAXED),
+            .total_us = __atomic_load_n(&st->total_us, __ATOMIC_RELAXED),
+            .max_us = __atomic_load_n(&st->max_us, __ATOMIC_RELAXED),
+        };
+    }
+    pthread_mutex_unlock(&g_reg_mu);
+    return n;
+}
+
+const char *ax_num(ax_num_t *n, int64_t v) {
+    snprintf(n->s, sizeof n->s, "%lld", (long long)v);
+    return n->s;
+}
+
+const char *ax_pg_str(const PGresult *r, int row, int col) {
+    return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+char *ax_pg_strdup(const PGresult *r, int row, int col) {
+    return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
+}
+
+int ax_pg_bool(const PGresult *r, int row, int col) {
+    return !PQgetisnull(r, row, col) && PQgetvalue(r, row, col)[0] == 't';
+}
