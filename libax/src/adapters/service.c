@@ -330,10 +330,8 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
     if (!svc->consumer)
         return svc_fail(svc, 2, AX_ERR_INVALID, "configuration error: %s", err);
     const char *topics[] = {topic};
-    if (ax_kafka_subscribe(svc->consumer, topics, 1, err, sizeof err) < 0) {
-        ax_error("%s", err);
-        return AX_ERR_IO;
-    }
+    if (ax_kafka_subscribe(svc->consumer, topics, 1, err, sizeof err) < 0)
+        return svc_fail(svc, 1, AX_ERR_IO, "%s", err);
     svc->batch_fn = fn;
     svc->batch_arg = arg;
     svc->batch_max = batch_max;
