@@ -40,6 +40,12 @@ function(ax_poison_include_dir dir)
       event2/event.h event2/buffer.h event2/bufferevent.h event2/http.h event2/util.h
       event2/thread.h event2/listener.h event2/dns.h event2/keyvalq_struct.h
       event2/event_struct.h event2/http_struct.h)
+  # and every header of those libraries' own directories, as installed here
+  foreach(inc ${RDKAFKA_INCLUDEDIR} ${EVENT_INCLUDEDIR} ${AVRO_INCLUDEDIR} ${JANSSON_INCLUDEDIR})
+    file(GLOB found RELATIVE ${inc} ${inc}/librdkafka/*.h ${inc}/event2/*.h ${inc}/avro/*.h)
+    list(APPEND headers ${found})
+  endforeach()
+  list(REMOVE_DUPLICATES headers)
   file(REMOVE_RECURSE ${dir})
   foreach(h ${headers})
     file(WRITE ${dir}/${h}
