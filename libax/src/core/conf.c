@@ -647,8 +647,8 @@ static int args_config_path(int argc, char **argv, const char **ret_path, int *r
 
 int ax_conf_args(ax_conf_t *c, int *argc, char **argv, ax_conf_action_t *ret_action,
                  char *errbuf, size_t errlen) {
-    const char *path;
-    int must_exist, out = 1, rc;
+    const char *path = NULL;
+    int must_exist = 1, out = 1, rc;
     ax_conf_action_t action = AX_CONF_RUN;
     ax_conf_init(c);
     if ((rc = args_config_path(*argc, argv, &path, &must_exist, errbuf, errlen)) < 0 ||
