@@ -150,18 +150,6 @@ int ax_pg_reconnected(ax_pg_t *pg) {
     return r;
 }
 
-int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop) {
-    char err[512];
-    for (unsigned attempt = 0; !(stop && *stop); attempt++) {
-        if (ax_pg_ensure(pg, err, sizeof err) == 0)
-            return 0;
-        int64_t wait = ax_backoff_ms(attempt, pg->backoff_initial_ms, pg->backoff_max_ms);
-        ax_warn("%s; retrying in %lld ms", err, (long long)wait);
-        usleep((useconds_t)wait * 1000);
-    }
-    return AX_ERR_IO;
-}
-
 PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
 
 unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id) {
