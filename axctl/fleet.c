@@ -179,6 +179,9 @@ static int print_workers(ax_pg_t *pg, int all) {
         worker_cells(&t, &w[i]);
     print_table(&t, head, right);
     ax_workers_free(w, n);
+    if (n == WORKERS_MAX)
+        fprintf(stderr, "axctl: warning: only the %d most recently heard from shown\n",
+                WORKERS_MAX);
     return 0;
 }
 

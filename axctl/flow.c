@@ -325,21 +325,27 @@ static int flow_run(int argc, char **argv) {
     return 0;
 }
 
-/* flow show: "stage S: job J[ after A,B]" per stage. */
+/* flow show: "stage S: job J[ after A,B]" per stage, a page at a time. */
 static int show_stages(ax_pg_t *pg, const ax_flow_t *fl) {
-    char err[1024];
-    ax_flow_stage_t *st;
-    size_t n;
-    if (ax_store_flow_stages(pg, fl->id, NULL, MAX_STAGES * 4, &st, &n, err, sizeof err) < 0)
-        return store_fail(NULL, err);
-    for (size_t i = 0; i < n; i++) {
-        printf("  stage %s: job %s", st[i].name, st[i].job);
-        for (size_t d = 0; d < st[i].ndeps; d++)
-            printf("%s%s", d ? "," : " after ", st[i].deps[d]);
-        printf("\n");
+    char err[1024], after[80] = "";
+    for (;;) {
+        ax_flow_stage_t *st;
+        size_t n;
+        if (ax_store_flow_stages(pg, fl->id, *after ? after : NULL, MAX_STAGES, &st, &n, err,
+                                 sizeof err) < 0)
+            return store_fail(NULL, err);
+        for (size_t i = 0; i < n; i++) {
+            printf("  stage %s: job %s", st[i].name, st[i].job);
+            for (size_t d = 0; d < st[i].ndeps; d++)
+                printf("%s%s", d ? "," : " after ", st[i].deps[d]);
+            printf("\n");
+        }
+        if (n)
+            snprintf(after, sizeof after, "%s", st[n - 1].name);
+        ax_flow_stages_free(st, n);
+        if (n < MAX_STAGES)
+            return 0;
     }
-    ax_flow_stages_free(st, n);
-    return 0;
 }
 
 /* flow show: its schedule and next fire, or that it has none. */
