@@ -383,7 +383,8 @@ static int resubmit(ax_pg_t *pg, const char *rec, int64_t id, const char *idem) 
         return 1;
     }
     if (!in.job) {
-        fprintf(stderr, "axctl: instance %lld is an inline command; resubmit it with axctl submit\n",
+        fprintf(stderr,
+                "axctl: instance %lld is an inline command; resubmit it with axctl submit\n",
                 (long long)id);
         ax_dlq_instance_clear(&in);
         return 1;

@@ -110,8 +110,10 @@ static void pools_cell(table_t *t, const ax_worker_t *w) {
     for (size_t k = 0; k < w->npools; k++) {
         const ax_worker_pool_t *p = &w->pools[k];
         at += (size_t)snprintf(s + at, len - at, "%s%s %s/%s+%s/%s", k ? "  " : "", p->name,
-                               fig(p->running, b[0], sizeof b[0]), fig(p->slots, b[1], sizeof b[1]),
-                               fig(p->waiting, b[2], sizeof b[2]), fig(p->queue, b[3], sizeof b[3]));
+                               fig(p->running, b[0], sizeof b[0]),
+                               fig(p->slots, b[1], sizeof b[1]),
+                               fig(p->waiting, b[2], sizeof b[2]),
+                               fig(p->queue, b[3], sizeof b[3]));
     }
     cellf(t, "%s", s);
     free(s);

@@ -117,7 +117,8 @@ static void parse_stage(flow_spec_t *f, const char *spec) {
         char *list = strdup(colon + 1);
         if (!list || !(s->deps = calloc(MAX_STAGES, sizeof *s->deps)))
             oom();
-        for (char *save = NULL, *d = strtok_r(list, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+        char *save = NULL;
+        for (char *d = strtok_r(list, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
             if (s->ndeps == MAX_STAGES || strlen(d) >= sizeof s->name)
                 die_usagef("--stage '%s': bad upstream list", spec);
             if (!(s->deps[s->ndeps++] = strdup(d)))
@@ -162,9 +163,9 @@ static void check_spec(flow_spec_t *f) {
     /* The flow table's CHECK; with a schedule, its job flow.NAME must fit
      * the job table's 128 bytes too. */
     size_t nlen = strlen(f->name), nmax = f->nsched ? 123 : 128;
-    int name_ok = nlen >= 1 && nlen <= nmax &&
-                  strspn(f->name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-                      nlen &&
+    static const char allowed[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+    int name_ok = nlen >= 1 && nlen <= nmax && strspn(f->name, allowed) == nlen &&
                   strchr("._-", f->name[0]) == NULL;
     if (!name_ok)
         die_usagef("invalid flow name '%s': 1-%zu of A-Z a-z 0-9 . _ - starting with a letter "

@@ -12,6 +12,10 @@ AX_STMT(st_cancel_request, "instance_ops.cancel_request",
         " WHERE id = ANY($1::bigint[]) AND state <> 'FINISHED'"
         " RETURNING id, state, attempt, trace_id, coalesce(worker, '')");
 
+static int nomem(char *errbuf, size_t errlen) {
+    return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "instance_ops.cancel_request: out of memory");
+}
+
 void ax_cancel_rows_free(ax_cancel_row_t *rows, size_t n) {
     for (size_t i = 0; rows && i < n; i++) {
         free(rows[i].state);
@@ -26,7 +30,7 @@ static int cancel_rows(PGresult *r, ax_cancel_row_t **ret_rows, size_t *ret_n, c
     size_t n = (size_t)PQntuples(r);
     ax_cancel_row_t *rows = n ? calloc(n, sizeof *rows) : NULL;
     if (n && !rows)
-        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "instance_ops.cancel_request: out of memory");
+        return nomem(errbuf, errlen);
     for (size_t i = 0; i < n; i++) {
         int row = (int)i;
         rows[i] = (ax_cancel_row_t){
@@ -38,8 +42,7 @@ static int cancel_rows(PGresult *r, ax_cancel_row_t **ret_rows, size_t *ret_n, c
         };
         if (!rows[i].state || !rows[i].trace_id || !rows[i].worker) {
             ax_cancel_rows_free(rows, i + 1);
-            return ax_seterr(errbuf, errlen, AX_ERR_NOMEM,
-                             "instance_ops.cancel_request: out of memory");
+            return nomem(errbuf, errlen);
         }
     }
     *ret_rows = rows;
@@ -58,7 +61,7 @@ int ax_store_instance_cancel_request(ax_pg_t *pg, const int64_t *ids, size_t n,
         rc = ax_pgarr_end(&arr);
     if (rc < 0) {
         ax_strbuf_free(&arr);
-        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "instance_ops.cancel_request: out of memory");
+        return nomem(errbuf, errlen);
     }
     const char *p[] = {arr.s};
     PGresult *r;
