@@ -170,8 +170,12 @@ static void trigger_fini(trigger_t *t) {
 }
 
 int main(int argc, char **argv) {
-    trigger_t *t = calloc(1, sizeof *t);
-    if (!t || ax_svc_init(&t->svc, "ax-trigger", &argc, argv, usage, "trigger") < 0)
+    /* the one trigger of the process (static storage: what it holds stays
+     * reachable when main returns early); callbacks reach it from their
+     * svc (trigger_of), no file-level global */
+    static trigger_t trigger;
+    trigger_t *t = &trigger;
+    if (ax_svc_init(&t->svc, "ax-trigger", &argc, argv, usage, "trigger") < 0)
         return 1;
     ax_svc_t *svc = &t->svc;
     svc->on_stop = on_stop;
@@ -201,6 +205,5 @@ int main(int argc, char **argv) {
             (long long)t->skipped, (long long)t->submitted, (long long)t->duplicates,
             (long long)t->dispatched, (long long)t->swept);
     trigger_fini(t);
-    free(t);
     return 0;
 }

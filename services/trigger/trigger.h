@@ -90,7 +90,7 @@ typedef struct trigger {
     int64_t lane_min_age_ms[AX_PRIORITIES];
     int lane_target[AX_PRIORITIES];
     int64_t deferred[AX_PRIORITIES]; /* deferred instances, last count */
-    int64_t mark_since_ms[AX_PRIORITIES]; /* main.c mark_deferred */
+    int64_t mark_since_ms[AX_PRIORITIES]; /* scan.c mark_deferred */
     int64_t deferred_fires;   /* scheduled fires recorded as deferred */
     int64_t lane_sent[AX_PRIORITIES]; /* produced per lane since the last lag sample */
     int lag_ok;               /* the lag monitor's samples are current */
