@@ -5,8 +5,8 @@
  *   ingest.c   submissions (ax.submit) -> SCHEDULED instances
  *   scan.c     the due scan: due SCHEDULED instances -> dispatch
  *   sweep.c    the lease sweep: lost executors' instances -> TIMEOUT
- *   backlog.c  backlog caps: instances beyond a job's cap -> FAILED
  *   lag.c      consumer lag per lane, the release plan (backpressure)
+ *   backlog.c  backlog caps: instances beyond a job's cap -> FAILED
  *   sched.c    schedules in memory on the timing wheel, fire decisions and
  *              the ledger, job reloads on NOTIFY
  *   dispatch.c producing dispatch records, settling or undoing their marks
