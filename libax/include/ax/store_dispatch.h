@@ -19,7 +19,8 @@
 #include <stdint.h>
 
 #include "ax/lane.h"
-#include "ax/pg.h"
+
+typedef struct ax_pg ax_pg_t; /* a connection (ax/pg.h) */
 
 /* One instance as the dispatch statements return it (the dispatch column
  * layout, also returned by the fire statement). Strings are malloc'd. */

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 #include "ax/lane.h"
-#include "ax/pg.h"
+
+typedef struct ax_pg ax_pg_t; /* a connection (ax/pg.h) */
 
 /* The error class of an instance failed by its job's backlog cap (set by
  * the trigger, finished by ax-callback; Attempt.kind BACKLOG_FULL). */

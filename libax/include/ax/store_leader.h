@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ax/pg.h"
+
+typedef struct ax_pg ax_pg_t; /* a connection (ax/pg.h) */
 
 /* Who asks: the role (<topic.prefix>trigger), this process's holder
  * string and, once leading, the epoch it holds. */
