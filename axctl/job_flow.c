@@ -46,12 +46,12 @@ static void flow_opts_check(int argc, char **argv) {
 }
 
 /* The options as job_parse_opts reads them: argv[2..] after "schedule"
- * and the job's name. */
-static void flow_opts_parse(const char *jobname, int argc, char **argv, opts_t *o) {
+ * and the job's name. -1 if out of memory (said). */
+static int flow_opts_parse(const char *jobname, int argc, char **argv, opts_t *o) {
     char **av = malloc(sizeof *av * ((size_t)argc + 3));
     if (!av) {
         fprintf(stderr, "axctl: out of memory\n");
-        exit(1);
+        return -1;
     }
     av[0] = "schedule";
     av[1] = (char *)jobname;
@@ -66,6 +66,7 @@ static void flow_opts_parse(const char *jobname, int argc, char **argv, opts_t *
                    "instance to queue behind or cancel), not '%s'", o->overlap_policy);
     job_validate(o->sched_set ? o->kind : AX_SCHED_NONE, o->cron, o->tz ? o->tz : "UTC", o->gap,
                  o->overlap);
+    return 0;
 }
 
 /* Change the existing schedule job j; exits 2 if the options do not fit it. */
@@ -112,7 +113,8 @@ int job_flow_schedule_try(ax_pg_t *pg, const char *flow, const char *flow_id, in
     char jobname[160];
     snprintf(jobname, sizeof jobname, "flow.%s", flow);
     opts_t o;
-    flow_opts_parse(jobname, argc, argv, &o);
+    if (flow_opts_parse(jobname, argc, argv, &o) < 0)
+        return -1;
     int64_t fid = parse_int(flow_id, "flow id");
     char err[1024];
     ax_job_t j;

@@ -62,9 +62,9 @@ static int wait_outcome(const char *trace, const char *key, dlq_tail_t *tail, in
 }
 
 /* --job NAME must name a job that can be submitted: checked before anything
- * is produced (the trigger would only dead-letter it). Exits 2 if not, 1
- * if PostgreSQL cannot say. */
-static void check_job(const char *name) {
+ * is produced (the trigger would only dead-letter it). Exits 2 if not;
+ * returns 1 (said why) if PostgreSQL cannot say, else 0. */
+static int check_job(const char *name) {
     ax_pg_t *pg = pg_open();
     ax_job_t j;
     char err[1024];
@@ -74,12 +74,13 @@ static void check_job(const char *name) {
         die_usagef("--job: no job named '%s' (see axctl job list)", name);
     if (rc < 0) {
         fprintf(stderr, "axctl: %s\n", pg_err_line(err));
-        exit(1);
+        return 1;
     }
     int flow = strcmp(j.handler_kind, "flow") == 0;
     ax_job_clear(&j);
     if (flow)
         die_usagef("--job: job '%s' starts a flow: run it with axctl flow run", name);
+    return 0;
 }
 
 /* One option with its value v; exits 2 if it is unknown or invalid. */
@@ -157,8 +158,9 @@ static void submit_parse(int argc, char **argv, submit_opts_t *o) {
     }
 }
 
-/* Exits 2 unless the submission can be produced. */
-static void submit_check(submit_opts_t *o) {
+/* Exits 2 unless the submission can be produced; 1 if the job cannot be
+ * checked. */
+static int submit_check(submit_opts_t *o) {
     ax_submit_t *s = &o->s;
     if (!s->job == !s->command)
         die_usage("submit needs exactly one of --job NAME or -- COMMAND ARG...");
@@ -187,8 +189,7 @@ static void submit_check(submit_opts_t *o) {
         s->trace_id = o->trace;
     }
     submit_size_check(s, o->count > 1 ? strlen(s->trace_id) + 21 : strlen(s->trace_id));
-    if (s->job)
-        check_job(s->job);
+    return s->job ? check_job(s->job) : 0;
 }
 
 /* Produce the submission(s) (--count N: trace ids TRACE-1 ... TRACE-N) and
@@ -228,8 +229,11 @@ static int submit_produce(rd_kafka_t *rk, submit_opts_t *o, const char *base) {
 int cmd_submit(int argc, char **argv) {
     submit_opts_t o;
     submit_parse(argc, argv, &o);
-    submit_check(&o);
     char err[512];
+    if (submit_check(&o)) {
+        free(o.payload_buf);
+        return 1;
+    }
     rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
     if (!rk) {
         fprintf(stderr, "axctl: configuration error: %s\n", err);

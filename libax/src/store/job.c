@@ -116,8 +116,9 @@ static int job_read(const PGresult *r, int i, ax_job_t *j) {
     return 0;
 }
 
-static int get_one(ax_pg_t *pg, ax_stmt_t *st, const char *key, ax_job_t *ret, char *errbuf,
-                   size_t errlen) {
+/* The job of key by st; AX_ERR_NOTFOUND saying "<what> <key>" if none. */
+static int get_one(ax_pg_t *pg, ax_stmt_t *st, const char *key, const char *what, ax_job_t *ret,
+                   char *errbuf, size_t errlen) {
     PGresult *r;
     const char *p[] = {key};
     memset(ret, 0, sizeof *ret);
@@ -125,7 +126,7 @@ static int get_one(ax_pg_t *pg, ax_stmt_t *st, const char *key, ax_job_t *ret, c
     if (rc < 0)
         return rc;
     if (PQntuples(r) != 1)
-        rc = ax_seterr(errbuf, errlen, AX_ERR_NOTFOUND, "no job named %s", key);
+        rc = ax_seterr(errbuf, errlen, AX_ERR_NOTFOUND, "%s %s", what, key);
     else if (job_read(r, 0, ret) < 0)
         rc = ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
     PQclear(r);
@@ -134,14 +135,15 @@ static int get_one(ax_pg_t *pg, ax_stmt_t *st, const char *key, ax_job_t *ret, c
 
 int ax_store_job_get(ax_pg_t *pg, const char *name, int for_update, ax_job_t *ret_job,
                      char *errbuf, size_t errlen) {
-    return get_one(pg, for_update ? &st_get_lock : &st_get, name, ret_job, errbuf, errlen);
+    return get_one(pg, for_update ? &st_get_lock : &st_get, name, "no job named", ret_job, errbuf,
+                   errlen);
 }
 
 int ax_store_job_get_by_flow(ax_pg_t *pg, int64_t flow_id, int for_update, ax_job_t *ret_job,
                              char *errbuf, size_t errlen) {
     ax_num_t f;
     return get_one(pg, for_update ? &st_get_flow_lock : &st_get_flow, ax_num(&f, flow_id),
-                   ret_job, errbuf, errlen);
+                   "no schedule job for flow id", ret_job, errbuf, errlen);
 }
 
 int ax_store_job_list(ax_pg_t *pg, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
