@@ -20,8 +20,9 @@
 
 typedef struct ax_pg ax_pg_t;
 
-/* A job with its last ledger entry. Strings are malloc'd; optional values
- * have a has_ flag (the value is 0 without it). */
+/* A job with its last ledger entry: every setting but the payload (bytes,
+ * read with ax_store_job_columns) and the run statistics. Strings are
+ * malloc'd; optional values have a has_ flag (the value is 0 without it). */
 typedef struct ax_job {
     int64_t id;
     char *name;
@@ -61,6 +62,19 @@ typedef struct ax_job {
     int64_t circuit_threshold;
     int has_circuit_opened;
     int64_t circuit_opened_ms;
+    int64_t circuit_cooldown_ms;
+    /* policies and limits */
+    int64_t version; /* bumped by every change of a setting */
+    char *misfire_policy, *overlap_policy;
+    int64_t misfire_threshold_ms, catchup_max, timeout_ms, priority;
+    int64_t retry_max, retry_initial_ms, retry_max_delay_ms, retry_jitter_ms;
+    double retry_multiplier;
+    char *retry_rules;  /* JSON, NULL: the default chain */
+    int has_backlog_max;
+    int64_t backlog_max;
+    int64_t tolerance_ms;
+    char *command_json; /* the command as a JSON array, NULL if none */
+    int64_t created_ms, updated_ms;
 } ax_job_t;
 
 void ax_job_clear(ax_job_t *j);

@@ -20,7 +20,9 @@ enum {
     J_ID, J_NAME, J_ENABLED, J_KIND, J_EXPR, J_TZ, J_GAP, J_OVERLAP, J_INTERVAL, J_START,
     J_FROM, J_LAST, J_DECISION, J_INST, J_INST_STATE, J_FINISHED, J_NOW, J_HANDLER, J_NCMD,
     J_CMD0, J_GROUP, J_CONC, J_RKEY, J_RUNNING, J_FLOW, J_CIRCUIT, J_FAILS, J_THRESHOLD,
-    J_OPENED, J_NCOLS
+    J_OPENED, J_VERSION, J_MISFIRE, J_THRESHOLD_MS, J_CATCHUP, J_OVERLAP_POLICY, J_TIMEOUT,
+    J_PRIORITY, J_RETRY_MAX, J_RETRY_INITIAL, J_RETRY_MULT, J_RETRY_MAX_DELAY, J_RETRY_JITTER,
+    J_RULES, J_COOLDOWN, J_BACKLOG, J_TOLERANCE, J_COMMAND_JSON, J_CREATED, J_UPDATED, J_NCOLS
 };
 
 #define JOB_ROW_SQL                                                                              \
@@ -30,7 +32,12 @@ enum {
     " " MS("li.finished_at") ", " MS("now()") ", j.handler_kind,"                               \
     " coalesce(cardinality(j.command), 0), j.command[1], j.executor_group,"                     \
     " j.concurrency_limit, j.routing_key, j.running_count, j.flow_id, j.circuit_state,"          \
-    " j.consecutive_failures, j.circuit_threshold, " MS("j.circuit_opened_at") " FROM job j"     \
+    " j.consecutive_failures, j.circuit_threshold, " MS("j.circuit_opened_at") ", j.version,"   \
+    " j.misfire_policy, j.misfire_threshold_ms, j.catchup_max, j.overlap_policy, j.timeout_ms,"  \
+    " j.priority, j.retry_max, j.retry_initial_ms, j.retry_multiplier, j.retry_max_ms,"          \
+    " j.retry_jitter_ms, j.retry_rules::text, j.circuit_cooldown_ms, j.backlog_max,"             \
+    " j.tolerance_ms, array_to_json(j.command)::text, " MS("j.created_at") ","                  \
+    " " MS("j.updated_at") " FROM job j"                                                         \
     " LEFT JOIN LATERAL (SELECT f.nominal_time, f.decision, f.instance_id FROM job_fire f"      \
     "  WHERE f.job_id = j.id ORDER BY f.nominal_time DESC LIMIT 1) lf ON true"                   \
     " LEFT JOIN job_instance li ON li.id = lf.instance_id"
@@ -47,7 +54,8 @@ void ax_job_clear(ax_job_t *j) {
         return;
     char *s[] = {j->name, j->schedule_kind, j->schedule_expr, j->time_zone, j->dst_gap,
                  j->dst_overlap, j->last_decision, j->last_instance_state, j->handler_kind,
-                 j->command0, j->executor_group, j->routing_key, j->circuit_state};
+                 j->command0, j->executor_group, j->routing_key, j->circuit_state,
+                 j->misfire_policy, j->overlap_policy, j->retry_rules, j->command_json};
     for (size_t i = 0; i < AX_ARRAY_SIZE(s); i++)
         free(s[i]);
     memset(j, 0, sizeof *j);
@@ -67,6 +75,25 @@ static char *text_col(const PGresult *r, int i, int c) {
 static void opt_int(const PGresult *r, int i, int c, int *has, int64_t *v) {
     *has = !PQgetisnull(r, i, c);
     *v = ax_pg_int(r, i, c);
+}
+
+/* The numeric settings of row i. */
+static void job_read_settings(const PGresult *r, int i, ax_job_t *j) {
+    j->version = ax_pg_int(r, i, J_VERSION);
+    j->misfire_threshold_ms = ax_pg_int(r, i, J_THRESHOLD_MS);
+    j->catchup_max = ax_pg_int(r, i, J_CATCHUP);
+    j->timeout_ms = ax_pg_int(r, i, J_TIMEOUT);
+    j->priority = ax_pg_int(r, i, J_PRIORITY);
+    j->retry_max = ax_pg_int(r, i, J_RETRY_MAX);
+    j->retry_initial_ms = ax_pg_int(r, i, J_RETRY_INITIAL);
+    j->retry_multiplier = strtod(PQgetvalue(r, i, J_RETRY_MULT), NULL);
+    j->retry_max_delay_ms = ax_pg_int(r, i, J_RETRY_MAX_DELAY);
+    j->retry_jitter_ms = ax_pg_int(r, i, J_RETRY_JITTER);
+    j->circuit_cooldown_ms = ax_pg_int(r, i, J_COOLDOWN);
+    opt_int(r, i, J_BACKLOG, &j->has_backlog_max, &j->backlog_max);
+    j->tolerance_ms = ax_pg_int(r, i, J_TOLERANCE);
+    j->created_ms = ax_pg_int(r, i, J_CREATED);
+    j->updated_ms = ax_pg_int(r, i, J_UPDATED);
 }
 
 /* Row i of a JOB_ROW_SQL result; AX_ERR_NOMEM (row cleared) if a copy failed. */
@@ -89,6 +116,7 @@ static int job_read(const PGresult *r, int i, ax_job_t *j) {
     j->consecutive_failures = ax_pg_int(r, i, J_FAILS);
     j->circuit_threshold = ax_pg_int(r, i, J_THRESHOLD);
     opt_int(r, i, J_OPENED, &j->has_circuit_opened, &j->circuit_opened_ms);
+    job_read_settings(r, i, j);
     j->name = text_col(r, i, J_NAME);
     j->schedule_kind = text_col(r, i, J_KIND);
     j->time_zone = text_col(r, i, J_TZ);
@@ -102,13 +130,19 @@ static int job_read(const PGresult *r, int i, ax_job_t *j) {
     j->last_instance_state = ax_pg_strdup(r, i, J_INST_STATE);
     j->command0 = ax_pg_strdup(r, i, J_CMD0);
     j->routing_key = ax_pg_strdup(r, i, J_RKEY);
+    j->misfire_policy = text_col(r, i, J_MISFIRE);
+    j->overlap_policy = text_col(r, i, J_OVERLAP_POLICY);
+    j->retry_rules = ax_pg_strdup(r, i, J_RULES);
+    j->command_json = ax_pg_strdup(r, i, J_COMMAND_JSON);
     int lost = !j->name || !j->schedule_kind || !j->time_zone || !j->dst_gap ||
                !j->dst_overlap || !j->handler_kind || !j->executor_group || !j->circuit_state ||
                (!j->schedule_expr && !PQgetisnull(r, i, J_EXPR)) ||
                (!j->last_decision && !PQgetisnull(r, i, J_DECISION)) ||
                (!j->last_instance_state && !PQgetisnull(r, i, J_INST_STATE)) ||
                (!j->command0 && !PQgetisnull(r, i, J_CMD0)) ||
-               (!j->routing_key && !PQgetisnull(r, i, J_RKEY));
+               (!j->routing_key && !PQgetisnull(r, i, J_RKEY)) || !j->misfire_policy ||
+               !j->overlap_policy || (!j->retry_rules && !PQgetisnull(r, i, J_RULES)) ||
+               (!j->command_json && !PQgetisnull(r, i, J_COMMAND_JSON));
     if (lost) {
         ax_job_clear(j);
         return AX_ERR_NOMEM;
