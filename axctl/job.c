@@ -180,7 +180,8 @@ static int cancel_pending(ax_pg_t *pg, const ax_job_pending_t *p) {
     if (!ids)
         return out_of_memory();
     int stopping, scheduled;
-    int n = cancel_instances(pg, ids, "cancelled by an operator (axctl job delete --cancel-pending)",
+    int n = cancel_instances(pg, ids,
+                             "cancelled by an operator (axctl job delete --cancel-pending)",
                              &stopping, &scheduled);
     free(ids);
     if (n < 0)

@@ -184,7 +184,12 @@ int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t s
 
 /* Every column of job `name` in table order, whatever columns the table
  * has (axctl job show). */
-typedef enum { AX_JOB_COL_NULL, AX_JOB_COL_TEXT, AX_JOB_COL_TIME, AX_JOB_COL_BYTES } ax_job_col_kind_t;
+typedef enum {
+    AX_JOB_COL_NULL,
+    AX_JOB_COL_TEXT,
+    AX_JOB_COL_TIME,
+    AX_JOB_COL_BYTES
+} ax_job_col_kind_t;
 typedef struct ax_job_col {
     char *key;
     ax_job_col_kind_t kind;
