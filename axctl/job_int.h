@@ -1,8 +1,9 @@
 /*
  * job_int.h — what the parts of axctl job share: the options of job
  * create/update and flow schedules (job_opts.c), a job's schedule and fire
- * times as the trigger computes them (job_view.c), the commands (job.c).
- * Calls go one way: job.c uses job_opts.c and job_view.c.
+ * times as the trigger computes them (job_view.c), the commands (job.c)
+ * and a flow's schedule job (job_flow.c). Calls go one way: job.c and
+ * job_flow.c use job_opts.c and job_view.c, which use neither.
  */
 #ifndef AXCTL_JOB_INT_H
 #define AXCTL_JOB_INT_H
