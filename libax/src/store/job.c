@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ax/store_job.h"
+#include "job_params.h"
 #include "store_int.h"
 
 /* A timestamptz as epoch milliseconds. */
@@ -205,16 +206,6 @@ int ax_store_job_list(ax_pg_t *pg, ax_job_t **ret_rows, size_t *ret_n, char *err
 
 /* ---- create and update ------------------------------------------------------------- */
 
-/* The parameters of both statements (create adds P_ENABLED, P_FLOW). */
-enum {
-    P_NAME, P_SCHED, P_KIND, P_EXPR, P_INTERVAL, P_START, P_AFTER, P_TZ, P_GAP, P_OVERLAP,
-    P_MISFIRE, P_THRESHOLD, P_CATCHUP, P_OVERLAP_POLICY, P_TIMEOUT, P_PRIORITY, P_PAYLOAD,
-    P_HANDLER, P_GROUP, P_RKEY_SET, P_RKEY, P_BACKLOG_SET, P_BACKLOG, P_TOLERANCE, P_CONC_SET,
-    P_CONC, P_RETRY_MAX, P_RETRY_INITIAL, P_RETRY_MULT, P_RETRY_MAX_DELAY, P_RETRY_JITTER,
-    P_RULES_SET, P_RULES, P_CIRCUIT_THRESHOLD, P_CIRCUIT_COOLDOWN, P_COMMAND, P_UPDATE_N,
-    P_ENABLED = P_UPDATE_N, P_FLOW, P_CREATE_N
-};
-
 /* start_at of a schedule: an absolute start ($7 NULL) or now + $7 ms. */
 #define START_AT "coalesce(" TS("$6") ", date_trunc('milliseconds', now()) + $7::bigint"         \
                  " * interval '1 millisecond')"
@@ -276,20 +267,13 @@ AX_STMT(st_update, "job.update",
         " command = coalesce($36::text[], command)"
         " WHERE name = $1 RETURNING id");
 
-typedef struct {
-    const char *p[P_CREATE_N];
-    int len[P_CREATE_N], fmt[P_CREATE_N];
-    ax_num_t num[P_CREATE_N];
-    ax_strbuf_t cmd;
-} spec_params_t;
-
-static void p_int(spec_params_t *sp, int i, int has, int64_t v) {
+static void p_int(ax__job_params_t *sp, int i, int has, int64_t v) {
     sp->p[i] = has ? ax_num(&sp->num[i], v) : NULL;
 }
 
 static const char *p_bool(int v) { return v ? "true" : "false"; }
 
-static void spec_sched(spec_params_t *sp, const ax_job_spec_t *s) {
+static void spec_sched(ax__job_params_t *sp, const ax_job_spec_t *s) {
     sp->p[P_SCHED] = p_bool(s->set_schedule);
     sp->p[P_KIND] = s->set_schedule ? s->schedule_kind : NULL;
     sp->p[P_EXPR] = s->set_schedule ? s->schedule_expr : NULL;
@@ -305,8 +289,7 @@ static void spec_sched(spec_params_t *sp, const ax_job_spec_t *s) {
     sp->p[P_OVERLAP_POLICY] = s->overlap_policy;
 }
 
-/* The parameters of spec; AX_ERR_NOMEM if the command did not fit. */
-static int spec_params(spec_params_t *sp, const ax_job_spec_t *s) {
+int ax__job_spec_params(ax__job_params_t *sp, const ax_job_spec_t *s) {
     memset(sp, 0, sizeof *sp);
     sp->p[P_NAME] = s->name;
     spec_sched(sp, s);
@@ -350,16 +333,18 @@ static int spec_params(spec_params_t *sp, const ax_job_spec_t *s) {
     return 0;
 }
 
+void ax__job_params_clear(ax__job_params_t *sp) { ax_strbuf_free(&sp->cmd); }
+
 static int spec_run(ax_pg_t *pg, ax_stmt_t *st, int n, const ax_job_spec_t *s, int *ret_rows,
                     char *errbuf, size_t errlen) {
-    spec_params_t sp;
+    ax__job_params_t sp;
     PGresult *r = NULL;
-    int rc = spec_params(&sp, s);
+    int rc = ax__job_spec_params(&sp, s);
     if (rc < 0)
         rc = ax_seterr(errbuf, errlen, rc, "%s: out of memory", st->name);
     else
         rc = ax_stmt_run(pg, st, n, sp.p, sp.len, sp.fmt, &r, errbuf, errlen);
-    ax_strbuf_free(&sp.cmd);
+    ax__job_params_clear(&sp);
     if (rc == 0) {
         *ret_rows = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 1;
         PQclear(r);
