@@ -7,7 +7,6 @@
 #ifndef AXCTL_H
 #define AXCTL_H
 
-#include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,14 +22,6 @@ void die_usagef(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 ax_pg_t *pg_open(void);
 /* The first line of a PostgreSQL error (cut in place): no DETAIL/HINT. */
 const char *pg_err_line(char *err);
-/* Transitional (legacy_sql.c), for the files not on the store yet
- * (instance.c, flow.c, fleet.c, dlq.c): one parameterised statement,
- * exits 1 on failure; the first column of each row on a line. */
-PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p);
-void print_rows(PGresult *r);
-/* ids[0..n) as a PostgreSQL bigint[] literal for cancel_instances
- * (malloc'd; NULL if out of memory). */
-char *ids_literal(const int64_t *ids, size_t n);
 
 /* `what` names the option in the error message. */
 int64_t parse_int(const char *s, const char *what);
@@ -51,10 +42,6 @@ void need_utf8(const char *s, const char *what);
  * the cancellations (printed). */
 int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t n, const char *why,
                         int *ret_stopping, int *ret_scheduled);
-/* The same with ids as a PostgreSQL bigint[] literal ("{1,2}"), for the
- * callers that still read them from a result; goes once they pass ids. */
-int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_stopping,
-                     int *ret_scheduled);
 
 /* axctl job ... (job.c) */
 int cmd_job(int argc, char **argv);
@@ -80,8 +67,6 @@ int job_flow_sched_opt(const char *opt);
  * failure (said on stderr; the caller rolls back). */
 int job_flow_schedule_try(ax_pg_t *pg, const char *flow, const char *flow_id, int argc,
                           char **argv);
-/* Transitional, for flow.c: job_flow_schedule_try, exiting 1 on failure. */
-int job_flow_schedule(ax_pg_t *pg, const char *flow, const char *flow_id, int argc, char **argv);
 /* The schedule of job NAME and its next fire (malloc'd); -1 if no such job. */
 int job_sched_describe(ax_pg_t *pg, const char *name, int verbose, char **sched, char **next);
 

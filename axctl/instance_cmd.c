@@ -186,19 +186,13 @@ static int cancel_parent(ax_pg_t *pg, const char *arg, int64_t id) {
     char err[1024];
     if (ax_store_instance_admin_open_shards(pg, id, &ids, &n, err, sizeof err) < 0)
         return failed(err);
-    char *lit = n ? ids_literal(ids, n) : NULL;
-    free(ids);
-    if (n && !lit) {
-        fprintf(stderr, "axctl: out of memory\n");
-        return 1;
-    }
     int stopping = 0, scheduled = 0;
-    int k = n ? cancel_instances(pg, lit,
-                                 "cancelled by an operator (axctl instance cancel of its shard "
-                                 "parent)",
-                                 &stopping, &scheduled)
+    int k = n ? cancel_instance_ids(pg, ids, n,
+                                    "cancelled by an operator (axctl instance cancel of its shard "
+                                    "parent)",
+                                    &stopping, &scheduled)
               : 0;
-    free(lit);
+    free(ids);
     if (k < 0)
         return 1;
     if (k == 0) {
@@ -232,11 +226,9 @@ static int cancel_one(ax_pg_t *pg, const char *arg, int64_t id) {
         return 1;
     if (parent)
         return cancel_parent(pg, arg, id);
-    char ids[40];
-    snprintf(ids, sizeof ids, "{%" PRId64 "}", id);
     int stopping, scheduled;
-    int n = cancel_instances(pg, ids, "cancelled by an operator (axctl instance cancel)",
-                             &stopping, &scheduled);
+    int n = cancel_instance_ids(pg, &id, 1, "cancelled by an operator (axctl instance cancel)",
+                                &stopping, &scheduled);
     if (n == 0)
         fprintf(stderr, "axctl: instance %s finished meanwhile: nothing to cancel\n", arg);
     if (n <= 0)

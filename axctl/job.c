@@ -176,14 +176,10 @@ static void first_ids(const ax_job_pending_t *p, char *buf, size_t len) {
  * outside any transaction, so their cancel_requested_at commits before
  * Kafka is waited for. 0, or 1 (said why). */
 static int cancel_pending(ax_pg_t *pg, const ax_job_pending_t *p) {
-    char *ids = ids_literal(p->ids, p->n);
-    if (!ids)
-        return out_of_memory();
     int stopping, scheduled;
-    int n = cancel_instances(pg, ids,
-                             "cancelled by an operator (axctl job delete --cancel-pending)",
-                             &stopping, &scheduled);
-    free(ids);
+    int n = cancel_instance_ids(pg, p->ids, p->n,
+                                "cancelled by an operator (axctl job delete --cancel-pending)",
+                                &stopping, &scheduled);
     if (n < 0)
         return 1;
     printf("cancelled %d instance(s) not started yet; asked executors to stop %d claimed "

@@ -136,13 +136,6 @@ int job_flow_schedule_try(ax_pg_t *pg, const char *flow, const char *flow_id, in
     return rc < 0 ? -1 : wrote;
 }
 
-int job_flow_schedule(ax_pg_t *pg, const char *flow, const char *flow_id, int argc, char **argv) {
-    int rc = job_flow_schedule_try(pg, flow, flow_id, argc, argv);
-    if (rc < 0)
-        exit(1);
-    return rc;
-}
-
 int job_sched_describe(ax_pg_t *pg, const char *name, int verbose, char **sched, char **next) {
     ax_job_t j;
     char err[512], buf[256];

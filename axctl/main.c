@@ -355,20 +355,6 @@ static int cmd_counters(void) {
     return 0;
 }
 
-char *ids_literal(const int64_t *ids, size_t n) {
-    ax_strbuf_t b = {0};
-    int rc = ax_pgarr_begin(&b);
-    for (size_t i = 0; i < n && rc == 0; i++)
-        rc = ax_pgarr_int(&b, ids[i]);
-    if (rc == 0)
-        rc = ax_pgarr_end(&b);
-    if (rc < 0) {
-        ax_strbuf_free(&b);
-        return NULL;
-    }
-    return b.s;
-}
-
 /* axctl cron next: a local preview of a schedule; touches no server. */
 static int cmd_cron(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "next") != 0)
