@@ -165,6 +165,9 @@ int  ax_attempt_encode(const ax_attempt_t *m, void **ret_buf, size_t *ret_len);
 int  ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf, size_t errlen);
 /* 1 if `schema_id` is one ax_attempt_decode() reads (5, or the earlier 3). */
 int  ax_attempt_schema_known(int32_t schema_id);
+/* The kind the signals of schema id 3 name (see above): what
+ * ax_attempt_decode() sets for an id 3 record. */
+ax_attempt_kind_t ax_attempt_kind_legacy(const ax_attempt_t *m);
 /* "RUN", "BACKLOG_FULL", "PROBE" (the AttemptKind symbols); "UNKNOWN". */
 const char *ax_attempt_kind_name(ax_attempt_kind_t k);
 void ax_attempt_clear(ax_attempt_t *m);

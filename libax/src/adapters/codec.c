@@ -804,7 +804,7 @@ static int get_kind(avro_value_t *rec, ax_attempt_kind_t *ret) {
 
 /* A record of schema id 3 carries no kind: the signals the producers of
  * that version used instead. */
-static ax_attempt_kind_t kind_of_id3(const ax_attempt_t *m) {
+ax_attempt_kind_t ax_attempt_kind_legacy(const ax_attempt_t *m) {
     if (m->error_class && strcmp(m->error_class, "backlog_full") == 0 && m->worker &&
         strcmp(m->worker, "ax-trigger") == 0)
         return AX_ATTEMPT_BACKLOG_FULL;
@@ -887,7 +887,7 @@ int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errb
     if (id == AX_SCHEMA_ATTEMPT)
         rc = get_kind(&v, &m.kind);
     else
-        m.kind = kind_of_id3(&m);
+        m.kind = ax_attempt_kind_legacy(&m);
 out:
     avro_value_decref(&v);
     rc = decode_rc(rc, "ax.v1.Attempt", errbuf, errlen);
