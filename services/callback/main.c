@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
      * service keeps a pointer to cb.svc for its signal handlers) */
     static callback_t cb;
     if (ax_svc_init(&cb.svc, "ax-callback", &argc, argv, usage, "callback") < 0)
-        return 1;
+        return ax_svc_exit_status(&cb.svc);
     ax_svc_t *svc = &cb.svc;
     svc->reloadable = reloadable_keys;
     svc->reload_check = reload_check;
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     if (ax_svc_consume(svc, svc->topic_callback,
                        ax_conf_topic(&svc->conf, "callback", group, sizeof group),
                        (size_t)svc->conf.callback_batch, cb_on_attempt_batch, &cb) < 0)
-        return 1;
+        return ax_svc_exit_status(svc);
     ax_svc_run(svc);
     ax_info("stopped: %lld attempts recorded, %lld retries scheduled, %lld stale results "
             "ignored, %lld outcomes published",

@@ -1158,7 +1158,7 @@ static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
 int main(int argc, char **argv) {
     trigger_t *t = &g_trigger;
     if (ax_svc_init(&t->svc, "ax-trigger", &argc, argv, usage, "trigger") < 0)
-        return 1;
+        return ax_svc_exit_status(&t->svc);
     ax_svc_t *svc = &t->svc;
     svc->on_stop = on_stop;
     svc->reloadable = reloadable_keys;
@@ -1216,7 +1216,7 @@ int main(int argc, char **argv) {
     if (ax_svc_consume(svc, svc->topic_submit,
                        ax_conf_topic(&svc->conf, "trigger", group, sizeof group),
                        (size_t)svc->conf.trigger_batch, on_submit_batch, t) < 0)
-        return 1;
+        return ax_svc_exit_status(svc);
     ax_svc_run(svc);
     ax_info("stopped: %lld fired (%lld deferred, %lld coalesced timers), %lld skipped, "
             "%lld submitted, %lld duplicate submissions, %lld dispatched, %lld swept",
