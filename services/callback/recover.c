@@ -85,10 +85,11 @@ static int partitions(callback_t *cb, int *ret_n) {
         rd_kafka_topic_destroy(rkt);
     if (kerr || !md || md->topic_cnt != 1 || md->topics[0].err ||
         md->topics[0].partition_cnt <= 0) {
+        rd_kafka_resp_err_t why = kerr                          ? kerr
+                                  : md && md->topic_cnt == 1 ? md->topics[0].err
+                                                             : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
         ax_warn("results recovery: no metadata for %s: %s", svc->topic_results,
-                rd_kafka_err2str(kerr ? kerr
-                                      : md && md->topic_cnt == 1 ? md->topics[0].err
-                                                                 : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC));
+                rd_kafka_err2str(why));
         if (md)
             rd_kafka_metadata_destroy(md);
         return AX_ERR_IO;

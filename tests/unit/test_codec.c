@@ -873,7 +873,8 @@ static void test_bad_indexes(void **state) {
                 w_long(&w, bad == 2 ? 3 : 0);
             assert_int_equal(decode_any(id, w.b, w.n, err), AX_ERR_INVALID);
             if (bad == 0)
-                assert_non_null(strstr(err, "enum index 4 at offset 9 is out of range 0..3 (Outcome)"));
+                assert_non_null(
+                    strstr(err, "enum index 4 at offset 9 is out of range 0..3 (Outcome)"));
             else if (bad == 1)
                 assert_non_null(strstr(err, "boolean byte 0x02"));
             else

@@ -436,7 +436,8 @@ int ax_store_outcome_probe_jobs(ax_pg_t *pg, const int64_t *ids, size_t n,
         return nomem(errbuf, errlen, st_probe_jobs.name);
     }
     for (int i = 0; i < rows; i++)
-        v[i] = (ax_outcome_probe_job_t){ax_pg_int(r, i, PJ_ID), (int32_t)ax_pg_int(r, i, PJ_ATTEMPT),
+        v[i] = (ax_outcome_probe_job_t){ax_pg_int(r, i, PJ_ID),
+                                        (int32_t)ax_pg_int(r, i, PJ_ATTEMPT),
                                         ax_pg_int(r, i, PJ_BASE), ax_pg_int(r, i, PJ_MAX)};
     PQclear(r);
     *ret = v;
