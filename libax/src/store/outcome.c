@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ax/store_outcome.h"
-#include "store_int.h"
+#include "outcome_params.h"
 
 /* ---- array parameters ------------------------------------------------------------------ */
 
@@ -139,9 +138,9 @@ AX_STMT(st_finish, "outcome.finish",
     " UNION ALL SELECT 's', job_id::text, concat_ws(',', slots, n, ok, bad, mean_ms) FROM s");
 
 enum { FIN_KIND, FIN_ID, FIN_VAL };
-enum { FIN_ARGS = 10 };
+enum { FIN_ARGS = AX__FIN_ARGS };
 
-static int finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n) {
+int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n) {
     int rc = arrs_begin(a, FIN_ARGS);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const ax_outcome_in_t *o = &in[i];
@@ -157,11 +156,14 @@ static int finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n) {
                               : ax_pgarr_text(&a[9], NULL)) < 0)
             rc = AX_ERR_NOMEM;
     }
+    if (rc == 0)
+        for (int k = 0; k < FIN_ARGS; k++)
+            if (ax_pgarr_end(&a[k]) < 0)
+                rc = AX_ERR_NOMEM;
     return rc;
 }
 
-/* "slots,n,ok,bad[,mean_ms]" */
-static void parse_jobstat(const char *t, ax_outcome_jobstat_t *j) {
+void ax__outcome_parse_jobstat(const char *t, ax_outcome_jobstat_t *j) {
     int64_t v[4] = {0};
     char *end = NULL;
     for (int k = 0; k < 4; k++) {
@@ -199,7 +201,7 @@ static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
             break;
         case 's':
             f->jobs[f->njobs].job_id = id;
-            parse_jobstat(val, &f->jobs[f->njobs++]);
+            ax__outcome_parse_jobstat(val, &f->jobs[f->njobs++]);
             break;
         }
     }
@@ -211,9 +213,9 @@ int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n,
     memset(ret, 0, sizeof *ret);
     ax_strbuf_t a[FIN_ARGS];
     const char *p[FIN_ARGS];
-    int rc = finish_params(a, in, n);
-    if (rc == 0)
-        rc = arrs_end(a, FIN_ARGS, p);
+    int rc = ax__outcome_finish_params(a, in, n);
+    for (int k = 0; k < FIN_ARGS; k++)
+        p[k] = a[k].s;
     if (rc < 0) {
         arrs_free(a, FIN_ARGS);
         return nomem(errbuf, errlen, st_finish.name);
