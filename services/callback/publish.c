@@ -412,32 +412,32 @@ static int pub_batch(callback_t *cb) {
         ax_warn("results: %s", err);
         return rc;
     }
-    int64_t *ids = nrows ? malloc(nrows * sizeof *ids) : NULL;
-    if (nrows && !ids) {
+    if (nrows == 0)
+        return 0;
+    int64_t *ids = malloc(nrows * sizeof *ids);
+    if (!ids) {
         ax_outbox_rows_free(rows, nrows);
         return AX_ERR_NOMEM;
     }
     int produced = 0;
-    if (nrows) {
-        pub_dlv_reset(&cb->pub.dlv);
-        rc = ax_kafka_txn_begin(cb->pub.txp, err, sizeof err);
-    }
+    pub_dlv_reset(&cb->pub.dlv);
+    rc = ax_kafka_txn_begin(cb->pub.txp, err, sizeof err);
     for (size_t i = 0; rc == 0 && i < nrows; i++) {
         ids[i] = rows[i].res.instance_id;
         /* deleted, or published already: only leaves the outbox */
         if (rows[i].present)
             produced += pub_one(cb, &rows[i].res);
     }
-    if (nrows && rc == 0)
+    if (rc == 0)
         rc = ax_kafka_txn_commit(cb->pub.txp, 35000, err, sizeof err);
-    else if (nrows)
+    else
         ax_kafka_txn_abort(cb->pub.txp, 10000);
     if (rc == 0 && cb->pub.dlv.d.failed) /* cannot be: a failed delivery fails the commit */
         rc = ax_seterr(err, sizeof err, AX_ERR_IO, "%d result(s) not delivered",
                        cb->pub.dlv.d.failed);
     if (rc < 0)
         pub_failed(cb, rc, produced, err);
-    else if (nrows)
+    else
         rc = pub_mark(cb, rows, nrows, ids);
     free(ids);
     ax_outbox_rows_free(rows, nrows);
