@@ -539,8 +539,8 @@ static int init(executor_t *ex) {
      * without one). Plugin jobs routed to other pools share them. */
     ph->nworkers = (size_t)ex->svc.conf.executor_slots;
     for (size_t i = 0; i < ex->npools; i++)
-        if (strcmp(ex->pools[i].name, "plugin") == 0 && ex->pools[i].slots > 0)
-            ph->nworkers = (size_t)ex->pools[i].slots;
+        if (strcmp(ex->pools[i].name, "plugin") == 0 && ex->pools[i].core.slots > 0)
+            ph->nworkers = (size_t)ex->pools[i].core.slots;
     if (ph->nworkers < 1)
         ph->nworkers = 1;
     ph->workers = calloc(ph->nworkers, sizeof *ph->workers);
