@@ -34,6 +34,7 @@
 #include "ax/lane.h"
 #include "ax/pool.h"
 #include "ax/service.h"
+#include "ax/spawn.h"
 
 typedef struct executor executor_t;
 typedef struct run run_t;
@@ -80,10 +81,14 @@ extern const handler_ops_t handler_command, handler_http, handler_plugin;
 /* privilege.c: the root refusal and executor.run.user/group (before
  * ax_svc_init; <0 = exit 2, the line printed), and the identity commands
  * switch to (NULL: the executor's own). */
-int privilege_check(int argc, char **argv);
-const struct ax_cmd_creds *privilege_creds(void);
-void privilege_log(void);
-void privilege_fini(void);
+typedef struct privilege {
+    ax_cmd_creds_t creds;
+    int on; /* 1: children switch to creds */
+} privilege_t;
+int privilege_check(executor_t *ex, int argc, char **argv);
+const ax_cmd_creds_t *privilege_creds(const executor_t *ex);
+void privilege_log(const executor_t *ex);
+void privilege_fini(executor_t *ex);
 
 struct run {
     run_t *next;             /* arrival order (the commit order) */
@@ -174,6 +179,7 @@ struct executor {
     route_t *routes;      /* executor.pool.routes */
     size_t nroutes;
     lanes_t ln;           /* partitions.c */
+    privilege_t priv;     /* privilege.c */
     struct {
         int fetching;          /* 0 while above a watermark */
         int64_t lease_ok_mono; /* last successful lease renewal */

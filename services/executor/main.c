@@ -367,7 +367,7 @@ static void executor_fini(executor_t *ex) {
 int main(int argc, char **argv) {
     static executor_t executor; /* lives as long as the process; zeroed */
     executor_t *ex = &executor;
-    if (privilege_check(argc, argv) < 0) /* root refusal, executor.run.user: exit 2 */
+    if (privilege_check(ex, argc, argv) < 0) /* root refusal, executor.run.user: exit 2 */
         return 2;
     if (ax_svc_init(&ex->svc, "ax-executor", &argc, argv, usage, "executor") < 0)
         return 1;
