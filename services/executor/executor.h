@@ -8,13 +8,15 @@
  *                 handing back unstarted claims at shutdown
  *   pools.c       pools and routes (executor.pools / pool.routes), admission
  *                 into a pool and start waves (ax/pool.h decides the order)
+ *   h_command.c   the command handler (posix_spawn, process group, timeout)
+ *   h_http.c      the http handler (libevent HTTP client)
+ *   h_plugin.c    the plugin handler (dlopen'ed ax/plugin.h API, worker threads)
+ *                 (handlers are reached through handler_ops_t from pools.c,
+ *                 lease.c and main.c, and report through run_done)
  *   report.c      a finished run's Attempt (run_done), its delivery, the
  *                 in-order offset commits; the environment of commands
  *   partitions.c  the lane topics and the pause state of every partition
  *                 (full pools, lane preference, watermarks, shutdown)
- *   h_command.c   the command handler (posix_spawn, process group, timeout)
- *   h_http.c      the http handler (libevent HTTP client)
- *   h_plugin.c    the plugin handler (dlopen'ed ax/plugin.h API, worker threads)
  *   privilege.c   the root refusal and the identity commands run as
  * Every piece of state is in executor_t (no file-level globals); the
  * service's callbacks get it as their argument or as the ax_svc_t it
