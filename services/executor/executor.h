@@ -1,13 +1,26 @@
 /*
- * ax-executor internals shared by its files:
- *   main.c       consumer group (the lane topics of every group served), the
- *                run list and in-order offset commits, claims, pools
- *                (admission, per-lane queues), the pause state of every
- *                partition (full pools, lane preference, watermarks,
- *                shutdown), results, shutdown
- *   h_command.c  the command handler (posix_spawn, process group, timeout)
- *   h_http.c     the http handler (libevent HTTP client)
- *   h_plugin.c   the plugin handler (dlopen'ed ax/plugin.h API, worker threads)
+ * ax-executor internals shared by its files. Calls go one way, from the
+ * top of this list down (main.c may call anything; nothing calls main.c):
+ *   main.c        wiring: configuration, the consume loop (decode, admit,
+ *                 claim, start, commit), SIGHUP, shutdown
+ *   lease.c       lease renewals, cancel polls, heartbeat and watermarks
+ *   claim.c       claims of consumed runs (ax_claim_decide over the store),
+ *                 handing back unstarted claims at shutdown
+ *   pools.c       pools and routes (executor.pools / pool.routes), admission
+ *                 into a pool and start waves (ax/pool.h decides the order)
+ *   h_command.c   the command handler (posix_spawn, process group, timeout)
+ *   h_http.c      the http handler (libevent HTTP client)
+ *   h_plugin.c    the plugin handler (dlopen'ed ax/plugin.h API, worker threads)
+ *                 (handlers are reached through handler_ops_t from pools.c,
+ *                 lease.c and main.c, and report through run_done)
+ *   report.c      a finished run's Attempt (run_done), its delivery, the
+ *                 in-order offset commits; the environment of commands
+ *   partitions.c  the lane topics and the pause state of every partition
+ *                 (full pools, lane preference, watermarks, shutdown)
+ *   privilege.c   the root refusal and the identity commands run as
+ * Every piece of state is in executor_t (no file-level globals); the
+ * service's callbacks get it as their argument or as the ax_svc_t it
+ * starts with.
  *
  * Handlers run on the executor's libevent loop thread, except plugin code,
  * which runs on the plugin handler's own worker threads; every handler
@@ -21,7 +34,9 @@
 
 #include "ax/codec.h"
 #include "ax/lane.h"
+#include "ax/pool.h"
 #include "ax/service.h"
+#include "ax/spawn.h"
 
 typedef struct executor executor_t;
 typedef struct run run_t;
@@ -68,16 +83,19 @@ extern const handler_ops_t handler_command, handler_http, handler_plugin;
 /* privilege.c: the root refusal and executor.run.user/group (before
  * ax_svc_init; <0 = exit 2, the line printed), and the identity commands
  * switch to (NULL: the executor's own). */
-int privilege_check(int argc, char **argv);
-const struct ax_cmd_creds *privilege_creds(void);
-void privilege_log(void);
-void privilege_fini(void);
+typedef struct privilege {
+    ax_cmd_creds_t creds;
+    int on; /* 1: children switch to creds */
+} privilege_t;
+int privilege_check(executor_t *ex, int argc, char **argv);
+const ax_cmd_creds_t *privilege_creds(const executor_t *ex);
+void privilege_log(const executor_t *ex);
+void privilege_fini(executor_t *ex);
 
 struct run {
     run_t *next;             /* arrival order (the commit order) */
-    run_t *qnext, *qprev;    /* its pool's queue of its lane */
-    int lane;                /* priority lane 0..4 it arrived on (its dispatch topic) */
-    int64_t queued_mono;     /* when it joined its pool's queue */
+    ax_pool_item_t qi;       /* its place in its pool's queue; qi.lane: the priority
+                              * lane 0..4 it arrived on (its dispatch topic) */
     executor_t *ex;
     rd_kafka_message_t *msg;
     ax_dispatch_t d;
@@ -96,29 +114,58 @@ struct run {
     int probe;               /* dynamic sharding: run as the size probe */
 };
 
+#define RUN_OF_ITEM(it) ((run_t *)(void *)((char *)(it) - offsetof(run_t, qi)))
+
+/* A pool: its counts and per-lane queues of RUN_CLAIMED runs (ax/pool.h:
+ * slots, queue, running, waiting...), with what the executor adds. */
 struct pool {
     char name[64];
-    int64_t slots;        /* handlers running at once */
-    int64_t queue;        /* claimed runs waiting beyond the slots */
-    size_t running, waiting;
-    size_t lane_waiting[AX_PRIORITIES]; /* `waiting` by lane */
-    struct {
-        run_t *head, *tail;           /* RUN_CLAIMED of one lane, in arrival order */
-    } q[AX_PRIORITIES];
-    int64_t lane_started[AX_PRIORITIES]; /* mono ms of the lane's last start here */
-    int full;             /* partitions feeding it are paused */
+    ax_pool_t core;
+    int full; /* partitions feeding it are paused */
 };
+
+typedef struct route {
+    char job[256];
+    pool_t *pool;
+} route_t;
+
+typedef struct lane_topic {
+    char name[300];
+    int lane;
+} lane_topic_t;
+
+typedef struct part part_t; /* partitions.c */
+
+/* partitions.c's state: which partition is fetched. */
+typedef struct lanes {
+    lane_topic_t *topics; /* every lane topic subscribed */
+    size_t ntopics;
+    part_t *parts;
+    size_t nparts, cap;
+    size_t for_pool;                             /* parts with for_pool set */
+    rd_kafka_topic_partition_list_t *assignment; /* as last read */
+    unsigned mask;                               /* lanes fetched from (ax_lane_serve) */
+    int64_t backlog[AX_PRIORITIES]; /* last sample: broker + consumed, not started */
+    int64_t served[AX_PRIORITIES];  /* mono ms a lane was last fetched from */
+    int64_t entered[AX_PRIORITIES]; /* mono ms a lane last entered the mask */
+    int64_t round_ms;               /* fetch.wait.max.ms + a tick */
+    struct event *ev_tick;
+} lanes_t;
 
 /* The environment handed to commands (ours minus AXCONF_* and AX_*), plus
  * the per-run AX_* variables; free with free_child_env(). */
 char **child_env(executor_t *ex, const run_t *r);
 void free_child_env(executor_t *ex, char **env);
 
+/* ---- report.c ---- */
+
 /* Report the end of a started run (loop thread only). */
 void run_done(run_t *r, const handler_result_t *res);
+/* Commit every partition up to its first unfinished message. */
+void commit_ready(executor_t *ex);
 
 struct executor {
-    ax_svc_t svc;
+    ax_svc_t svc; /* first: the service's callbacks cast it back */
     run_t *head, *tail;   /* every message not yet committed */
     size_t tracked, running;
     pool_t *pools;
@@ -131,6 +178,71 @@ struct executor {
     int64_t ran, duplicates, dead_lettered, lost_leases;
     void *http;           /* h_http.c state */
     void *plugin;         /* h_plugin.c state */
+    route_t *routes;      /* executor.pool.routes */
+    size_t nroutes;
+    lanes_t ln;           /* partitions.c */
+    privilege_t priv;     /* privilege.c */
+    struct {
+        int fetching;          /* 0 while above a watermark */
+        int64_t lease_ok_mono; /* last successful lease renewal */
+        uint64_t cpu_busy, cpu_total;
+        double cpu_pct, mem_pct;
+    } load;               /* lease.c */
+    struct event *ev_cancel_poll, *ev_heart;
 };
+
+/* ---- partitions.c ---- */
+
+/* executor.groups -> ex->ln.topics (five lane topics per group); <0 with
+ * the reason naming the key. */
+int lane_topics(executor_t *ex, const ax_conf_t *c, char *err, size_t errlen);
+int lane_of_topic(const executor_t *ex, const char *topic);
+/* Bring every assigned partition to the state it should be in. */
+void apply_pauses(executor_t *ex);
+/* Pause the partition of m: it fed pool p, which is full for its lane. */
+void pause_for_pool(executor_t *ex, pool_t *p, const rd_kafka_message_t *m);
+/* Resume what full pools paused once they drained (ax_pool_drained). */
+void maybe_resume(executor_t *ex);
+/* Lane preference; with refresh the assignment is read again. */
+void lanes_tick(executor_t *ex, int refresh);
+void on_lane_tick(evutil_socket_t fd, short what, void *arg);
+void lanes_fini(executor_t *ex);
+
+/* ---- pools.c ---- */
+
+int pools_configure(executor_t *ex, const ax_conf_t *c, char *err, size_t errlen);
+pool_t *pool_for(executor_t *ex, const ax_dispatch_t *d);
+void pools_log(const executor_t *ex);
+void pools_fini(executor_t *ex);
+/* A consumed run joins r->pool as waiting (RUN_NEW); pauses its partition
+ * when that fills the pool. */
+void run_admit(executor_t *ex, run_t *r);
+/* A claimed run joins its pool's queue (RUN_CLAIMED). */
+void run_queue(run_t *r, int64_t lease_ms);
+/* A waiting run (RUN_NEW or RUN_CLAIMED) leaves its pool's queue and
+ * count, as `state`. */
+void run_unqueue(run_t *r, run_state_t state);
+/* A run that will not start: RUN_DONE, out of its pool's count. */
+void run_drop(run_t *r);
+/* A waiting run counted as running from now on (before its handler starts
+ * or is reported right away). */
+void run_begin(executor_t *ex, run_t *r);
+/* Mark RUNNING and start as many waiting runs as the pools have slots. */
+void start_ready(executor_t *ex);
+
+/* ---- claim.c ---- */
+
+/* Claim every RUN_NEW run; <0 when some stay RUN_NEW (retry later). */
+int claim_new(executor_t *ex);
+/* Shutdown: claimed runs not started go back to SCHEDULED (RUN_NEW). */
+void release_waiting(executor_t *ex);
+
+/* ---- lease.c ---- */
+
+void stop_run(executor_t *ex, run_t *r, const char *why);
+void on_lease(evutil_socket_t fd, short what, void *arg);
+void on_cancel_poll(evutil_socket_t fd, short what, void *arg);
+void heartbeat(executor_t *ex, const char *state);
+void on_heartbeat(evutil_socket_t fd, short what, void *arg);
 
 #endif

@@ -60,7 +60,7 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
         .timeout_ms = r->d.timeout_ms,
         .kill_grace_ms = ex->svc.conf.executor_kill_grace_ms,
         .output_cap = (size_t)ex->svc.conf.executor_output_cap,
-        .creds = privilege_creds(),
+        .creds = privilege_creds(ex),
     };
     r->hstate = ax_cmd_start(ex->svc.base, &spec, on_done, r, err, sizeof err);
     free_child_env(ex, env);
@@ -80,12 +80,12 @@ static void cancel(executor_t *ex, run_t *r, const char *why) {
 }
 
 static int init(executor_t *ex) {
-    privilege_log();
+    privilege_log(ex);
     return 0;
 }
 
 static void fini(executor_t *ex) {
-    privilege_fini();
+    privilege_fini(ex);
 }
 
 const handler_ops_t handler_command = {"command", init, fini, start, cancel};

@@ -299,6 +299,49 @@ static char *body_json(const ax_dispatch_t *d) {
     return out;
 }
 
+/* The POST request of h with its headers and body; on failure h is freed
+ * and res filled (<0). */
+static int request_new(hrun_t *h, const ax_dispatch_t *d, const char *hosthdr,
+                       handler_result_t *res, struct evhttp_request **ret_req) {
+    struct evhttp_request *req = evhttp_request_new(on_response, h);
+    if (!req) {
+        hrun_free(h);
+        return fail_now(res, "http", 1, "out of memory");
+    }
+    evhttp_request_set_error_cb(req, on_error);
+    evhttp_request_set_chunked_cb(req, on_chunk);
+    char idem[64], id[32], attempt[16];
+    snprintf(id, sizeof id, "%lld", (long long)d->instance_id);
+    snprintf(attempt, sizeof attempt, "%d", (int)d->attempt);
+    snprintf(idem, sizeof idem, "ax-%lld", (long long)d->instance_id);
+    struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
+    char *body = body_json(d);
+    int bad = !body;
+    if (!bad)
+        bad = evhttp_add_header(hd, "Host", hosthdr) < 0 ||
+              evhttp_add_header(hd, "Content-Type", "application/json") < 0 ||
+              evhttp_add_header(hd, "User-Agent", "ax-executor/" AX_VERSION) < 0 ||
+              evhttp_add_header(hd, "Connection", "close") < 0 ||
+              evhttp_add_header(hd, "X-Ax-Trace-Id", d->trace_id ? d->trace_id : "") < 0 ||
+              evhttp_add_header(hd, "X-Ax-Instance-Id", id) < 0 ||
+              evhttp_add_header(hd, "X-Ax-Attempt", attempt) < 0 ||
+              evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body)) < 0;
+    int badkey = !bad && evhttp_add_header(hd, "Idempotency-Key", d->idempotency_key
+                                                                      ? d->idempotency_key
+                                                                      : idem) < 0;
+    free(body);
+    if (bad || badkey) {
+        evhttp_request_free(req);
+        hrun_free(h);
+        if (badkey)
+            return fail_now(res, "http", 0,
+                            "the idempotency key cannot be sent as an HTTP header value");
+        return fail_now(res, "http", 1, "out of memory");
+    }
+    *ret_req = req;
+    return 0;
+}
+
 static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     const ax_dispatch_t *d = &r->d;
     if (!ex->http && init(ex) < 0)
@@ -364,51 +407,20 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
         return fail_now(res, "http", 1, "out of memory");
     }
     /* Our timer ends the run; the connection's own timeouts only back it up. */
-    struct timeval ctv = {h->timeout_ms / 1000 + 1, (h->timeout_ms % 1000) * 1000};
+    struct timeval ctv = AX_TV_MS(h->timeout_ms + 1000);
     evhttp_connection_set_timeout_tv(h->conn, &ctv);
     evhttp_connection_set_retries(h->conn, 0);
     evhttp_connection_set_max_headers_size(h->conn, 64 * 1024);
 
-    struct evhttp_request *req = evhttp_request_new(on_response, h);
-    if (!req) {
-        hrun_free(h);
-        return fail_now(res, "http", 1, "out of memory");
-    }
-    evhttp_request_set_error_cb(req, on_error);
-    evhttp_request_set_chunked_cb(req, on_chunk);
-    char idem[64], id[32], attempt[16];
-    snprintf(id, sizeof id, "%lld", (long long)d->instance_id);
-    snprintf(attempt, sizeof attempt, "%d", (int)d->attempt);
-    snprintf(idem, sizeof idem, "ax-%lld", (long long)d->instance_id);
-    struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
-    char *body = body_json(d);
-    int bad = !body;
-    if (!bad)
-        bad = evhttp_add_header(hd, "Host", hosthdr) < 0 ||
-              evhttp_add_header(hd, "Content-Type", "application/json") < 0 ||
-              evhttp_add_header(hd, "User-Agent", "ax-executor/" AX_VERSION) < 0 ||
-              evhttp_add_header(hd, "Connection", "close") < 0 ||
-              evhttp_add_header(hd, "X-Ax-Trace-Id", d->trace_id ? d->trace_id : "") < 0 ||
-              evhttp_add_header(hd, "X-Ax-Instance-Id", id) < 0 ||
-              evhttp_add_header(hd, "X-Ax-Attempt", attempt) < 0 ||
-              evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body)) < 0;
-    int badkey = !bad && evhttp_add_header(hd, "Idempotency-Key", d->idempotency_key
-                                                                      ? d->idempotency_key
-                                                                      : idem) < 0;
-    free(body);
-    if (bad || badkey) {
-        evhttp_request_free(req);
-        hrun_free(h);
-        if (badkey)
-            return fail_now(res, "http", 0,
-                            "the idempotency key cannot be sent as an HTTP header value");
-        return fail_now(res, "http", 1, "out of memory");
-    }
+    struct evhttp_request *req = NULL;
+    int rc = request_new(h, d, hosthdr, res, &req);
+    if (rc < 0)
+        return rc;
 
     h->r = r;
     r->hstate = h;
     h->req = req;
-    struct timeval tv = {h->timeout_ms / 1000, (h->timeout_ms % 1000) * 1000};
+    struct timeval tv = AX_TV_MS(h->timeout_ms);
     evtimer_add(h->timer, &tv);
     if (evhttp_make_request(h->conn, req, EVHTTP_REQ_POST, target) != 0) {
         /* libevent has freed or dropped the request (it cannot fail later);

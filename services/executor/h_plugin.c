@@ -539,8 +539,8 @@ static int init(executor_t *ex) {
      * without one). Plugin jobs routed to other pools share them. */
     ph->nworkers = (size_t)ex->svc.conf.executor_slots;
     for (size_t i = 0; i < ex->npools; i++)
-        if (strcmp(ex->pools[i].name, "plugin") == 0 && ex->pools[i].slots > 0)
-            ph->nworkers = (size_t)ex->pools[i].slots;
+        if (strcmp(ex->pools[i].name, "plugin") == 0 && ex->pools[i].core.slots > 0)
+            ph->nworkers = (size_t)ex->pools[i].core.slots;
     if (ph->nworkers < 1)
         ph->nworkers = 1;
     ph->workers = calloc(ph->nworkers, sizeof *ph->workers);
@@ -714,7 +714,7 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     t->timer = evtimer_new(ex->svc.base, on_timer, t);
     if (!t->timer)
         goto nomem;
-    struct timeval tv = {t->timeout_ms / 1000, (t->timeout_ms % 1000) * 1000};
+    struct timeval tv = AX_TV_MS(t->timeout_ms);
     evtimer_add(t->timer, &tv);
 
     t->r = r;
@@ -741,7 +741,7 @@ static void cancel(executor_t *ex, run_t *r, const char *why) {
     t->why = why;
     atomic_store(&t->stop, 1);
     int64_t g = ex->svc.conf.executor_kill_grace_ms;
-    struct timeval tv = {g / 1000, (g % 1000) * 1000};
+    struct timeval tv = AX_TV_MS(g);
     evtimer_add(t->timer, &tv); /* replaces the deadline */
 }
 

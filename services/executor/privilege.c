@@ -16,11 +16,8 @@
 #include "ax/spawn.h"
 #include "executor.h"
 
-static ax_cmd_creds_t g_creds;
-static int g_switch;   /* 1: children switch to g_creds */
-
-const ax_cmd_creds_t *privilege_creds(void) {
-    return g_switch ? &g_creds : NULL;
+const ax_cmd_creds_t *privilege_creds(const executor_t *ex) {
+    return ex->priv.on ? &ex->priv.creds : NULL;
 }
 
 static int parse_bool(const char *v, int *out) {
@@ -33,7 +30,7 @@ static int parse_bool(const char *v, int *out) {
     return 0;
 }
 
-static int check(const ax_conf_t *c, char *err, size_t len) {
+static int check(privilege_t *pv, const ax_conf_t *c, char *err, size_t len) {
     int allow_root;
     const char *user = c->executor_run_user, *group = c->executor_run_group;
     char why[256];
@@ -49,28 +46,28 @@ static int check(const ax_conf_t *c, char *err, size_t len) {
                          "executor.run.user to run the commands as another user)");
     if ((!user || !*user) && (!group || !*group))
         return 0;
-    if (ax_cmd_creds_resolve(user, group, &g_creds, why, sizeof why) < 0)
+    if (ax_cmd_creds_resolve(user, group, &pv->creds, why, sizeof why) < 0)
         return ax_seterr(err, len, AX_ERR_INVALID, "%s: %s",
                          (user && *user && strstr(why, "user")) ? "executor.run.user"
                                                                : "executor.run.group",
                          why);
-    if (g_creds.uid == geteuid() && g_creds.gid == getegid() && geteuid() != 0) {
-        ax_cmd_creds_free(&g_creds);   /* already that identity: nothing to switch */
+    if (pv->creds.uid == geteuid() && pv->creds.gid == getegid() && geteuid() != 0) {
+        ax_cmd_creds_free(&pv->creds);   /* already that identity: nothing to switch */
         return 0;
     }
     if (geteuid() != 0) {
-        ax_cmd_creds_free(&g_creds);
+        ax_cmd_creds_free(&pv->creds);
         return ax_seterr(err, len, AX_ERR_INVALID,
                          "%s: running commands as uid %d gid %d needs an executor running as "
                          "root (this one runs as uid %d)",
                          user && *user ? "executor.run.user" : "executor.run.group",
-                         (int)g_creds.uid, (int)g_creds.gid, (int)geteuid());
+                         (int)pv->creds.uid, (int)pv->creds.gid, (int)geteuid());
     }
-    g_switch = 1;
+    pv->on = 1;
     return 0;
 }
 
-int privilege_check(int argc, char **argv) {
+int privilege_check(executor_t *ex, int argc, char **argv) {
     char err[512];
     ax_conf_t c;
 
@@ -85,7 +82,7 @@ int privilege_check(int argc, char **argv) {
         ax_conf_free(&c);
         return 0;
     }
-    int rc = check(&c, err, sizeof err);
+    int rc = check(&ex->priv, &c, err, sizeof err);
     ax_conf_free(&c);
     if (rc < 0) {
         fprintf(stderr, "ax-executor: configuration error: %s\n", err);
@@ -94,10 +91,11 @@ int privilege_check(int argc, char **argv) {
     return 0;
 }
 
-void privilege_log(void) {
-    if (g_switch)
+void privilege_log(const executor_t *ex) {
+    const privilege_t *pv = &ex->priv;
+    if (pv->on)
         ax_info("commands run as uid %d gid %d (%zu groups), set in each child before exec",
-                (int)g_creds.uid, (int)g_creds.gid, g_creds.ngroups);
+                (int)pv->creds.uid, (int)pv->creds.gid, pv->creds.ngroups);
     else
         ax_info("commands run as the executor's own user (uid %d gid %d)", (int)geteuid(),
                 (int)getegid());
@@ -105,7 +103,7 @@ void privilege_log(void) {
         ax_warn("running as root (executor.allow.root=true)");
 }
 
-void privilege_fini(void) {
-    ax_cmd_creds_free(&g_creds);
-    g_switch = 0;
+void privilege_fini(executor_t *ex) {
+    ax_cmd_creds_free(&ex->priv.creds);
+    ex->priv.on = 0;
 }

@@ -196,6 +196,14 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     for (unsigned attempt = 0;; attempt++) {
         if (svc->stopping) {
             ax_info("stopped before PostgreSQL was reachable");
+            /* the program exits next: no librdkafka thread may outlive it
+             * (exit() racing one crashed in OpenSSL's cleanup) */
+            ax_kafka_watch_free(svc->pwatch);
+            svc->pwatch = NULL;
+            rd_kafka_queue_destroy(svc->pqueue);
+            svc->pqueue = NULL;
+            rd_kafka_destroy(svc->producer);
+            svc->producer = NULL;
             return svc_fail(svc, 0, AX_SVC_END, NULL);
         }
         if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)

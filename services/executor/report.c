@@ -1,0 +1,225 @@
+/*
+ * report.c — the end of a run: its Attempt record produced to the
+ * callback topic, and only once Kafka acknowledged it, the dispatch
+ * offset committed — per partition, up to the first message whose work is
+ * not durable, so a crash re-delivers exactly the unfinished messages.
+ * Also the environment handed to commands.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ax/common.h"
+#include "ax/log.h"
+#include "executor.h"
+
+static void produce_result(run_t *r);
+
+static void on_result_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
+    run_t *r = (run_t *)((char *)d - offsetof(run_t, dlv));
+    if (err) {
+        ax_warn("instance %lld: result not delivered (%s); producing again",
+                (long long)r->d.instance_id, rd_kafka_err2str(err));
+        d->failed = 0;
+        d->err = 0;
+        produce_result(r);
+        return;
+    }
+    r->state = RUN_DONE;
+    /* Commit once per 20 ms, not once per result: a walk of the tracked
+     * list and an offset commit per job do not scale. */
+    if (!evtimer_pending(r->ex->ev_commit, NULL))
+        event_add(r->ex->ev_commit, &(struct timeval)AX_TV_MS(20));
+}
+
+static void produce_result(run_t *r) {
+    ax_svc_t *svc = &r->ex->svc;
+    char err[512], key[32];
+    int klen = snprintf(key, sizeof key, "%lld", (long long)r->d.instance_id);
+    r->dlv.on_report = on_result_report;
+    while (ax_kafka_produce(svc->producer, svc->topic_callback, key, (size_t)klen, r->result_buf,
+                            r->result_len, NULL, &r->dlv, err, sizeof err) < 0) {
+        /* Only a full local queue gets here; it drains as the broker acks. */
+        ax_warn("%s", err);
+        rd_kafka_poll(svc->producer, 100);
+    }
+}
+
+/* Stopped by us (r->stop_why): say why, whatever the handler saw. */
+static void stopped_attempt(const run_t *r, ax_attempt_t *a, char *text, size_t len) {
+    a->error_class = (char *)r->stop_why;
+    a->retryable = strcmp(r->stop_why, "cancelled") != 0;
+    a->outcome =
+        strcmp(r->stop_why, "lease_lost") == 0 ? AX_OUTCOME_TIMEOUT : AX_OUTCOME_CANCELLED;
+    a->exit_code_set = 0;
+    a->kind = AX_ATTEMPT_RUN;
+    snprintf(text, len, "%s",
+             strcmp(r->stop_why, "cancelled") == 0
+                 ? "cancelled: its cancellation was requested (overlap=cancel: a newer "
+                   "run started; or axctl instance cancel / job delete --cancel-pending)"
+             : strcmp(r->stop_why, "shutdown") == 0
+                 ? "cancelled: the executor's shutdown grace ran out"
+                 : "the lease could not be renewed: stopped (the instance is recovered "
+                   "elsewhere)");
+}
+
+/* Encode a into r->result_buf. The output is what can be large
+ * (executor.output.cap may exceed message.max.bytes): keep what fits, with
+ * room for the fields the final result adds, so the result is never
+ * refused as too large. */
+static int encode_result(executor_t *ex, run_t *r, ax_attempt_t *a, char *out) {
+    int rc = ax_attempt_encode(a, &r->result_buf, &r->result_len);
+    size_t max = (size_t)ex->svc.conf.message_max_bytes;
+    if (rc == 0 && r->result_len > max && out) {
+        size_t over = r->result_len - max + (max > 16384 ? 4096 : max / 4), len = strlen(out);
+        size_t keep = len > over ? len - over : 0;
+        out[keep] = '\0';
+        ax_utf8_sanitize(out, keep);
+        free(r->result_buf);
+        r->result_buf = NULL;
+        rc = ax_attempt_encode(a, &r->result_buf, &r->result_len);
+        ax_warn("instance %lld: output cut to %zu bytes to fit message.max.bytes %zu",
+                (long long)a->instance_id, keep, max);
+    }
+    return rc;
+}
+
+static char *output_copy(const handler_result_t *res) {
+    if (!res->output || !res->output_len)
+        return NULL;
+    char *out = malloc(res->output_len + 1);
+    if (out) {
+        memcpy(out, res->output, res->output_len);
+        out[res->output_len] = 0;
+        ax_utf8_sanitize(out, res->output_len);
+    }
+    return out;
+}
+
+void run_done(run_t *r, const handler_result_t *res) {
+    executor_t *ex = r->ex;
+    char text[600];
+    ax_attempt_t a = {
+        .instance_id = r->d.instance_id,
+        .attempt = r->d.attempt,
+        .worker = ex->svc.worker_id,
+        .outcome = res->outcome,
+        .exit_code = res->exit_code,
+        .exit_code_set = res->exit_code_set,
+        .error_class = (char *)res->error_class,
+        .error = res->outcome == AX_OUTCOME_SUCCESS ? NULL : text,
+        .retryable = res->retryable,
+        .started_at_ms = r->started_at_ms,
+        .finished_at_ms = ax_now_ms(),
+        .trace_id = r->d.trace_id,
+        .kind = AX_ATTEMPT_RUN,
+    };
+    snprintf(text, sizeof text, "%s", res->error);
+    if (r->probe && a.outcome == AX_OUTCOME_SUCCESS) {
+        /* the callback splits the parent; error_class "probe" stays until
+         * every callback reads the kind */
+        a.kind = AX_ATTEMPT_PROBE;
+        a.error_class = "probe";
+    }
+    if (r->stop_why)
+        stopped_attempt(r, &a, text, sizeof text);
+    char *out = output_copy(res);
+    a.output = out ? out : "";
+    if (r->state == RUN_RUNNING) {
+        ex->running--;
+        r->pool->core.running--;
+    }
+    ax_info("instance %lld attempt %d: %s%s%s (%lld ms)", (long long)a.instance_id,
+            (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "", a.error ? a.error : "",
+            (long long)(ax_mono_ms() - r->started_mono));
+    int rc = encode_result(ex, r, &a, out);
+    free(out);
+    /* A slot is free: start what waits, fetch more. */
+    maybe_resume(ex);
+    event_active(ex->ev_kick, 0, 0);
+    if (rc < 0) {
+        ax_error("instance %lld: cannot encode result", (long long)a.instance_id);
+        r->state = RUN_DONE;
+        commit_ready(ex);
+        return;
+    }
+    r->state = RUN_REPORTING;
+    ex->ran++;
+    produce_result(r);
+}
+
+/* After the commit: stop the loop once draining is over. */
+static void maybe_stopped(executor_t *ex) {
+    if (!ex->svc.stopping || ex->running != 0)
+        return;
+    for (run_t *r = ex->head; r; r = r->next)
+        if (r->state == RUN_REPORTING)
+            return;
+    event_base_loopbreak(ex->svc.base);
+}
+
+void commit_ready(executor_t *ex) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    rd_kafka_topic_partition_list_t *blocked = rd_kafka_topic_partition_list_new(8);
+    run_t **pp = &ex->head, *prev = NULL;
+    while (*pp) {
+        run_t *r = *pp;
+        const char *topic = rd_kafka_topic_name(r->msg->rkt);
+        int blk = rd_kafka_topic_partition_list_find(blocked, topic, r->msg->partition) != NULL;
+        if (r->state != RUN_DONE || blk) {
+            if (!blk)
+                rd_kafka_topic_partition_list_add(blocked, topic, r->msg->partition);
+            prev = r;
+            pp = &r->next;
+            continue;
+        }
+        rd_kafka_topic_partition_t *p =
+            rd_kafka_topic_partition_list_find(l, topic, r->msg->partition);
+        if (!p)
+            p = rd_kafka_topic_partition_list_add(l, topic, r->msg->partition);
+        p->offset = r->msg->offset + 1;
+        *pp = r->next;
+        if (ex->tail == r)
+            ex->tail = prev;
+        ex->tracked--;
+        rd_kafka_message_destroy(r->msg);
+        ax_dispatch_clear(&r->d);
+        free(r->result_buf);
+        free(r);
+    }
+    if (l->cnt) {
+        rd_kafka_resp_err_t err = rd_kafka_commit(ex->svc.consumer, l, 1);
+        if (err)
+            ax_warn("commit: %s (those messages will be seen again)", rd_kafka_err2str(err));
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_topic_partition_list_destroy(blocked);
+    maybe_stopped(ex);
+}
+
+/* ---- the environment of commands ---- */
+
+char **child_env(executor_t *ex, const run_t *r) {
+    char **env = calloc(ex->child_env_n + 9, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < ex->child_env_n; i++)
+        env[k++] = ex->child_env_base[i];
+    if (asprintf(&env[k++], "AX_INSTANCE_ID=%lld", (long long)r->d.instance_id) < 0 ||
+        asprintf(&env[k++], "AX_JOB=%s", r->d.job ? r->d.job : "") < 0 ||
+        asprintf(&env[k++], "AX_ATTEMPT=%d", (int)r->d.attempt) < 0 ||
+        asprintf(&env[k++], "AX_IDEMPOTENCY_KEY=%s", r->d.idempotency_key) < 0 ||
+        asprintf(&env[k++], "AX_TRACE_ID=%s", r->d.trace_id) < 0 ||
+        asprintf(&env[k++], "AX_SHARD_INDEX=%d", r->shard_index) < 0 ||
+        asprintf(&env[k++], "AX_SHARD_TOTAL=%d", r->shard_total) < 0 ||
+        (r->probe && asprintf(&env[k++], "AX_SHARD_PROBE=1") < 0))
+        env[--k] = NULL;
+    return env;
+}
+
+void free_child_env(executor_t *ex, char **env) {
+    for (size_t i = ex->child_env_n; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
