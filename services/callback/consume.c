@@ -70,10 +70,6 @@ static int decode_all(callback_t *cb, batch_t *b) {
                 return AX_ERR_IO;
             continue;
         }
-        /* Transitional: a producer of this version that does not set the
-         * kind yet still signals it the way schema id 3 did. */
-        if (a->kind == AX_ATTEMPT_RUN)
-            a->kind = ax_attempt_kind_legacy(a);
         if (a->output)
             ax_utf8_sanitize(a->output, strlen(a->output));
     }
