@@ -191,8 +191,12 @@ static int record(trigger_t *t, const fire_t *f, size_t n, ax_ledger_result_t *r
     for (size_t i = 0; i < n; i++) {
         sjob_t *dj = sched_job_find(t, f[i].job_id);
         int d = ax_fire_decision_parse(f[i].decision);
-        v[i] = (ax_ledger_fire_t){f[i].job_id, f[i].nominal_ms,
-                                  d < 0 ? AX_FIRE_SKIPPED_MISFIRE : (ax_fire_decision_t)d,
+        if (d < 0) {
+            free(v);
+            return ax_seterr(err, errlen, AX_ERR_INVALID, "job %lld: no such fire decision '%s'",
+                             (long long)f[i].job_id, f[i].decision);
+        }
+        v[i] = (ax_ledger_fire_t){f[i].job_id, f[i].nominal_ms, (ax_fire_decision_t)d,
                                   f[i].detail, f[i].wait_for, dj && dj->flow};
     }
     int rc = ax_store_ledger_record(t->svc.pg, v, n, t->epoch, t->svc.conf.topic_prefix, res, err,

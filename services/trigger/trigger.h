@@ -2,8 +2,9 @@
  * ax-trigger internals shared by its files:
  *   main.c   wiring, submission ingest, the due scan and the lease sweep
  *   leader.c leader lease with epoch, transactional producer, the clock
- *   sched.c  schedules in memory on the timing wheel, fire decisions and
- *            the ledger, job reloads on NOTIFY
+ *   sched*.c schedules in memory on the timing wheel, fire decisions and
+ *            the ledger, job reloads on NOTIFY (sched_int.h says which file
+ *            holds what)
  */
 #ifndef AX_TRIGGER_H
 #define AX_TRIGGER_H
