@@ -276,17 +276,26 @@ int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, cha
                 size_t errlen) {
     size_t npending = 0;
     int64_t *pending = parse_ids(pending_ids, &npending);
-    ax_store_hold_t *v = calloc(l->n + 1, sizeof *v);
-    int rc = AX_ERR_NOMEM;
-    if (pending && v) {
-        for (size_t i = 0; i < l->n; i++)
-            v[i] = (ax_store_hold_t){l->v[i].id, l->v[i].topic, l->v[i].reason};
-        rc = ax_store_hold_record(t->svc.pg, pending, npending, v, l->n, t->svc.conf.topic_prefix,
-                                  err, errlen);
-    } else {
+    if (!pending) {
         snprintf(err, errlen, "recording holds: out of memory");
+        return AX_ERR_NOMEM;
     }
+    int rc = hold_record_ids(t, pending, npending, l, err, errlen);
     free(pending);
+    return rc;
+}
+
+int hold_record_ids(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
+                    char *err, size_t errlen) {
+    ax_store_hold_t *v = calloc(l->n + 1, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "recording holds: out of memory");
+        return AX_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < l->n; i++)
+        v[i] = (ax_store_hold_t){l->v[i].id, l->v[i].topic, l->v[i].reason};
+    int rc = ax_store_hold_record(t->svc.pg, pending, npending, v, l->n, t->svc.conf.topic_prefix,
+                                  err, errlen);
     free(v);
     if (rc < 0)
         return rc;

@@ -196,6 +196,10 @@ void hold_list_free(hold_list_t *l);
  * record the holds of l (their instances keep dispatched_at); log and alert. */
 int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, char *err,
                 size_t errlen);
+/* The same with the pending instance ids themselves (hold_record parses
+ * its array literal into these: a bridge until main.c passes ids). */
+int hold_record_ids(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
+                    char *err, size_t errlen);
 void hold_tick(trigger_t *t); /* release holds whose topic exists now */
 
 /* lag.c */
