@@ -237,8 +237,8 @@ static void settle(trigger_t *t, size_t n, ax_ledger_result_t *res) {
  * <0 on error (the fires stay for a retry unless leadership is gone). */
 static int flush_batch(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
-    size_t n = t->nfires < (size_t)svc->conf.trigger_fire_batch ? t->nfires
-                                                                  : (size_t)svc->conf.trigger_fire_batch;
+    size_t batch = (size_t)svc->conf.trigger_fire_batch;
+    size_t n = t->nfires < batch ? t->nfires : batch;
     if (!n)
         return 0;
     if (!lead_active(t))

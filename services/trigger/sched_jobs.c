@@ -164,8 +164,8 @@ static void load_row(trigger_t *t, const ax_sched_job_t *r) {
     j->wait_instance = 0;
     j->pending_fd = 0;
     j->flow = r->flow != 0;
-    j->priority = (uint8_t)(r->priority >= 0 && r->priority < AX_PRIORITIES ? r->priority
-                                                                              : AX_PRIORITY_DEFAULT);
+    int prio = r->priority >= 0 && r->priority < AX_PRIORITIES ? r->priority : AX_PRIORITY_DEFAULT;
+    j->priority = (uint8_t)prio;
     j->tolerance_ms = r->tolerance_ms;
     arm_loaded(t, j, r);
 }

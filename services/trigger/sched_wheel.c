@@ -159,7 +159,8 @@ void sched_tick(trigger_t *t) {
     /* the fire rate over the last second: is the trigger loaded? */
     int64_t now = ax_mono_ms();
     if (now - t->rate_at_ms >= 1000) {
-        t->fire_rate = t->rate_at_ms ? (t->fired - t->rate_fired) * 1000 / (now - t->rate_at_ms) : 0;
+        int64_t d = now - t->rate_at_ms;
+        t->fire_rate = t->rate_at_ms ? (t->fired - t->rate_fired) * 1000 / d : 0;
         t->rate_fired = t->fired;
         t->rate_at_ms = now;
     }

@@ -189,7 +189,8 @@ static void details(void **state) {
     assert_string_equal(d, "misfire: late by 20000 ms; policy catch_up");
     due.verdict = (ax_fire_verdict_t){AX_FIRE_SKIPPED_MISFIRE, AX_FIRE_WHY_CATCH_UP_MAX, 20000};
     ax_fire_detail(&p, &due, d, sizeof d);
-    assert_string_equal(d, "misfire: late by 20000 ms; policy catch_up runs at most 3 missed times");
+    assert_string_equal(d, "misfire: late by 20000 ms; policy catch_up runs at most 3 missed "
+                           "times");
 }
 
 static void older_detail(void **state) {
@@ -206,7 +207,8 @@ static void older_detail(void **state) {
     strcpy(d, "x");
     ax_fire_older_detail(&w, 1, d, sizeof d);
     assert_string_equal(d, "x; also more than 2 earlier fire times from 1970-01-01T00:00:00Z "
-                           "through 1970-01-01T00:01:00Z skipped (misfire), not recorded one by one");
+                           "through 1970-01-01T00:01:00Z skipped (misfire), not recorded one by "
+                           "one");
     ax_fire_window_clear(&w);
 }
 

@@ -20,7 +20,12 @@
 /* ---- policy names ------------------------------------------------------------ */
 
 typedef enum { AX_MISFIRE_FIRE_ONCE, AX_MISFIRE_SKIP, AX_MISFIRE_CATCH_UP } ax_misfire_t;
-typedef enum { AX_OVERLAP_ALLOW, AX_OVERLAP_SKIP, AX_OVERLAP_QUEUE, AX_OVERLAP_CANCEL } ax_overlap_t;
+typedef enum {
+    AX_OVERLAP_ALLOW,
+    AX_OVERLAP_SKIP,
+    AX_OVERLAP_QUEUE,
+    AX_OVERLAP_CANCEL,
+} ax_overlap_t;
 
 /* The ledger's decision (the PostgreSQL enum ax_fire_decision). */
 typedef enum {

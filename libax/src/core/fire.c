@@ -16,9 +16,9 @@ const char *const ax_misfire_names[] = {"fire_once", "skip", "catch_up", NULL};
 const char *const ax_overlap_names[] = {"allow", "skip", "queue", "cancel", NULL};
 const char *const ax_dst_gap_names[] = {"shift", "skip", NULL};
 const char *const ax_dst_overlap_names[] = {"once", "twice", NULL};
-const char *const ax_fire_decision_names[] = {"fired",           "queued",          "skipped_misfire",
-                                              "skipped_overlap", "skipped_circuit", "deferred",
-                                              NULL};
+const char *const ax_fire_decision_names[] = {
+    "fired", "queued", "skipped_misfire", "skipped_overlap", "skipped_circuit", "deferred", NULL,
+};
 
 static int lookup(const char *const *names, const char *s) {
     for (int i = 0; s && names[i]; i++)
@@ -49,7 +49,9 @@ int ax_dst_overlap_parse(const char *s) {
 
 const char *ax_misfire_name(ax_misfire_t m) { return NAME_OF(ax_misfire_names, m); }
 const char *ax_overlap_name(ax_overlap_t o) { return NAME_OF(ax_overlap_names, o); }
-const char *ax_fire_decision_name(ax_fire_decision_t d) { return NAME_OF(ax_fire_decision_names, d); }
+const char *ax_fire_decision_name(ax_fire_decision_t d) {
+    return NAME_OF(ax_fire_decision_names, d);
+}
 
 const char *ax_dst_gap_name(ax_dst_policy_t dst) {
     return ax_dst_gap_names[dst & AX_DST_GAP_SKIP ? 1 : 0];
