@@ -37,12 +37,16 @@ char *read_file(const char *path, size_t *ret_len);
 int utf8_valid(const char *s, size_t n);
 void need_utf8(const char *s, const char *what);
 
-/* instance.c: cancel the unfinished instances among ids (a PostgreSQL
- * bigint[] literal): SCHEDULED ones are finished CANCELLED through
- * ax-callback, claimed or running ones are asked to stop (as overlap=cancel).
- * `why` is the attempt's error text. Returns how many were unfinished (the
- * counts in *ret_stopping and *ret_scheduled), -1 if Kafka did not take
+/* instance.c: cancel the unfinished instances among ids[0..n):
+ * SCHEDULED ones are finished CANCELLED through ax-callback, claimed or
+ * running ones are asked to stop (as overlap=cancel). `why` is the
+ * attempt's error text. Returns how many were unfinished (the counts in
+ * *ret_stopping and *ret_scheduled), -1 if PostgreSQL or Kafka did not take
  * the cancellations (printed). */
+int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t n, const char *why,
+                        int *ret_stopping, int *ret_scheduled);
+/* The same with ids as a PostgreSQL bigint[] literal ("{1,2}"), for the
+ * callers that still read them from a result; goes once they pass ids. */
 int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_stopping,
                      int *ret_scheduled);
 

@@ -26,6 +26,7 @@
 #include "ax/common.h"
 #include "ax/kafka.h"
 #include "ax/log.h"
+#include "ax/store_dlq.h"
 #include "axctl.h"
 
 static const char *hdr(rd_kafka_message_t *m, const char *name, char *buf, size_t len) {
@@ -164,9 +165,13 @@ static char *format_record(rd_kafka_message_t *m, const char **ret_reason) {
     return line;
 }
 
-static int dlq_list(int argc, char **argv) {
-    int64_t limit = 100, since = INT64_MIN;
-    const char *want_reason = NULL;
+typedef struct list_opts {
+    int64_t limit, since; /* since: INT64_MIN for all */
+    const char *reason;   /* NULL: any */
+} list_opts_t;
+
+static void parse_list(int argc, char **argv, list_opts_t *o) {
+    *o = (list_opts_t){.limit = 100, .since = INT64_MIN};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--limit") != 0 && strcmp(a, "--since") != 0 && strcmp(a, "--reason") != 0)
@@ -175,133 +180,181 @@ static int dlq_list(int argc, char **argv) {
             die_usagef("%s needs a value", a);
         const char *v = argv[++i];
         if (strcmp(a, "--limit") == 0) {
-            limit = parse_int(v, a);
-            if (limit < 1 || limit > 1000000)
+            o->limit = parse_int(v, a);
+            if (o->limit < 1 || o->limit > 1000000)
                 die_usagef("--limit must be 1..1000000, not %s", v);
         } else if (strcmp(a, "--since") == 0) {
-            since = parse_time(v, a);
+            o->since = parse_time(v, a);
         } else {
             need_utf8(v, "--reason");
-            want_reason = v;
+            o->reason = v;
         }
     }
-    char topic[256];
-    ax_conf_topic(&conf, "dlq", topic, sizeof topic);
-    rd_kafka_t *rk = reader(NULL);
-    int np = partitions(rk, topic);
-    /* Per partition: from where to where. Without --reason, the newest
-     * `limit` overall are among each partition's last `limit`. */
-    int64_t *from = calloc((size_t)np, sizeof *from), *to = calloc((size_t)np, sizeof *to);
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(np);
-    if (!from || !to || !l) {
+}
+
+/* What dlq list reads: per partition from[p]..to[p] (assigned in l). */
+typedef struct list_plan {
+    int np, pending; /* partitions, those not read to their end yet */
+    int64_t *from, *to;
+    rd_kafka_topic_partition_list_t *l;
+} list_plan_t;
+
+static void plan_free(list_plan_t *pl) {
+    free(pl->from);
+    free(pl->to);
+    if (pl->l)
+        rd_kafka_topic_partition_list_destroy(pl->l);
+}
+
+/* Per partition: from where to where. Without --reason, the newest
+ * `limit` overall are among each partition's last `limit`. 0, or 1 (said
+ * why). */
+static int plan_list(rd_kafka_t *rk, const char *topic, const list_opts_t *o, list_plan_t *pl) {
+    int np = pl->np = partitions(rk, topic);
+    pl->from = calloc((size_t)np, sizeof *pl->from);
+    pl->to = calloc((size_t)np, sizeof *pl->to);
+    pl->l = rd_kafka_topic_partition_list_new(np);
+    if (!pl->from || !pl->to || !pl->l) {
         fprintf(stderr, "axctl: out of memory\n");
         return 1;
     }
     for (int p = 0; p < np; p++) {
         int64_t lo, hi;
         watermarks(rk, topic, p, &lo, &hi);
-        from[p] = lo;
-        to[p] = hi;
-        rd_kafka_topic_partition_list_add(l, topic, p)->offset = since == INT64_MIN ? lo : since;
+        pl->from[p] = lo;
+        pl->to[p] = hi;
+        rd_kafka_topic_partition_list_add(pl->l, topic, p)->offset =
+            o->since == INT64_MIN ? lo : o->since;
     }
-    if (since != INT64_MIN) {
-        rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, l, 10000);
+    if (o->since != INT64_MIN) {
+        rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, pl->l, 10000);
         if (e) {
             fprintf(stderr, "axctl: cannot find the offsets of --since: %s\n", rd_kafka_err2str(e));
             return 1;
         }
         for (int p = 0; p < np; p++) {
-            int64_t o = l->elems[p].offset;
-            from[p] = o < 0 ? to[p] : o; /* -1: nothing at or after since */
+            int64_t off = pl->l->elems[p].offset;
+            pl->from[p] = off < 0 ? pl->to[p] : off; /* -1: nothing at or after since */
         }
     }
-    int pending = 0;
+    pl->pending = 0;
     for (int p = 0; p < np; p++) {
-        if (!want_reason && to[p] - from[p] > limit)
-            from[p] = to[p] - limit;
-        l->elems[p].offset = from[p];
-        pending += from[p] < to[p];
+        if (!o->reason && pl->to[p] - pl->from[p] > o->limit)
+            pl->from[p] = pl->to[p] - o->limit;
+        pl->l->elems[p].offset = pl->from[p];
+        pl->pending += pl->from[p] < pl->to[p];
     }
-    rd_kafka_assign(rk, l);
-    entry_t *e = NULL;
-    size_t n = 0, cap = 0;
+    return 0;
+}
+
+typedef struct entries {
+    entry_t *e;
+    size_t n, cap;
+} entries_t;
+
+/* Keep record m if it matches; 0, or -1 out of memory. */
+static int collect(entries_t *es, rd_kafka_message_t *m, const list_opts_t *o) {
+    const char *why;
+    char *line = format_record(m, &why);
+    if (line && (!o->reason || strcasestr(why, o->reason))) {
+        if (es->n == es->cap) {
+            size_t cap = es->cap ? es->cap * 2 : 256;
+            entry_t *ne = realloc(es->e, cap * sizeof *ne);
+            if (!ne) {
+                free(line);
+                return -1;
+            }
+            es->e = ne;
+            es->cap = cap;
+        }
+        es->e[es->n++] = (entry_t){rd_kafka_message_timestamp(m, NULL), m->offset,
+                                   (int)m->partition, line};
+        line = NULL;
+    }
+    free(line);
+    return 0;
+}
+
+/* Read the planned ranges into es; 0, or 1 (said why). */
+static int read_list(rd_kafka_t *rk, list_plan_t *pl, const list_opts_t *o, entries_t *es) {
     int idle = 0;
-    while (pending > 0 && idle < 3) {
+    while (pl->pending > 0 && idle < 3) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 5000);
         if (!m) {
             idle++;
             continue;
         }
         idle = 0;
-        int p = m->partition;
-        if (p >= 0 && p < np && (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
-                                 (!m->err && m->offset + 1 >= to[p]))) {
-            if (from[p] < to[p])
-                pending--;
-            from[p] = to[p]; /* done */
+        int p = m->partition, in = p >= 0 && p < pl->np;
+        if (in && (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
+                   (!m->err && m->offset + 1 >= pl->to[p]))) {
+            if (pl->from[p] < pl->to[p])
+                pl->pending--;
+            pl->from[p] = pl->to[p]; /* done */
         }
-        if (!m->err && p >= 0 && p < np && m->offset < to[p] &&
-            rd_kafka_message_timestamp(m, NULL) >= since) {
-            const char *why;
-            char *line = format_record(m, &why);
-            if (line && (!want_reason || strcasestr(why, want_reason))) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 256;
-                    entry_t *ne = realloc(e, cap * sizeof *e);
-                    if (!ne) {
-                        fprintf(stderr, "axctl: out of memory\n");
-                        return 1;
-                    }
-                    e = ne;
-                }
-                e[n++] = (entry_t){rd_kafka_message_timestamp(m, NULL), m->offset, p, line};
-                line = NULL;
-            }
-            free(line);
-        } else if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        int rc = 0;
+        if (!m->err && in && m->offset < pl->to[p] &&
+            rd_kafka_message_timestamp(m, NULL) >= o->since)
+            rc = collect(es, m, o);
+        else if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
             ax_debug("dlq list: %s", rd_kafka_message_errstr(m));
-        }
         rd_kafka_message_destroy(m);
+        if (rc < 0) {
+            fprintf(stderr, "axctl: out of memory\n");
+            return 1;
+        }
     }
-    if (pending > 0)
-        fprintf(stderr, "axctl: warning: %d partition(s) of %s not read to the end\n", pending,
-                topic);
-    if (n)
-        qsort(e, n, sizeof *e, entry_cmp);
-    for (size_t i = 0; i < n; i++) {
-        if ((int64_t)i < limit)
-            puts(e[i].line);
-        free(e[i].line);
-    }
-    free(e);
-    free(from);
-    free(to);
-    rd_kafka_topic_partition_list_destroy(l);
-    reader_close(rk);
     return 0;
+}
+
+static int dlq_list(int argc, char **argv) {
+    list_opts_t o;
+    parse_list(argc, argv, &o);
+    char topic[256];
+    ax_conf_topic(&conf, "dlq", topic, sizeof topic);
+    rd_kafka_t *rk = reader(NULL);
+    list_plan_t pl = {0};
+    entries_t es = {0};
+    int rc = plan_list(rk, topic, &o, &pl);
+    if (rc == 0) {
+        rd_kafka_assign(rk, pl.l);
+        rc = read_list(rk, &pl, &o, &es);
+    }
+    if (rc == 0 && pl.pending > 0)
+        fprintf(stderr, "axctl: warning: %d partition(s) of %s not read to the end\n", pl.pending,
+                topic);
+    if (rc == 0 && es.n)
+        qsort(es.e, es.n, sizeof *es.e, entry_cmp);
+    for (size_t i = 0; i < es.n; i++) {
+        if (rc == 0 && (int64_t)i < o.limit)
+            puts(es.e[i].line);
+        free(es.e[i].line);
+    }
+    free(es.e);
+    plan_free(&pl);
+    reader_close(rk);
+    return rc;
 }
 
 /* Replays are idempotent: each carries the idempotency key of its DLQ
  * record, so replaying a record twice makes one instance (the trigger's
  * submission table dedups), and a replay whose instance already exists
- * says so. Returns 1 (and prints) if the key made an instance already. */
-static int already_replayed(const char *rec, const char *idem) {
-    ax_pg_t *pg = pg_open();
-    char key[600];
-    snprintf(key, sizeof key, "idem:%s", idem);
-    const char *p[] = {key};
-    PGresult *r = q(pg,
-                    "SELECT s.instance_id, coalesce(i.trace_id, '?'), coalesce(i.state::text, '?')"
-                    " FROM submission s LEFT JOIN job_instance i ON i.id = s.instance_id"
-                    " WHERE s.submit_key = $1",
-                    1, p);
-    int done = PQntuples(r) == 1;
-    if (done)
-        printf("record %s was already replayed: instance %s (trace %s, %s); nothing produced\n",
-               rec, PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
-    PQclear(r);
-    ax_pg_destroy(pg);
-    return done;
+ * says so. Returns 1 (and prints) if the key made an instance already, 0
+ * if not, -1 if PostgreSQL cannot say (printed). */
+static int already_replayed(ax_pg_t *pg, const char *rec, const char *idem) {
+    char err[1024];
+    ax_dlq_replayed_t r = {0};
+    int rc = ax_store_dlq_replayed(pg, idem, &r, err, sizeof err);
+    if (rc == AX_ERR_NOTFOUND)
+        return 0;
+    if (rc < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return -1;
+    }
+    printf("record %s was already replayed: instance %lld (trace %s, %s); nothing produced\n",
+           rec, (long long)r.instance_id, r.trace_id ? r.trace_id : "?", r.state ? r.state : "?");
+    ax_dlq_replayed_clear(&r);
+    return 1;
 }
 
 static int produce_one(const char *topic, const void *key, size_t klen, const void *buf,
@@ -319,64 +372,71 @@ static int produce_one(const char *topic, const void *key, size_t klen, const vo
     return rc < 0 ? -1 : 0;
 }
 
-/* Resubmit the instance of a final-failure record. */
-static int replay_instance(const char *rec, const char *id, const char *idem) {
-    ax_pg_t *pg = pg_open();
-    const char *p[] = {id};
-    PGresult *r = q(pg,
-                    "SELECT job_name, to_json(command)::text, encode(payload, 'hex'), timeout_ms,"
-                    "  priority, trace_id FROM job_instance WHERE id = $1::bigint",
-                    1, p);
-    if (PQntuples(r) != 1) {
-        fprintf(stderr, "axctl: instance %s no longer exists\n", id);
+/* Resubmit instance `id` (read from PostgreSQL) under idempotency key
+ * idem. Returns the exit status. */
+static int resubmit(ax_pg_t *pg, const char *rec, int64_t id, const char *idem) {
+    char err[1024], topic[256], trace[200];
+    ax_dlq_instance_t in = {0};
+    int rc = ax_store_dlq_instance(pg, id, &in, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
-    if (PQgetisnull(r, 0, 0)) {
-        fprintf(stderr, "axctl: instance %s is an inline command; resubmit it with axctl submit\n",
-                id);
+    if (!in.job) {
+        fprintf(stderr,
+                "axctl: instance %lld is an inline command; resubmit it with axctl submit\n",
+                (long long)id);
+        ax_dlq_instance_clear(&in);
         return 1;
     }
-    if (already_replayed(rec, idem))
-        return 0;
+    int done = already_replayed(pg, rec, idem);
+    if (done != 0) {
+        ax_dlq_instance_clear(&in);
+        return done < 0 ? 1 : 0;
+    }
     ax_submit_t s;
     ax_submit_init(&s);
-    char trace[200];
-    snprintf(trace, sizeof trace, "%.150s-replay", PQgetvalue(r, 0, 5));
+    snprintf(trace, sizeof trace, "%.150s-replay", in.trace_id ? in.trace_id : "");
     s.trace_id = trace;
     s.idempotency_key = (char *)idem;
-    s.timeout_ms = ax_pg_int(r, 0, 3);
-    s.priority = (int32_t)ax_pg_int(r, 0, 4);
-    const char *hex = PQgetvalue(r, 0, 2);
-    size_t plen = strlen(hex) / 2;
-    uint8_t *payload = malloc(plen + 1);
-    for (size_t i = 0; payload && i < plen; i++) {
-        unsigned v;
-        sscanf(hex + 2 * i, "%2x", &v);
-        payload[i] = (uint8_t)v;
-    }
-    s.payload = payload;
-    s.payload_len = plen;
-    s.job = PQgetvalue(r, 0, 0);
-    char err[512], topic[256];
+    s.timeout_ms = in.timeout_ms;
+    s.priority = in.priority;
+    s.payload = in.payload;
+    s.payload_len = in.payload_len;
+    s.job = in.job;
     void *buf;
     size_t len;
-    if (!payload || ax_submit_encode(&s, &buf, &len) < 0) {
-        fprintf(stderr, "axctl: instance %s cannot be resubmitted (cannot encode it)\n", id);
-        free(payload);
+    if (ax_submit_encode(&s, &buf, &len) < 0) {
+        fprintf(stderr, "axctl: instance %lld cannot be resubmitted (cannot encode it)\n",
+                (long long)id);
+        ax_dlq_instance_clear(&in);
         return 1;
     }
-    int rc = produce_one(ax_conf_topic(&conf, "submit", topic, sizeof topic), idem, strlen(idem),
-                         buf, len, err, sizeof err);
+    rc = produce_one(ax_conf_topic(&conf, "submit", topic, sizeof topic), idem, strlen(idem), buf,
+                     len, err, sizeof err);
     free(buf);
-    free(payload);
-    PQclear(r);
-    ax_pg_destroy(pg);
+    ax_dlq_instance_clear(&in);
     if (rc < 0) {
         fprintf(stderr, "axctl: replay not acknowledged by Kafka: %s\n", err);
         return 1;
     }
-    printf("instance %s resubmitted as trace %s (idempotency key %s)\n", id, trace, idem);
+    printf("instance %lld resubmitted as trace %s (idempotency key %s)\n", (long long)id, trace,
+           idem);
     return 0;
+}
+
+/* Resubmit the instance of a final-failure record. */
+static int replay_instance(const char *rec, const char *id, const char *idem) {
+    char *end;
+    long long iid = strtoll(id, &end, 10);
+    if (*end || end == id) {
+        fprintf(stderr, "axctl: record %s names no instance ('%s')\n", rec, id);
+        return 1;
+    }
+    ax_pg_t *pg = pg_open();
+    int rc = resubmit(pg, rec, iid, idem);
+    ax_pg_destroy(pg);
+    return rc;
 }
 
 /* A rejected submission: produced again with an idempotency key (its own,
@@ -401,8 +461,11 @@ static int replay_submission(const char *rec, rd_kafka_message_t *m, const char 
     int rc = 1;
     void *buf = NULL;
     size_t len;
-    if (already_replayed(rec, s.idempotency_key)) {
-        rc = 0;
+    ax_pg_t *pg = pg_open();
+    int done = already_replayed(pg, rec, s.idempotency_key);
+    ax_pg_destroy(pg);
+    if (done != 0) {
+        rc = done < 0 ? 1 : 0;
     } else if (ax_submit_encode(&s, &buf, &len) < 0) {
         fprintf(stderr, "axctl: record %s cannot be replayed (cannot encode it)\n", rec);
     } else if (produce_one(src, s.idempotency_key, strlen(s.idempotency_key), buf, len, err,

@@ -2,13 +2,13 @@
  * fleet.c — axctl workers (the executors' heartbeat rows), axctl status
  * (lanes, deferred instances, executors), axctl idem claim
  * (business-key claims for commands run by ax) and axctl topics create.
- *
- * SQL text is made of constants only; every value is a parameter.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ax/common.h"
@@ -16,68 +16,175 @@
 #include "ax/kafka.h"
 #include "ax/lane.h"
 #include "ax/pg.h"
+#include "ax/store_fleet.h"
 #include "axctl.h"
 
-/* ---- workers -------------------------------------------------------------------- */
+/* workers: at most this many listed */
+#define WORKERS_MAX 10000
 
-/* One row per worker; pools as "name running/slots+waiting/queue ..." in
- * name order; the age in seconds with one decimal. */
-/* A worker whose heartbeat stopped (older than 3 x executor.heartbeat.ms,
- * the trigger's rule for a lost executor) without it saying "stopped" is
- * shown as lost; HEARTBEAT is the time of its last one. */
-static const char sql_workers[] =
-    "SELECT w.id, CASE WHEN w.state <> 'stopped'"
-    "   AND w.heartbeat_at < now() - $2::bigint * interval '1 millisecond' THEN 'lost'"
-    "   ELSE w.state END,"
-    " to_char(greatest(extract(epoch FROM now() - w.heartbeat_at), 0), 'FM9999999990.0'),"
-    " array_to_string(w.groups, ','),"
-    " coalesce(to_char(w.cpu_pct, 'FM990.0'), '-'), coalesce(to_char(w.mem_pct, 'FM990.0'), '-'),"
-    " coalesce(to_char(w.rss_bytes / 1048576.0, 'FM9999999990.0'), '-'),"
-    " w.running, w.waiting, CASE WHEN w.fetching THEN 'yes' ELSE 'no' END,"
-    " to_char(w.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-    " coalesce((SELECT string_agg(format('%s %s/%s+%s/%s', p.key,"
-    "     coalesce(p.value->>'running', '?'), coalesce(p.value->>'slots', '?'),"
-    "     coalesce(p.value->>'waiting', '?'), coalesce(p.value->>'queue', '?')),"
-    "     '  ' ORDER BY p.key)"
-    "   FROM jsonb_each(CASE WHEN jsonb_typeof(w.pools) = 'object' THEN w.pools"
-    "                   ELSE '{}'::jsonb END) p), '')"
-    " FROM worker w"
-    " WHERE $1::boolean OR w.heartbeat_at > now() - interval '1 minute'"
-    " ORDER BY w.heartbeat_at DESC, w.id";
+/* ---- tables ---------------------------------------------------------------------- */
 
-/* Print r as aligned columns under head; right[c]: right-aligned (numbers).
- * The last column is printed as is. */
-static void print_table(PGresult *r, const char *const *head, const int *right, int ncol) {
-    int w[32];
-    for (int c = 0; c < ncol && c < 32; c++) {
-        w[c] = (int)strlen(head[c]);
-        for (int i = 0; i < PQntuples(r); i++)
-            if (PQgetlength(r, i, c) > w[c])
-                w[c] = PQgetlength(r, i, c);
+/* Rows of ncol malloc'd cells, printed as aligned columns. */
+typedef struct table {
+    size_t ncol, ncells, cap;
+    char **cells;
+} table_t;
+
+static void oom(void) {
+    fprintf(stderr, "axctl: out of memory\n");
+    exit(1);
+}
+
+/* Add a cell to the last row (a new row every ncol cells). */
+__attribute__((format(printf, 2, 3))) static void cellf(table_t *t, const char *fmt, ...) {
+    if (t->ncells == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64 * t->ncol;
+        char **nc = realloc(t->cells, t->cap * sizeof *nc);
+        if (!nc)
+            oom();
+        t->cells = nc;
     }
-    for (int i = -1; i < PQntuples(r); i++) {
-        for (int c = 0; c < ncol; c++) {
-            const char *v = i < 0 ? head[c] : PQgetvalue(r, i, c);
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&t->cells[t->ncells], fmt, ap) < 0)
+        oom();
+    va_end(ap);
+    t->ncells++;
+}
+
+/* Print t under head; right[c]: right-aligned (numbers). The last column
+ * is printed as is. Frees the cells. */
+static void print_table(table_t *t, const char *const *head, const int *right) {
+    size_t ncol = t->ncol, nrows = t->ncells / ncol;
+    int w[32] = {0};
+    for (size_t c = 0; c < ncol && c < 32; c++) {
+        w[c] = (int)strlen(head[c]);
+        for (size_t i = 0; i < nrows; i++)
+            if ((int)strlen(t->cells[i * ncol + c]) > w[c])
+                w[c] = (int)strlen(t->cells[i * ncol + c]);
+    }
+    for (size_t i = 0; i <= nrows; i++) {
+        for (size_t c = 0; c < ncol; c++) {
+            const char *v = i == 0 ? head[c] : t->cells[(i - 1) * ncol + c];
             if (c == ncol - 1)
                 printf("%s\n", v);
             else
                 printf(right[c] ? "%*s  " : "%-*s  ", w[c], v);
         }
     }
+    for (size_t i = 0; i < t->ncells; i++)
+        free(t->cells[i]);
+    free(t->cells);
+    t->cells = NULL;
+    t->ncells = t->cap = 0;
 }
 
-static void print_workers(ax_pg_t *pg, int all) {
-    char lost[32];
-    snprintf(lost, sizeof lost, "%lld", (long long)(3 * conf.executor_heartbeat_ms));
-    const char *p[] = {all ? "true" : "false", lost};
-    PGresult *r = q(pg, sql_workers, 2, p);
+/* epoch ms as YYYY-MM-DDTHH:MM:SSZ (seconds truncated). */
+static void iso_utc(int64_t ms, char *buf, size_t len) {
+    time_t sec = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    struct tm tm;
+    if (!gmtime_r(&sec, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, len, "?");
+}
+
+/* ---- workers -------------------------------------------------------------------- */
+
+/* "?" for a figure not reported. */
+static const char *fig(int64_t v, char *buf, size_t len) {
+    if (v < 0)
+        return "?";
+    snprintf(buf, len, "%lld", (long long)v);
+    return buf;
+}
+
+/* Pools as "name running/slots+waiting/queue ..." in name order. */
+static void pools_cell(table_t *t, const ax_worker_t *w) {
+    size_t len = 1;
+    for (size_t k = 0; k < w->npools; k++)
+        len += strlen(w->pools[k].name) + 2 + 4 * 21 + 4;
+    char *s = malloc(len), b[4][24];
+    if (!s)
+        oom();
+    size_t at = 0;
+    s[0] = '\0';
+    for (size_t k = 0; k < w->npools; k++) {
+        const ax_worker_pool_t *p = &w->pools[k];
+        at += (size_t)snprintf(s + at, len - at, "%s%s %s/%s+%s/%s", k ? "  " : "", p->name,
+                               fig(p->running, b[0], sizeof b[0]),
+                               fig(p->slots, b[1], sizeof b[1]),
+                               fig(p->waiting, b[2], sizeof b[2]),
+                               fig(p->queue, b[3], sizeof b[3]));
+    }
+    cellf(t, "%s", s);
+    free(s);
+}
+
+static void worker_cells(table_t *t, const ax_worker_t *w) {
+    char hb[40];
+    cellf(t, "%s", w->id);
+    cellf(t, "%s", w->state);
+    cellf(t, "%.1f", (double)w->age_ms / 1000.0);
+    size_t glen = 1;
+    for (size_t g = 0; g < w->ngroups; g++)
+        glen += strlen(w->groups[g]) + 1;
+    char *groups = malloc(glen);
+    if (!groups)
+        oom();
+    groups[0] = '\0';
+    for (size_t g = 0; g < w->ngroups; g++) { /* a,b */
+        if (g)
+            strcat(groups, ",");
+        strcat(groups, w->groups[g]);
+    }
+    cellf(t, "%s", groups);
+    free(groups);
+    if (w->cpu_pct < 0)
+        cellf(t, "-");
+    else
+        cellf(t, "%.1f", w->cpu_pct);
+    if (w->mem_pct < 0)
+        cellf(t, "-");
+    else
+        cellf(t, "%.1f", w->mem_pct);
+    if (w->rss_bytes < 0)
+        cellf(t, "-");
+    else
+        cellf(t, "%.1f", (double)w->rss_bytes / 1048576.0);
+    cellf(t, "%lld", (long long)w->running);
+    cellf(t, "%lld", (long long)w->waiting);
+    cellf(t, "%s", w->fetching ? "yes" : "no");
+    iso_utc(w->heartbeat_ms, hb, sizeof hb);
+    cellf(t, "%s", hb);
+    pools_cell(t, w);
+}
+
+/* One row per worker, the age in seconds with one decimal. A worker whose
+ * heartbeat stopped (older than 3 x executor.heartbeat.ms, the trigger's
+ * rule for a lost executor) without it saying "stopped" is shown as lost;
+ * HEARTBEAT is the time of its last one. Returns the exit status. */
+static int print_workers(ax_pg_t *pg, int all) {
     static const char *const head[] = {"ID",   "STATE", "AGE_S", "GROUPS", "CPU%",
                                        "MEM%", "RSS_MB", "RUN",  "WAIT",   "FETCH",
                                        "HEARTBEAT", "POOLS"};
     /* text columns left-aligned, numbers right-aligned, the pools last */
     static const int right[] = {0, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0};
-    print_table(r, head, right, (int)AX_ARRAY_SIZE(head));
-    PQclear(r);
+    ax_worker_filter_t f = {.include_silent = all, .lost_after_ms = 3 * conf.executor_heartbeat_ms};
+    ax_worker_t *w;
+    size_t n;
+    char err[1024];
+    if (ax_store_fleet_workers(pg, &f, WORKERS_MAX, &w, &n, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return 1;
+    }
+    table_t t = {.ncol = AX_ARRAY_SIZE(head)};
+    for (size_t i = 0; i < n; i++)
+        worker_cells(&t, &w[i]);
+    print_table(&t, head, right);
+    ax_workers_free(w, n);
+    if (n == WORKERS_MAX)
+        fprintf(stderr, "axctl: warning: only the %d most recently heard from shown\n",
+                WORKERS_MAX);
+    return 0;
 }
 
 int cmd_workers(int argc, char **argv) {
@@ -89,31 +196,78 @@ int cmd_workers(int argc, char **argv) {
             die_usagef("workers: unknown argument '%s' (see axctl --help)", argv[i]);
     }
     ax_pg_t *pg = pg_open();
-    print_workers(pg, all);
+    int rc = print_workers(pg, all);
     ax_pg_destroy(pg);
-    return 0;
+    return rc;
 }
 
 /* ---- status ---------------------------------------------------------------------- */
 
-/* Per lane: the executor group's lag as the leader trigger last measured
- * it (lane_status), whether the lane defers, since when, and the deferred
- * instances counted now. */
-static const char sql_status[] =
-    "WITH l AS (SELECT generate_series(0, 4) AS lane),"
-    " d AS (SELECT priority AS lane, count(*) AS n,"
-    "   to_char(greatest(extract(epoch FROM now() - min(deferred_at)), 0), 'FM9999999990.0')"
-    "     AS oldest"
-    "   FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
-    "   AND deferred_at IS NOT NULL AND deployment = $1 GROUP BY priority)"
-    " SELECT 'P' || l.lane, coalesce(s.lag::text, '-'),"
-    "  CASE WHEN s.lane IS NULL THEN 'unknown' WHEN s.over THEN 'deferring' ELSE 'flowing' END,"
-    "  coalesce(to_char(s.changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '-'),"
-    "  coalesce(d.n, 0), coalesce(d.oldest, '-'),"
-    "  coalesce(to_char(greatest(extract(epoch FROM now() - s.updated_at), 0),"
-    "    'FM9999999990.0'), '-')"
-    " FROM l LEFT JOIN lane_status s ON s.lane = l.lane AND s.deployment = $1"
-    " LEFT JOIN d ON d.lane = l.lane ORDER BY l.lane";
+/* "deployment D: leader trigger H (epoch E, lease S s left)". */
+static int print_leader(ax_pg_t *pg) {
+    char role[300], err[1024];
+    snprintf(role, sizeof role, "%strigger", conf.topic_prefix);
+    ax_leader_info_t l = {0};
+    int rc = ax_store_fleet_leader(pg, role, &l, err, sizeof err);
+    if (rc == AX_ERR_NOTFOUND) {
+        printf("deployment %s: no leader trigger\n\n", conf.topic_prefix);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return 1;
+    }
+    printf("deployment %s: leader trigger %s (epoch %lld, lease %.1f s left)\n\n",
+           conf.topic_prefix, l.holder ? l.holder : "?", (long long)l.epoch,
+           (double)l.lease_left_ms / 1000.0);
+    ax_leader_info_clear(&l);
+    return 0;
+}
+
+static void lane_cells(table_t *t, const ax_lane_view_t *v) {
+    char since[40];
+    cellf(t, "P%d", v->lane);
+    if (v->measured)
+        cellf(t, "%lld", (long long)v->lag);
+    else
+        cellf(t, "-");
+    cellf(t, "%s", !v->measured ? "unknown" : v->over ? "deferring" : "flowing");
+    if (v->measured && v->changed_ms) {
+        iso_utc(v->changed_ms, since, sizeof since);
+        cellf(t, "%s", since);
+    } else
+        cellf(t, "-");
+    cellf(t, "%lld", (long long)v->deferred);
+    if (v->oldest_deferred_ms >= 0)
+        cellf(t, "%.1f", (double)v->oldest_deferred_ms / 1000.0);
+    else
+        cellf(t, "-");
+    if (v->measured)
+        cellf(t, "%.1f", (double)v->measured_ago_ms / 1000.0);
+    else
+        cellf(t, "-");
+}
+
+/* Per lane: the lag the leader last measured, the state, since when, the
+ * deferred instances now. Returns the exit status. */
+static int print_lanes(ax_pg_t *pg) {
+    static const char *const head[] = {"LANE",     "LAG",        "STATE",  "SINCE",
+                                       "DEFERRED", "OLDEST_S", "MEASURED_S_AGO"};
+    static const int right[] = {0, 1, 0, 0, 1, 1, 1};
+    ax_lane_view_t lanes[AX_PRIORITIES];
+    size_t n;
+    char err[1024];
+    if (ax_store_fleet_lanes(pg, conf.topic_prefix, lanes, AX_PRIORITIES, &n, err, sizeof err) <
+        0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return 1;
+    }
+    table_t t = {.ncol = AX_ARRAY_SIZE(head)};
+    for (size_t i = 0; i < n; i++)
+        lane_cells(&t, &lanes[i]);
+    print_table(&t, head, right);
+    return 0;
+}
 
 int cmd_status(int argc, char **argv) {
     int all = 0;
@@ -124,32 +278,15 @@ int cmd_status(int argc, char **argv) {
             die_usagef("status: unknown argument '%s' (see axctl --help)", argv[i]);
     }
     ax_pg_t *pg = pg_open();
-    char role[300];
-    snprintf(role, sizeof role, "%strigger", conf.topic_prefix);
-    const char *lp[] = {role};
-    PGresult *r = q(pg,
-                    "SELECT holder, epoch, to_char(greatest(extract(epoch FROM expires_at - now()),"
-                    " 0), 'FM9999999990.0') FROM ax_leader WHERE role = $1"
-                    " AND expires_at > now()",
-                    1, lp);
-    if (PQntuples(r))
-        printf("deployment %s: leader trigger %s (epoch %s, lease %s s left)\n\n",
-               conf.topic_prefix, PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1),
-               PQgetvalue(r, 0, 2));
-    else
-        printf("deployment %s: no leader trigger\n\n", conf.topic_prefix);
-    PQclear(r);
-    const char *p[] = {conf.topic_prefix};
-    r = q(pg, sql_status, 1, p);
-    static const char *const head[] = {"LANE",     "LAG",        "STATE",  "SINCE",
-                                       "DEFERRED", "OLDEST_S", "MEASURED_S_AGO"};
-    static const int right[] = {0, 1, 0, 0, 1, 1, 1};
-    print_table(r, head, right, (int)AX_ARRAY_SIZE(head));
-    PQclear(r);
-    printf("\nexecutors:\n");
-    print_workers(pg, all);
+    int rc = print_leader(pg);
+    if (rc == 0)
+        rc = print_lanes(pg);
+    if (rc == 0) {
+        printf("\nexecutors:\n");
+        rc = print_workers(pg, all);
+    }
     ax_pg_destroy(pg);
-    return 0;
+    return rc;
 }
 
 /* ---- idem claim ------------------------------------------------------------------ */

@@ -17,8 +17,9 @@
  * finishes it CANCELLED without running it (the callback then ignores the
  * axctl attempt as stale).
  *
- * Called with no transaction open: its UPDATE commits at once, before the
- * attempts are produced and their acknowledgements waited for (up to
+ * Called with no transaction open: its cancel request
+ * (ax_store_instance_cancel_request) commits at once, before the attempts
+ * are produced and their acknowledgements waited for (up to
  * 35 s), so no row lock is held meanwhile.
  */
 #include <stdio.h>
@@ -28,79 +29,115 @@
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/kafka.h"
+#include "ax/store_instance_ops.h"
 #include "axctl.h"
+
+/* Produce the cancelled attempt of every SCHEDULED one among rows to
+ * <prefix>callback and wait for Kafka's acknowledgements. 0, or -1 with
+ * the reason in err. */
+static int produce_cancellations(const ax_cancel_row_t *rows, size_t n, const char *why,
+                                 char *err, size_t errlen) {
+    char topic[256], key[32];
+    rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, errlen);
+    if (!rk) {
+        fprintf(stderr, "axctl: configuration error: %s\n", err);
+        exit(2);
+    }
+    ax_conf_topic(&conf, "callback", topic, sizeof topic);
+    ax_delivery_t d = {0};
+    int64_t now = ax_now_ms();
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (strcmp(rows[i].state, "SCHEDULED") != 0)
+            continue;
+        ax_attempt_t a = {
+            .instance_id = rows[i].id,
+            .attempt = rows[i].attempt,
+            .worker = "axctl",
+            .outcome = AX_OUTCOME_CANCELLED,
+            .error_class = "cancelled",
+            .error = (char *)why,
+            .output = "",
+            .started_at_ms = now,
+            .finished_at_ms = now,
+            .trace_id = rows[i].trace_id,
+            .retryable = 0,
+        };
+        void *buf;
+        size_t len;
+        int klen = snprintf(key, sizeof key, "%lld", (long long)a.instance_id);
+        if (ax_attempt_encode(&a, &buf, &len) < 0) {
+            snprintf(err, errlen, "instance %lld: cannot encode its attempt",
+                     (long long)a.instance_id);
+            rc = -1;
+            break;
+        }
+        rc = ax_kafka_produce(rk, topic, key, (size_t)klen, buf, len, NULL, &d, err, errlen);
+        free(buf);
+    }
+    if (ax_kafka_wait(rk, &d, 35000) < 0 && rc == 0) {
+        snprintf(err, errlen, "%s", d.err ? rd_kafka_err2str(d.err) : "not acknowledged");
+        rc = -1;
+    }
+    rd_kafka_destroy(rk);
+    return rc < 0 ? -1 : 0;
+}
+
+int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t nids, const char *why,
+                        int *ret_stopping, int *ret_scheduled) {
+    char err[1024];
+    ax_cancel_row_t *rows = NULL;
+    size_t n = 0;
+    *ret_stopping = 0;
+    *ret_scheduled = 0;
+    if (ax_store_instance_cancel_request(pg, ids, nids, &rows, &n, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return -1;
+    }
+    int scheduled = 0, parents = 0;
+    for (size_t i = 0; i < n; i++) {
+        scheduled += strcmp(rows[i].state, "SCHEDULED") == 0;
+        /* a running shard parent runs nowhere: its shards are what stops */
+        parents += strcmp(rows[i].state, "RUNNING") == 0 && strcmp(rows[i].worker, "shards") == 0;
+    }
+    *ret_stopping = (int)n - scheduled - parents;
+    if (scheduled && produce_cancellations(rows, n, why, err, sizeof err) < 0) {
+        /* cancel_requested_at stays: an executor that claims one cancels it */
+        fprintf(stderr, "axctl: the cancellation was not acknowledged by Kafka: %s (run "
+                        "the command again)\n", err);
+        ax_cancel_rows_free(rows, n);
+        return -1;
+    }
+    *ret_scheduled = scheduled;
+    ax_cancel_rows_free(rows, n);
+    return (int)n;
+}
 
 int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_stopping,
                      int *ret_scheduled) {
-    const char *p[] = {ids};
-    PGresult *r = q(pg,
-                    "UPDATE job_instance SET cancel_requested_at = coalesce(cancel_requested_at,"
-                    "  now()) WHERE id = ANY($1::bigint[]) AND state <> 'FINISHED'"
-                    " RETURNING id, state, attempt, trace_id, coalesce(worker, '')",
-                    1, p);
-    int rows = PQntuples(r), scheduled = 0, parents = 0, rc = 0;
-    *ret_stopping = 0;
-    *ret_scheduled = 0;
-    for (int i = 0; i < rows; i++) {
-        scheduled += strcmp(PQgetvalue(r, i, 1), "SCHEDULED") == 0;
-        /* a running shard parent runs nowhere: its shards are what stops */
-        parents += strcmp(PQgetvalue(r, i, 1), "RUNNING") == 0 &&
-                   strcmp(PQgetvalue(r, i, 4), "shards") == 0;
-    }
-    *ret_stopping = rows - scheduled - parents;
-    if (scheduled) {
-        char err[512], topic[256], key[32];
-        rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
-        if (!rk) {
-            fprintf(stderr, "axctl: configuration error: %s\n", err);
-            exit(2);
+    size_t n = 0, cap = 0;
+    int64_t *v = NULL;
+    for (const char *s = ids; *s;) {
+        if (*s < '0' || *s > '9') {
+            s++;
+            continue;
         }
-        ax_conf_topic(&conf, "callback", topic, sizeof topic);
-        ax_delivery_t d = {0};
-        int64_t now = ax_now_ms();
-        for (int i = 0; i < rows && rc == 0; i++) {
-            if (strcmp(PQgetvalue(r, i, 1), "SCHEDULED") != 0)
-                continue;
-            ax_attempt_t a = {
-                .instance_id = ax_pg_int(r, i, 0),
-                .attempt = (int32_t)ax_pg_int(r, i, 2),
-                .worker = "axctl",
-                .outcome = AX_OUTCOME_CANCELLED,
-                .error_class = "cancelled",
-                .error = (char *)why,
-                .output = "",
-                .started_at_ms = now,
-                .finished_at_ms = now,
-                .trace_id = PQgetvalue(r, i, 3),
-                .retryable = 0,
-            };
-            void *buf;
-            size_t len;
-            int klen = snprintf(key, sizeof key, "%lld", (long long)a.instance_id);
-            if (ax_attempt_encode(&a, &buf, &len) < 0) {
-                snprintf(err, sizeof err, "instance %lld: cannot encode its attempt",
-                         (long long)a.instance_id);
-                rc = -1;
-                break;
+        char *end;
+        long long id = strtoll(s, &end, 10);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int64_t *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                fprintf(stderr, "axctl: out of memory\n");
+                return -1;
             }
-            rc = ax_kafka_produce(rk, topic, key, (size_t)klen, buf, len, NULL, &d, err,
-                                  sizeof err);
-            free(buf);
+            v = nv;
         }
-        if (ax_kafka_wait(rk, &d, 35000) < 0 && rc == 0) {
-            snprintf(err, sizeof err, "%s", d.err ? rd_kafka_err2str(d.err) : "not acknowledged");
-            rc = -1;
-        }
-        rd_kafka_destroy(rk);
-        if (rc < 0) {
-            /* cancel_requested_at stays: an executor that claims one cancels it */
-            fprintf(stderr, "axctl: the cancellation was not acknowledged by Kafka: %s (run "
-                            "the command again)\n", err);
-            PQclear(r);
-            return -1;
-        }
-        *ret_scheduled = scheduled;
+        v[n++] = id;
+        s = end;
     }
-    PQclear(r);
-    return rows;
+    int rc = cancel_instance_ids(pg, v, n, why, ret_stopping, ret_scheduled);
+    free(v);
+    return rc;
 }

@@ -1496,7 +1496,7 @@ static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
 int main(int argc, char **argv) {
     static callback_t cb;
     if (ax_svc_init(&cb.svc, "ax-callback", &argc, argv, usage, "callback") < 0)
-        return 1;
+        return ax_svc_exit_status(&cb.svc);
     ax_svc_t *svc = &cb.svc;
     svc->reloadable = reloadable_keys;
     svc->reload_check = reload_check;
@@ -1534,7 +1534,7 @@ int main(int argc, char **argv) {
                        ax_conf_topic(&svc->conf, "callback", group, sizeof group),
                        (size_t)svc->conf.callback_batch,
                        on_attempt_batch, &cb) < 0)
-        return 1;
+        return ax_svc_exit_status(svc);
     ax_svc_run(svc);
     ax_info("stopped: %lld attempts recorded, %lld retries scheduled, %lld stale results "
             "ignored, %lld outcomes published",

@@ -1614,7 +1614,7 @@ int main(int argc, char **argv) {
     if (privilege_check(argc, argv) < 0) /* root refusal, executor.run.user: exit 2 */
         return 2;
     if (ax_svc_init(&ex->svc, "ax-executor", &argc, argv, usage, "executor") < 0)
-        return 1;
+        return ax_svc_exit_status(&ex->svc);
     ax_svc_t *svc = &ex->svc;
     char err[1024];
     if (pools_configure(ex, &svc->conf, err, sizeof err) < 0 ||

@@ -16,10 +16,8 @@
  *     release plan (ax_lane_plan) the due scan and the fire path follow;
  *   - about once a second stores lag, state and deferred count per lane in
  *     lane_status (axctl status), and raises the backlog-age alert;
- *   - fails the newest instances of jobs beyond their backlog cap: an
- *     attempt with error class backlog_full goes to the callback topic in a
- *     Kafka transaction, and ax-callback finishes them (FAILED, result,
- *     dead letter, alert) like any other final failure.
+ *   - fails the newest instances of jobs beyond their backlog cap
+ *     (backlog.c).
  *
  * A lag sample that fails (broker down) keeps the last plan; after three
  * failed intervals in a row every lane counts as not over, so an outage
@@ -35,6 +33,7 @@
 #include "ax/kafka.h"
 #include "ax/log.h"
 #include "ax/pg.h"
+#include "ax/store_lane.h"
 #include "trigger.h"
 
 #define MAX_TOPICS 256
@@ -59,12 +58,6 @@ struct lagmon {
     int64_t depth_since_ms[AX_PRIORITIES];
     int depth_alerted[AX_PRIORITIES];
 };
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The lane of a dispatch topic name, or -1 when it is not one of ours. */
 static int topic_lane(const char *prefix, const char *name) {
@@ -154,7 +147,7 @@ static void *monitor(void *arg) {
     while (!m->stop) {
         pthread_mutex_unlock(&m->mu);
         char err[256] = "";
-        int64_t now = mono_ms();
+        int64_t now = ax_mono_ms();
         if (!parts || now - listed > 10000) {
             rd_kafka_topic_partition_list_t *np = list_partitions(m, err, sizeof err);
             if (np) {
@@ -220,20 +213,14 @@ int lag_start(trigger_t *t) {
     t->lag = m;
     /* Until the first sample, the lanes keep the state the last leader
      * stored, so a restart does not release a deferred backlog at once. */
-    PGresult *r = NULL;
-    const char *p[] = {svc->conf.topic_prefix};
-    if (ax_pg_exec(svc->pg,
-                   "SELECT lane, lag, over FROM lane_status WHERE deployment = $1"
-                   " AND updated_at > now() - interval '1 minute'",
-                   1, p, NULL, NULL, &r, err, sizeof err) == 0) {
-        for (int i = 0; i < PQntuples(r); i++) {
-            int lane = (int)ax_pg_int(r, i, 0);
-            if (lane > 0 && lane < AX_PRIORITIES) {
-                t->lanes[lane].lag = ax_pg_int(r, i, 1);
-                t->lanes[lane].over = strcmp(PQgetvalue(r, i, 2), "t") == 0;
+    ax_lane_status_t v[AX_PRIORITIES];
+    size_t n = 0;
+    if (ax_store_lane_status_load(svc->pg, svc->conf.topic_prefix, v, &n, err, sizeof err) == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (v[i].lane > 0 && v[i].lane < AX_PRIORITIES) {
+                t->lanes[v[i].lane].lag = v[i].lag;
+                t->lanes[v[i].lane].over = v[i].over;
             }
-        }
-        PQclear(r);
         ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
     }
     return 0;
@@ -257,68 +244,10 @@ void lag_stop(trigger_t *t) {
     t->lag = NULL;
 }
 
-/* lane_status and the deferred counts; the backlog-age alert. */
-#define DEFERRED_COUNT_MAX 10000
-static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
+/* The backlog-age alert: a lane whose lag + deferred stays above
+ * trigger.backlog.alert.depth for trigger.backlog.alert.ms. */
+static void depth_alert(trigger_t *t, struct lagmon *m, int64_t now) {
     ax_svc_t *svc = &t->svc;
-    char err[512];
-    ax_strbuf_t lanes = {0}, lags = {0}, overs = {0}, changed = {0};
-    ax_pgarr_begin(&lanes);
-    ax_pgarr_begin(&lags);
-    ax_pgarr_begin(&overs);
-    ax_pgarr_begin(&changed);
-    for (int p = 0; p < AX_PRIORITIES; p++) {
-        ax_pgarr_int(&lanes, p);
-        ax_pgarr_int(&lags, t->lanes[p].lag);
-        ax_pgarr_int(&overs, t->lanes[p].over);
-        ax_pgarr_int(&changed, t->lanes[p].changed_ms ? t->lanes[p].changed_ms : -1);
-    }
-    ax_pgarr_end(&lanes);
-    ax_pgarr_end(&lags);
-    ax_pgarr_end(&overs);
-    ax_pgarr_end(&changed);
-    char cap[32];
-    snprintf(cap, sizeof cap, "%lld",
-             (long long)(svc->conf.trigger_backlog_alert_depth < DEFERRED_COUNT_MAX
-                             ? DEFERRED_COUNT_MAX
-                             : svc->conf.trigger_backlog_alert_depth + 1));
-    const char *p[] = {svc->conf.topic_prefix, lanes.s, lags.s, overs.s, changed.s, cap};
-    PGresult *r = NULL;
-    if (ax_pg_exec(svc->pg,
-                   /* per lane through job_instance_deferred, counted up to
-                    * $6 (a count of 1M deferred rows every second would
-                    * hold the loop: BENCHMARKS.md, the burst) */
-                   "WITH d AS (SELECT l.lane, (SELECT count(*) FROM (SELECT 1 FROM job_instance"
-                   "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND priority = l.lane"
-                   "  AND deferred_at IS NOT NULL AND deployment = $1 LIMIT $6) c) AS n"
-                   "  FROM generate_series(0, 4) AS l(lane)),"
-                   " v AS (SELECT * FROM unnest($2::int[], $3::bigint[], $4::int[], $5::bigint[])"
-                   "  AS v(lane, lag, over, changed))"
-                   " INSERT INTO lane_status AS s (deployment, lane, lag, over, deferred,"
-                   "  changed_at, updated_at)"
-                   " SELECT $1, v.lane, v.lag, v.over = 1, coalesce(d.n, 0),"
-                   "  CASE WHEN v.changed > 0 THEN to_timestamp(v.changed / 1000.0) END, now()"
-                   " FROM v LEFT JOIN d USING (lane)"
-                   " ON CONFLICT (deployment, lane) DO UPDATE SET lag = excluded.lag,"
-                   "  over = excluded.over, deferred = excluded.deferred,"
-                   "  changed_at = coalesce(excluded.changed_at, s.changed_at),"
-                   "  updated_at = excluded.updated_at"
-                   " RETURNING lane, deferred",
-                   6, p, NULL, NULL, &r, err, sizeof err) < 0) {
-        ax_warn("lane status: %s", err);
-    } else {
-        for (int i = 0; i < PQntuples(r); i++) {
-            int lane = (int)ax_pg_int(r, i, 0);
-            if (lane >= 0 && lane < AX_PRIORITIES)
-                t->deferred[lane] = ax_pg_int(r, i, 1);
-        }
-    }
-    PQclear(r);
-    ax_strbuf_free(&lanes);
-    ax_strbuf_free(&lags);
-    ax_strbuf_free(&overs);
-    ax_strbuf_free(&changed);
-
     int64_t depth_max = svc->conf.trigger_backlog_alert_depth;
     for (int l = 0; depth_max > 0 && l < AX_PRIORITIES; l++) {
         int64_t depth = t->lanes[l].lag + t->deferred[l];
@@ -341,80 +270,47 @@ static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
     }
 }
 
-/* Fail the newest SCHEDULED instances of jobs beyond their backlog cap. */
-static void enforce_backlog_caps(trigger_t *t, struct lagmon *m) {
+/* lane_status and the deferred counts; the backlog-age alert. */
+#define DEFERRED_COUNT_MAX 10000
+static void store_status(trigger_t *t, struct lagmon *m, int64_t now) {
     ax_svc_t *svc = &t->svc;
     char err[512];
-    const char *p[] = {svc->conf.topic_prefix};
-    PGresult *r = NULL;
-    /* marked backlog_full at once, so the next tick does not report them
-     * again while ax-callback catches up; the due scan skips them */
-    int rc = ax_pg_begin(svc->pg, err, sizeof err);
-    if (rc == 0)
-        rc = lead_check_in_tx(t, err, sizeof err);
-    /* the newest beyond each cap get marked; marks older than 5 s whose
-     * instance is still SCHEDULED are announced again (their attempt may
-     * never have reached the callback topic; a duplicate is stale there) */
-    if (rc == 0)
-        rc = ax_pg_exec(svc->pg,
-                        "WITH o AS (SELECT i.id, j.name, j.backlog_max FROM job j"
-                        "  CROSS JOIN LATERAL (SELECT id FROM job_instance"
-                        "   WHERE job_id = j.id AND state = 'SCHEDULED'"
-                        "   AND error_class IS DISTINCT FROM 'backlog_full'"
-                        "   ORDER BY id OFFSET j.backlog_max LIMIT 1000) i"
-                        "  WHERE j.backlog_max IS NOT NULL AND j.deployment = $1),"
-                        " m AS (UPDATE job_instance i SET error_class = 'backlog_full',"
-                        "  capped_at = now() FROM o"
-                        "  WHERE i.id = o.id AND i.state = 'SCHEDULED'"
-                        "  RETURNING i.id, i.attempt, i.trace_id, o.name, o.backlog_max),"
-                        " again AS (UPDATE job_instance i SET capped_at = now() FROM job j"
-                        "  WHERE j.id = i.job_id AND j.deployment = $1 AND j.backlog_max IS NOT NULL"
-                        "  AND i.job_id = j.id AND i.state = 'SCHEDULED'"
-                        "  AND i.error_class = 'backlog_full'"
-                        "  AND i.capped_at < now() - interval '5 seconds'"
-                        "  RETURNING i.id, i.attempt, i.trace_id, j.name, j.backlog_max)"
-                        " SELECT * FROM m UNION ALL SELECT * FROM again",
-                        1, p, NULL, NULL, &r, err, sizeof err);
-    if (lead_tx_finish(t, rc, "backlog caps", err, sizeof err) < 0) {
-        PQclear(r);
-        return;
-    }
-    int rows = PQntuples(r);
-    if (rows && lead_txn_begin(t) == 0) {
-        int64_t now = ax_now_ms();
-        for (int i = 0; i < rows; i++) {
-            char reason[300];
-            snprintf(reason, sizeof reason, "backlog full: job %s holds more than %s waiting",
-                     PQgetvalue(r, i, 3), PQgetvalue(r, i, 4));
-            ax_attempt_t a = {
-                .instance_id = ax_pg_int(r, i, 0),
-                .attempt = (int32_t)ax_pg_int(r, i, 1),
-                .worker = "ax-trigger",
-                .outcome = AX_OUTCOME_FAILED,
-                .error_class = "backlog_full",
-                .error = reason,
-                .output = "",
-                .started_at_ms = now,
-                .finished_at_ms = now,
-                .trace_id = PQgetvalue(r, i, 2),
-                .retryable = 0,
-            };
-            if (produce_attempt(t, &a, err, sizeof err) < 0)
-                ax_warn("%s", err); /* announced again in 5 s (capped_at) */
-        }
-        if (lead_txn_commit(t) == 0) {
-            ax_warn("%d instance(s) beyond their job's backlog cap failed (backlog_full)", rows);
-        } /* else: announced again in 5 s (capped_at) */
-    }
-    PQclear(r);
+    ax_lane_status_t v[AX_PRIORITIES];
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        v[p] = (ax_lane_status_t){.lane = p, .lag = t->lanes[p].lag, .over = t->lanes[p].over,
+                                  .changed_ms = t->lanes[p].changed_ms};
+    int64_t cap = svc->conf.trigger_backlog_alert_depth < DEFERRED_COUNT_MAX
+                      ? DEFERRED_COUNT_MAX
+                      : svc->conf.trigger_backlog_alert_depth + 1;
+    if (ax_store_lane_status_save(svc->pg, svc->conf.topic_prefix, v, AX_PRIORITIES, cap, err,
+                                  sizeof err) < 0)
+        ax_warn("lane status: %s", err);
+    else
+        for (int p = 0; p < AX_PRIORITIES; p++)
+            t->deferred[p] = v[p].deferred;
+    depth_alert(t, m, now);
 }
 
-void lag_tick(trigger_t *t) {
+int64_t lane_room(const trigger_t *t, int lane) {
+    if (lane <= 0 || lane >= AX_PRIORITIES || t->lag_ok <= 0)
+        return INT64_MAX / 4;
+    int64_t room = t->svc.conf.trigger_lag_high - t->lanes[lane].lag - t->lane_sent[lane];
+    return room > 0 ? room : 0;
+}
+
+void lane_direct(const trigger_t *t, int direct[AX_PRIORITIES]) {
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        direct[p] = p == 0 || (t->lane_min_age_ms[p] == 0 && t->deferred[p] == 0 &&
+                               lane_room(t, p) >= t->svc.conf.trigger_batch);
+}
+
+int lag_tick(trigger_t *t) {
     struct lagmon *m = t->lag;
     ax_svc_t *svc = &t->svc;
     if (!m || !lead_active(t))
-        return;
-    int64_t now = mono_ms();
+        return 0;
+    int rescan = 0;
+    int64_t now = ax_mono_ms();
     int64_t lag[AX_PRIORITIES];
     uint64_t seq;
     int failures;
@@ -457,16 +353,17 @@ void lag_tick(trigger_t *t) {
         if (changed) {
             ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms,
                          t->lane_target);
-            arm_scan(t, 0);
+            rescan = 1;
         }
     }
     if (now - m->last_status_ms >= 1000) {
         m->last_status_ms = now;
         store_status(t, m, now);
-        enforce_backlog_caps(t, m);
+        backlog_enforce(t);
         /* aged instances become releasable without a lane change */
         for (int p = 1; p < AX_PRIORITIES; p++)
             if (t->deferred[p] && t->lane_min_age_ms[p] > 0 && t->lane_min_age_ms[p] != INT64_MAX)
-                arm_scan(t, 0);
+                rescan = 1;
     }
+    return rescan;
 }

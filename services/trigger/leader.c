@@ -33,7 +33,13 @@
 
 #include "ax/common.h"
 #include "ax/log.h"
+#include "ax/store_leader.h"
 #include "trigger.h"
+
+/* The loop stops using a lease renewed (or taken) at mono0 at this
+ * CLOCK_MONOTONIC ms: 5% margin for the two clocks' rates, counted from
+ * before the statement was sent. */
+static int64_t lease_until(int64_t mono0, int64_t lease_ms) { return mono0 + lease_ms * 95 / 100; }
 
 int64_t lead_now(const trigger_t *t) { return ax_mono_ms() + t->clock_base; }
 
@@ -75,7 +81,8 @@ void lead_lost(trigger_t *t, const char *why) {
         rd_kafka_destroy(t->txp);
         t->txp = NULL;
     }
-    sched_on_follower(t);
+    if (t->hooks.on_follower)
+        t->hooks.on_follower(t);
 }
 
 /* Adopt PostgreSQL's clock; `pg_ms` was read between mono0 and mono1. */
@@ -95,7 +102,8 @@ static void clock_sync(trigger_t *t, int64_t pg_ms, int64_t mono0, int64_t mono1
     if (!first && llabs(drift) > t->svc.conf.trigger_clock_jump_ms) {
         char why[160];
         snprintf(why, sizeof why, "PostgreSQL's clock jumped by %+lld ms", (long long)drift);
-        sched_rebuild(t, why);
+        if (t->hooks.on_clock_jump)
+            t->hooks.on_clock_jump(t, why);
     }
 }
 
@@ -117,14 +125,10 @@ void lead_init(trigger_t *t) {
 
 /* ---- the lease thread ------------------------------------------------------ */
 
-static void release_on(trigger_t *t, ax_pg_t *pg, int64_t epoch_v) {
-    char err[256], epoch[32];
-    snprintf(epoch, sizeof epoch, "%lld", (long long)epoch_v);
-    const char *p[] = {t->role, t->holder, epoch};
-    if (ax_pg_exec(pg,
-                   "UPDATE ax_leader SET expires_at = now() WHERE role = $1 AND holder = $2"
-                   " AND epoch = $3::bigint",
-                   3, p, NULL, NULL, NULL, err, sizeof err) == 0)
+static void release_on(trigger_t *t, ax_pg_t *pg, int64_t epoch) {
+    char err[256];
+    ax_lease_key_t k = {t->role, t->holder, epoch};
+    if (ax_store_leader_release(pg, &k, err, sizeof err) == 0)
         ax_info("lease released");
     else
         ax_warn("lease release: %s (it runs out by itself)", err);
@@ -158,46 +162,33 @@ static void lease_starved(trigger_t *t, int64_t e, int64_t idle) {
 /* One renewal of epoch e (the thread, without the mutex). */
 static void lease_renew(trigger_t *t, int64_t e) {
     ax_svc_t *svc = &t->svc;
-    char err[512], lease[32], epoch[32];
+    char err[512];
     /* (re)connect first: m0..m1 must time the statement alone, it dates
      * PostgreSQL's clock for clock_sync */
     int rc = ax_pg_ensure(t->lease_pg, err, sizeof err);
-    int64_t m0 = ax_mono_ms();
-    snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
-    snprintf(epoch, sizeof epoch, "%lld", (long long)e);
-    const char *p[] = {t->role, t->holder, epoch, lease};
-    PGresult *r = NULL;
+    int64_t m0 = ax_mono_ms(), pg_ms = 0;
+    ax_lease_key_t k = {t->role, t->holder, e};
     if (rc == 0)
-        rc = ax_pg_exec(t->lease_pg,
-                        "UPDATE ax_leader SET expires_at = now() + $4::bigint * interval '1 ms'"
-                        " WHERE role = $1 AND holder = $2 AND epoch = $3::bigint"
-                        " AND expires_at > now()"
-                        " RETURNING (extract(epoch FROM now()) * 1000)::bigint",
-                        4, p, NULL, NULL, &r, err, sizeof err);
+        rc = ax_store_leader_renew(t->lease_pg, &k, svc->conf.trigger_lease_ms, &pg_ms, err,
+                                   sizeof err);
     int64_t m1 = ax_mono_ms();
     pthread_mutex_lock(&t->lease_mu);
-    if (rc < 0) {
-        ax_warn("lease renewal: %s", err);
-        /* again soon; lease_until_mono stays, the loop stops at it */
-        t->lease_renewed_mono = m1 - svc->conf.trigger_lease_ms / 3 + 500;
-    } else if (PQntuples(r) == 0) {
-        PQclear(r);
+    if (rc == AX_ERR_NOTFOUND) {
         if (t->lease_epoch == e) {
             t->lease_until_mono = 0;
             t->lease_epoch = 0;
             snprintf(t->lease_lost, sizeof t->lease_lost, "the lease expired or was taken over");
         }
-    } else {
-        if (t->lease_epoch == e) {
-            /* 5% margin for the two clocks' rates; counted from before the
-             * statement was sent. */
-            t->lease_until_mono = m0 + svc->conf.trigger_lease_ms * 95 / 100;
-            t->lease_renewed_mono = m0;
-            t->clk_pg = ax_pg_int(r, 0, 0);
-            t->clk_m0 = m0;
-            t->clk_m1 = m1;
-        }
-        PQclear(r);
+    } else if (rc < 0) {
+        ax_warn("lease renewal: %s", err);
+        /* again soon; lease_until_mono stays, the loop stops at it */
+        t->lease_renewed_mono = m1 - svc->conf.trigger_lease_ms / 3 + 500;
+    } else if (t->lease_epoch == e) {
+        t->lease_until_mono = lease_until(m0, svc->conf.trigger_lease_ms);
+        t->lease_renewed_mono = m0;
+        t->clk_pg = pg_ms;
+        t->clk_m0 = m0;
+        t->clk_m1 = m1;
     }
     pthread_mutex_unlock(&t->lease_mu);
 }
@@ -236,7 +227,7 @@ static void on_beat(evutil_socket_t fd, short what, void *arg) {
 int lead_start(trigger_t *t) {
     char err[512];
     t->ev_beat = event_new(t->svc.base, -1, EV_PERSIST, on_beat, t);
-    struct timeval tv = {0, 100 * 1000};
+    struct timeval tv = AX_TV_MS(100);
     if (!t->ev_beat || event_add(t->ev_beat, &tv) < 0) {
         ax_error("cannot arm the loop's heartbeat");
         return -1;
@@ -293,9 +284,8 @@ static int become_leader(trigger_t *t, int64_t epoch) {
     pthread_cond_signal(&t->lease_cv);
     pthread_mutex_unlock(&t->lease_mu);
     ax_info("leader (epoch %lld): scheduling, dispatching and sweeping", (long long)epoch);
-    recover_pending(t); /* what an older leader left unconfirmed */
-    sched_on_leader(t);
-    arm_scan(t, 0);
+    if (t->hooks.on_leader)
+        t->hooks.on_leader(t);
     return 0;
 }
 
@@ -313,36 +303,22 @@ void lead_note_reconnect(trigger_t *t) {
  * next tick), 0 still a standby. */
 static int try_take(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
-    char err[512], lease[32];
-    snprintf(lease, sizeof lease, "%lld", (long long)svc->conf.trigger_lease_ms);
-    PGresult *r;
-    int64_t m0 = ax_mono_ms();
-    const char *ins[] = {t->role};
-    ax_pg_exec(svc->pg, "INSERT INTO ax_leader (role) VALUES ($1) ON CONFLICT DO NOTHING", 1, ins,
-               NULL, NULL, NULL, err, sizeof err);
-    const char *p[] = {t->role, t->holder, lease};
-    int rc = ax_pg_exec(svc->pg,
-                        "UPDATE ax_leader SET holder = $2, epoch = epoch + 1, acquired_at = clock_timestamp(),"
-                        "  expires_at = now() + $3::bigint * interval '1 ms'"
-                        " WHERE role = $1 AND expires_at <= now()"
-                        " RETURNING epoch, (extract(epoch FROM now()) * 1000)::bigint",
-                        3, p, NULL, NULL, &r, err, sizeof err);
+    char err[512];
+    int64_t m0 = ax_mono_ms(), e = 0, pg_ms = 0;
+    int rc = ax_store_leader_take(svc->pg, t->role, t->holder, svc->conf.trigger_lease_ms, &e,
+                                  &pg_ms, err, sizeof err);
     int64_t m1 = ax_mono_ms();
+    if (rc == AX_ERR_NOTFOUND)
+        return 0;
     if (rc < 0) {
         ax_debug("lease: %s", err);
         return 1;
     }
-    if (PQntuples(r) == 1) {
-        t->lease_until_mono = m0 + svc->conf.trigger_lease_ms * 95 / 100;
-        t->clock_base = 0;
-        clock_sync(t, ax_pg_int(r, 0, 1), m0, m1);
-        int64_t e = ax_pg_int(r, 0, 0);
-        PQclear(r);
-        become_leader(t, e);
-        return 1;
-    }
-    PQclear(r);
-    return 0;
+    t->lease_until_mono = lease_until(m0, svc->conf.trigger_lease_ms);
+    t->clock_base = 0;
+    clock_sync(t, pg_ms, m0, m1);
+    become_leader(t, e);
+    return 1;
 }
 
 /* Step down: drop leadership and give the lease back, so a standby takes
@@ -398,33 +374,19 @@ void lead_tick(trigger_t *t) {
     if (now >= t->acquire_after_mono && try_take(t))
         return;
     /* Still a standby: keep the clock in step anyway. */
-    PGresult *r;
-    int64_t m0 = ax_mono_ms();
-    if (ax_pg_exec(svc->pg, "SELECT (extract(epoch FROM now()) * 1000)::bigint", 0, NULL, NULL,
-                   NULL, &r, err, sizeof err) == 0) {
-        clock_sync(t, ax_pg_int(r, 0, 0), m0, ax_mono_ms());
-        PQclear(r);
-    }
+    int64_t m0 = ax_mono_ms(), pg_ms;
+    if (ax_store_clock_ms(svc->pg, &pg_ms, err, sizeof err) == 0)
+        clock_sync(t, pg_ms, m0, ax_mono_ms());
 }
 
 int lead_check_in_tx(trigger_t *t, char *err, size_t errlen) {
-    char epoch[32];
-    snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
-    const char *p[] = {t->role, t->holder, epoch};
-    PGresult *r;
-    int rc = ax_pg_exec(t->svc.pg,
-                        "SELECT 1 FROM ax_leader WHERE role = $1 AND holder = $2"
-                        " AND epoch = $3::bigint AND expires_at > now() FOR SHARE",
-                        3, p, NULL, NULL, &r, err, errlen);
-    if (rc < 0)
-        return rc;
-    int ok = PQntuples(r) == 1;
-    PQclear(r);
-    if (!ok) {
+    ax_lease_key_t k = {t->role, t->holder, t->epoch};
+    int rc = ax_store_leader_check(t->svc.pg, &k, err, errlen);
+    if (rc == AX_ERR_NOTFOUND) {
         snprintf(err, errlen, "fenced: epoch %lld is no longer the leader", (long long)t->epoch);
         return AX_ERR_CONFLICT;
     }
-    return 0;
+    return rc;
 }
 
 /* A transaction the leader could not complete: count it; after
@@ -439,6 +401,34 @@ static void txn_failed(trigger_t *t, const char *what, const char *err) {
                  t->txn_failures);
         lead_give_up(t, why);
     }
+}
+
+int lead_tx_finish(trigger_t *t, int rc, const char *what, char *err, size_t errlen) {
+    if (rc == 0)
+        rc = ax_pg_commit(t->svc.pg, err, errlen);
+    if (rc < 0) {
+        ax_pg_rollback(t->svc.pg);
+        if (rc == AX_ERR_CONFLICT)
+            lead_lost(t, err);
+        else
+            ax_warn("%s: %s", what, err);
+    }
+    return rc;
+}
+
+int lead_produce_attempt(trigger_t *t, const ax_attempt_t *a, char *err, size_t errlen) {
+    void *buf;
+    size_t len;
+    char key[32];
+    int klen = snprintf(key, sizeof key, "%lld", (long long)a->instance_id);
+    int rc = ax_attempt_encode(a, &buf, &len);
+    if (rc < 0)
+        return ax_seterr(err, errlen, rc, "instance %lld: cannot encode its attempt",
+                         (long long)a->instance_id);
+    rc = ax_kafka_produce(t->txp, t->svc.topic_callback, key, (size_t)klen, buf, len, NULL, NULL,
+                          err, errlen);
+    free(buf);
+    return rc;
 }
 
 int lead_txn_begin(trigger_t *t) {

@@ -1,10 +1,19 @@
 /*
- * ax-trigger internals shared by its files:
- *   main.c   wiring, submission ingest, the due scan and the lease sweep
- *   leader.c leader lease with epoch, transactional producer, the clock
- *   sched*.c schedules in memory on the timing wheel, fire decisions and
- *            the ledger, job reloads on NOTIFY (sched_int.h says which file
- *            holds what)
+ * ax-trigger internals shared by its files, each calling only the ones
+ * listed below it (no cycles):
+ *   main.c     wiring: configuration, timers, the leader's hooks
+ *   ingest.c   submissions (ax.submit) -> SCHEDULED instances
+ *   scan.c     the due scan: due SCHEDULED instances -> dispatch
+ *   sweep.c    the lease sweep: lost executors' instances -> TIMEOUT
+ *   lag.c      consumer lag per lane, the release plan (backpressure)
+ *   backlog.c  backlog caps: instances beyond a job's cap -> FAILED
+ *   sched*.c   schedules in memory on the timing wheel, fire decisions and
+ *              the ledger, job reloads on NOTIFY (sched_int.h says which
+ *              file holds what)
+ *   dispatch.c producing dispatch records, settling or undoing their marks
+ *   hold.c     instances not produced, with their reason
+ *   leader.c   leader lease with epoch, transactional producer, the clock;
+ *              calls the files above only through t->hooks
  */
 #ifndef AX_TRIGGER_H
 #define AX_TRIGGER_H
@@ -16,6 +25,7 @@
 #include "ax/lane.h"
 #include "ax/schedule.h"
 #include "ax/service.h"
+#include "ax/store_dispatch.h"
 #include "ax/wheel.h"
 
 typedef struct sjob sjob_t;
@@ -81,7 +91,7 @@ typedef struct trigger {
     int64_t lane_min_age_ms[AX_PRIORITIES];
     int lane_target[AX_PRIORITIES];
     int64_t deferred[AX_PRIORITIES]; /* deferred instances, last count */
-    int64_t mark_since_ms[AX_PRIORITIES]; /* main.c mark_deferred */
+    int64_t mark_since_ms[AX_PRIORITIES]; /* scan.c mark_deferred */
     int64_t deferred_fires;   /* scheduled fires recorded as deferred */
     int64_t lane_sent[AX_PRIORITIES]; /* produced per lane since the last lag sample */
     int lag_ok;               /* the lag monitor's samples are current */
@@ -94,6 +104,15 @@ typedef struct trigger {
     struct refusal { int64_t id; size_t len; rd_kafka_resp_err_t err; } *refused;
     size_t nrefused, caprefused;
     size_t nfailed_other; /* the last batch's reports of other errors */
+
+    /* tlead (leader side): what leader.c calls above itself, set by main.c,
+     * so leader.c depends on no file of the trigger */
+    struct lead_hooks {
+        void (*on_leader)(struct trigger *t);   /* became leader (recover, schedules, scan) */
+        void (*on_follower)(struct trigger *t); /* leadership lost: drop the schedules */
+        void (*on_clock_jump)(struct trigger *t, const char *why); /* rebuild the schedule */
+    } hooks;
+    struct event *ev_lag, *ev_hold;
 } trigger_t;
 
 /* The lane an instance of priority prio is produced on now. */
@@ -134,6 +153,13 @@ void lead_fini(trigger_t *t);
 /* Notice a new PostgreSQL session (LISTEN again, reload jobs, hold off the
  * lease sweep for trigger.sweep.grace.ms). */
 void lead_note_reconnect(trigger_t *t);
+/* End a leader's PostgreSQL transaction (begun with lead_check_in_tx):
+ * commit if rc == 0, else roll back and drop leadership when fenced or log
+ * "what: err". Returns rc, or the commit's error. */
+int lead_tx_finish(trigger_t *t, int rc, const char *what, char *err, size_t errlen);
+/* Produce an attempt, keyed by its instance, to the callback topic through
+ * the leader's open Kafka transaction. */
+int lead_produce_attempt(trigger_t *t, const ax_attempt_t *a, char *err, size_t errlen);
 
 /* sched.c */
 int sched_init(trigger_t *t);
@@ -144,33 +170,44 @@ void sched_rebuild(trigger_t *t, const char *why);
 void sched_poll_notify(trigger_t *t);
 void sched_tick(trigger_t *t);          /* fixed-delay waits, flush retries */
 
-/* main.c: encode and produce rows of the dispatch column layout. */
+/* The due scan runs in ms (timer ev_scan; scan.c). */
+static inline void arm_scan(trigger_t *t, int64_t ms) {
+    struct timeval tv = AX_TV_MS(ms < 0 ? 0 : ms);
+    event_add(t->ev_scan, &tv);
+}
+
+/* dispatch.c: produce rows marked dispatched (each with a dispatch_pending
+ * row, by the statement that returned them; rows with .hold are skipped)
+ * in one Kafka transaction: on commit the pending rows are settled; on
+ * failure the instances are made undispatched again (the due scan retries
+ * them). Returns rows produced, or <0. */
+int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
+/* The dispatch column layout, for sched.c's fire statement until it moves
+ * into the store (which has its own copy: libax/src/store/dispatch_int.h). */
 #define DISPATCH_COLS                                                                     \
     "id, attempt, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"  \
     " (extract(epoch FROM nominal_time) * 1000)::bigint,"                                \
     " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key,"    \
     " executor_group, routing_field"
-/* Produce the rows of r (DISPATCH_COLS first; rows whose column skip_col,
- * if >= 0, is not NULL are skipped) in one Kafka transaction. The rows were
- * marked dispatched with a dispatch_pending row by the statement that
- * returned them: on commit the pending rows are deleted; on failure the
- * instances are made undispatched again (the due scan retries them).
- * Returns rows produced, or <0. */
-int produce_settle(trigger_t *t, PGresult *r, int skip_col);
+/* A bridge for sched.c until its fire statement returns typed rows: the
+ * rows of a libpq result (dispatch columns first; rows whose column skip_col,
+ * if >= 0, is not NULL are skipped), through dispatch_produce. */
+int produce_settle(trigger_t *t, void *pgresult, int skip_col);
 /* Make undispatched again what a failed or abandoned Kafka transaction
  * left in dispatch_pending: of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
-void arm_scan(trigger_t *t, int64_t ms);
-/* End a leader's PostgreSQL transaction (begun with lead_check_in_tx):
- * commit if rc == 0, else roll back and drop leadership when fenced or log
- * "what: err". Returns rc, or the commit's error. */
-int lead_tx_finish(trigger_t *t, int rc, const char *what, char *err, size_t errlen);
-/* Produce an attempt, keyed by its instance, to the callback topic through
- * the leader's open Kafka transaction. */
-int produce_attempt(trigger_t *t, const ax_attempt_t *a, char *err, size_t errlen);
-void lane_ages(const trigger_t *t, char *buf, size_t len);
-int64_t lane_room(const trigger_t *t, int lane);
-void lane_direct(const trigger_t *t, char *buf, size_t len);
+
+/* ingest.c */
+int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg);
+
+/* scan.c */
+void scan_on_timer(evutil_socket_t fd, short what, void *arg);
+
+/* sweep.c */
+void sweep_on_timer(evutil_socket_t fd, short what, void *arg);
+
+/* backlog.c: fail the newest SCHEDULED instances beyond their job's cap */
+void backlog_enforce(trigger_t *t);
 
 /* hold.c: instances not produced, with their reason (instance_hold) */
 typedef struct hold {
@@ -205,6 +242,16 @@ void hold_tick(trigger_t *t); /* release holds whose topic exists now */
 /* lag.c */
 int lag_start(trigger_t *t);
 void lag_stop(trigger_t *t);
-void lag_tick(trigger_t *t);
+/* Take up the monitor's last sample; about once a second store the lane
+ * status and enforce backlog caps. Returns 1 when the due scan should run
+ * now (the plan changed, or aged instances became releasable). */
+int lag_tick(trigger_t *t);
+/* The room of a lane: how many more it may be sent before the next lag
+ * sample; unlimited for P0 and while the lag monitor is not working. */
+int64_t lane_room(const trigger_t *t, int lane);
+/* Per priority: 1 if an instance due now may be produced by the ingest
+ * statement itself (its lane flows, nothing of it deferred, room for a
+ * batch). */
+void lane_direct(const trigger_t *t, int direct[AX_PRIORITIES]);
 
 #endif

@@ -3,7 +3,8 @@
 # runs every stage once, D only after both B and C succeeded; a failing
 # stage stops its flow (policy stop: what has not started is skipped, the
 # run fails) or, with policy continue, only its downstream is skipped;
-# cycles and unknown stages are rejected when the flow is defined.
+# cycles and unknown stages are rejected when the flow is defined; flow
+# show/list/delete print the stages, the runs with their stages' states.
 . "$(dirname "$0")/lib.sh"
 create_topics 2
 start_all --set trigger.scan.interval.ms=100
@@ -42,6 +43,25 @@ ts() { cat "$M/$1.$2"; }
 [ "$(ts d start)" -ge "$(ts b end)" ] || fail "D started before B ended"
 [ "$(ts d start)" -ge "$(ts c end)" ] || fail "D started before C ended"
 axctl flow show "${JOBP}dia" | grep -q "run $run: succeeded" || fail "flow show does not show the run"
+axctl flow show "${JOBP}dia" >"$WORK/show"
+grep -qx "  stage D: job ${JOBP}d after B,C" "$WORK/show" || fail "flow show, stage D: $(cat "$WORK/show")"
+grep -qx "  stage A: job ${JOBP}a" "$WORK/show" || fail "flow show, stage A: $(cat "$WORK/show")"
+[ "$(grep -cE "^  [ABCD]: succeeded \(instance [0-9]+\)$" "$WORK/show")" = 4 ] \
+    || fail "flow show, the run's stages: $(cat "$WORK/show")"
+[ "$(axctl flow show "${JOBP}dia" --run "$run" | grep -c "^run ")" = 1 ] || fail "flow show --run"
+rc=0; axctl flow show "${JOBP}dia" --run x 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "flow show --run x: exit $rc, expected 2"
+axctl flow list | grep -qx "${JOBP}dia  4 stages  on-failure=stop  last: succeeded (run $run)" \
+    || fail "flow list: $(axctl flow list)"
+rc=0; axctl flow create "${JOBP}dia" --stage "A=${JOBP}a" 2>"$WORK/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "already exists" "$WORK/err" || fail "a second ${JOBP}dia: exit $rc, $(cat "$WORK/err")"
+[ "$(sql "SELECT count(*) FROM flow_stage s JOIN flow f ON f.id = s.flow_id WHERE f.name = '${JOBP}dia'")" = 4 ] \
+    || fail "a refused second definition changed the flow's stages"
+axctl flow delete "${JOBP}dia" | grep -qx "deleted flow ${JOBP}dia" || fail "flow delete"
+rc=0; axctl flow delete "${JOBP}dia" 2>"$WORK/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "no flow named ${JOBP}dia" "$WORK/err" || fail "deleting a deleted flow: exit $rc"
+rc=0; axctl flow show "${JOBP}dia" 2>/dev/null || rc=$?
+[ "$rc" = 1 ] || fail "flow show of a deleted flow: exit $rc, expected 1"
 
 log "a failing stage stops its flow"
 rm -f "$M"/*

@@ -4,7 +4,9 @@
  * and their ranges, log.level, kafka./pg. pass-through), the file format,
  * the AXCONF_<KEY> environment mapping (from our own envp arrays, never
  * setenv), redaction of secrets, the Markdown reference (and that
- * docs/CONFIGURATION.md is current), --help filtering and topic names.
+ * docs/CONFIGURATION.md is current), --help filtering, topic names, and
+ * the command line (ax_conf_args: options consumed, the action asked for,
+ * errors returned with their reason instead of printed).
  */
 /* gcc 12 at -O2 takes the buffers that open_memstream() fills through
  * &buf for pointers to the local `buf` itself (-Wdangling-pointer false
@@ -1158,9 +1160,93 @@ static void test_swap_key(void **state) {
     ax_conf_free(&b);
 }
 
+/* ---- ax_conf_args: the command line, errors returned ---------------------- */
+
+/* Run ax_conf_args on the NULL-terminated words; returns its value. */
+static int args_run(ax_conf_t *c, const char *const *words, int *ret_argc, char **argv,
+                    ax_conf_action_t *ret_action, char *err) {
+    int n = 0;
+    for (; words[n]; n++)
+        argv[n] = (char *)words[n];
+    argv[n] = NULL;
+    *ret_argc = n;
+    *ret_action = (ax_conf_action_t)-1;
+    err[0] = '\0';
+    return ax_conf_args(c, ret_argc, argv, ret_action, err, ERRLEN);
+}
+
+static void test_args(void **state) {
+    char path[256], err[ERRLEN], *argv[16];
+    int argc;
+    ax_conf_action_t act;
+    ax_conf_t c;
+    tmp_write(path, sizeof path, "executor.slots = 7\n");
+
+    /* options consumed, the rest kept in order (after "--" too) */
+    const char *run[] = {"prog", "--config", path, "job", "--set", "executor.slots=9", "list",
+                         "--set=trigger.batch=5", "--", "--set", "x", NULL};
+    assert_int_equal(args_run(&c, run, &argc, argv, &act, err), 0);
+    assert_int_equal(act, AX_CONF_RUN);
+    assert_int_equal(c.executor_slots, 9);
+    assert_int_equal(c.trigger_batch, 5);
+    assert_int_equal(argc, 6);
+    const char *rest[] = {"prog", "job", "list", "--", "--set", "x"};
+    for (int i = 0; i < argc; i++)
+        assert_string_equal(argv[i], rest[i]);
+    assert_null(argv[argc]);
+    ax_conf_free(&c);
+
+    const char *print[] = {"prog", "--config=x", "--config", path, "--print-config", "a", NULL};
+    assert_int_equal(args_run(&c, print, &argc, argv, &act, err), 0);
+    assert_int_equal(act, AX_CONF_PRINT);
+    assert_int_equal(c.executor_slots, 7); /* the last --config counts */
+    assert_int_equal(argc, 2);
+    ax_conf_free(&c);
+    const char *help[] = {"prog", "--config", path, "-h", "--set", "no.such=1", NULL};
+    assert_int_equal(args_run(&c, help, &argc, argv, &act, err), 0);
+    assert_int_equal(act, AX_CONF_HELP);
+    ax_conf_free(&c);
+    const char *version[] = {"prog", "--config", path, "--version", NULL};
+    assert_int_equal(args_run(&c, version, &argc, argv, &act, err), 0);
+    assert_int_equal(act, AX_CONF_VERSION);
+    ax_conf_free(&c);
+
+    /* errors: returned with the reason (the program prints and exits 2) */
+    const struct {
+        const char *words[6];
+        int rc;
+        const char *msg;
+    } bad[] = {
+        {{"prog", "--config", path, "--set", "no.such=1", NULL}, AX_ERR_INVALID,
+         "--set: unknown configuration key 'no.such' (see --help)"},
+        {{"prog", "--config", path, "--set", "executor.slots", NULL}, AX_ERR_INVALID,
+         "--set needs KEY=VALUE"},
+        {{"prog", "--config", path, "--set", NULL}, AX_ERR_INVALID, "--set needs KEY=VALUE"},
+        {{"prog", "--config", NULL}, AX_ERR_INVALID, "--config needs a file name"},
+        {{"prog", "--config", "/nonexistent/ax.conf", NULL}, AX_ERR_IO,
+         "cannot read configuration file /nonexistent/ax.conf: No such file or directory"},
+    };
+    for (size_t i = 0; i < AX_ARRAY_SIZE(bad); i++) {
+        assert_int_equal(args_run(&c, bad[i].words, &argc, argv, &act, err), bad[i].rc);
+        assert_string_equal(err, bad[i].msg);
+        assert_int_equal(act, (ax_conf_action_t)-1); /* untouched on error */
+        ax_conf_free(&c);
+    }
+    unlink(path);
+    tmp_write(path, sizeof path, "executor.slots = 0\n");
+    const char *file[] = {"prog", "--config", path, NULL};
+    assert_int_equal(args_run(&c, file, &argc, argv, &act, err), AX_ERR_INVALID);
+    char want[600];
+    snprintf(want, sizeof want, "%s:1: executor.slots", path);
+    assert_contains(err, want);
+    ax_conf_free(&c);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_is_consistent),
+        cmocka_unit_test(test_args),
         cmocka_unit_test(test_init_defaults),
         cmocka_unit_test(test_free_zeroes_and_is_idempotent),
         cmocka_unit_test(test_set_string_and_int),

@@ -5,8 +5,10 @@
  * (P0 never deferred, deferral per lane, aging promotes to the nearest lane
  * that is not over but never onto P0, the wait bound (p - 1) x aging); the
  * effective-priority order
- * of deferred instances (a model sort against ax_lane_effective); the
- * executor's preference (higher lanes first, lower lanes paused at most
+ * of deferred instances (a model sort against ax_lane_effective); the due
+ * scan's pick (ax_lane_pick: release order, room per lane, the batch
+ * limit, checked against the formula the due statement used before and
+ * against a brute-force model); the executor's preference (higher lanes first, lower lanes paused at most
  * starve_ms, everything served without backlog).
  */
 #include <setjmp.h>
@@ -149,6 +151,116 @@ static void aging_order(void **state) {
             assert_true(ax_lane_effective(p, w + 777, 60000) <= ax_lane_effective(p, w, 60000));
 }
 
+/* The due scan's pick: release order by effective priority, older first
+ * on a tie, then the room of each lane and the batch limit. */
+static void pick_basic(void **state) {
+    (void)state;
+    int64_t room[AX_PRIORITIES] = {100, 100, 100, 100, 100};
+    /* a P4 that waited 2.5 aging periods goes before a fresh P2, after P1 */
+    ax_lane_cand_t c[] = {
+        {.id = 1, .waited_ms = 0, .prio = 2, .lane = 2},
+        {.id = 2, .waited_ms = 150000, .prio = 4, .lane = 4},
+        {.id = 3, .waited_ms = 0, .prio = 1, .lane = 1},
+        {.id = 4, .waited_ms = 10, .prio = 0, .lane = 0},
+        {.id = 5, .waited_ms = 20, .prio = 2, .lane = 2},
+    };
+    assert_int_equal(ax_lane_pick(c, 5, 60000, room, 10), 5);
+    int64_t want[] = {4, 3, 2, 5, 1}; /* equal priority: the older (5) first */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(c[i].id, want[i]);
+    /* room: lane 2 takes one; the batch limit: three in all */
+    ax_lane_cand_t d[] = {
+        {.id = 1, .waited_ms = 5, .prio = 2, .lane = 2},
+        {.id = 2, .waited_ms = 9, .prio = 2, .lane = 2},
+        {.id = 3, .waited_ms = 1, .prio = 3, .lane = 3},
+        {.id = 4, .waited_ms = 1, .prio = 4, .lane = 4},
+        {.id = 5, .waited_ms = 1, .prio = 4, .lane = 4},
+    };
+    room[2] = 1;
+    assert_int_equal(ax_lane_pick(d, 5, 60000, room, 3), 3);
+    assert_int_equal(d[0].id, 2);
+    assert_int_equal(d[1].id, 3);
+    assert_int_equal(d[2].id, 4);
+    /* a lane without room takes nothing; no room array: no limit per lane */
+    room[2] = 0;
+    ax_lane_cand_t e[] = {{.id = 7, .waited_ms = 1, .prio = 2, .lane = 2}};
+    assert_int_equal(ax_lane_pick(e, 1, 60000, room, 3), 0);
+    assert_int_equal(ax_lane_pick(e, 1, 60000, NULL, 3), 1);
+    /* deferred work is counted on the lane it goes out on, not its priority */
+    room[1] = 1;
+    ax_lane_cand_t f[] = {
+        {.id = 1, .waited_ms = 200000, .prio = 3, .lane = 1},
+        {.id = 2, .waited_ms = 0, .prio = 1, .lane = 1},
+    };
+    assert_int_equal(ax_lane_pick(f, 2, 60000, room, 10), 1);
+    assert_int_equal(f[0].id, 1);
+    /* without aging: priority decides, the older first within one */
+    ax_lane_cand_t g[] = {
+        {.id = 1, .waited_ms = 900000, .prio = 3, .lane = 3},
+        {.id = 2, .waited_ms = 5, .prio = 2, .lane = 2},
+        {.id = 3, .waited_ms = 50, .prio = 2, .lane = 2},
+    };
+    room[2] = 100;
+    assert_int_equal(ax_lane_pick(g, 3, 0, room, 10), 3);
+    assert_int_equal(g[0].id, 3);
+    assert_int_equal(g[1].id, 2);
+    assert_int_equal(g[2].id, 1);
+    assert_int_equal(ax_lane_pick(NULL, 0, 60000, room, 10), 0);
+}
+
+/* The formula the due statement ordered by before the pick moved to C:
+ * priority * aging - waited (ms), lower first. */
+static double sql_eff(const ax_lane_cand_t *c, int64_t aging) {
+    return (double)c->prio * (double)aging - (double)c->waited_ms;
+}
+
+/* Random batches: the pick is in the old statement's order, keeps the room
+ * of every lane and the limit, and is greedy (nothing left out that a
+ * lane with room would have taken before something picked after it). */
+static void pick_model(void **state) {
+    (void)state;
+    srand(12);
+    const int64_t aging = 60000;
+    for (int round = 0; round < 2000; round++) {
+        ax_lane_cand_t c[40], orig[40];
+        size_t n = (size_t)(rand() % 40);
+        for (size_t i = 0; i < n; i++) {
+            int prio = rand() % AX_PRIORITIES;
+            /* whole thousandths of aging: the pick's resolution */
+            c[i] = (ax_lane_cand_t){.id = (int64_t)i + 1,
+                                    .waited_ms = (int64_t)(rand() % 5000) * (aging / 1000),
+                                    .prio = prio, .lane = rand() % 2 ? prio : (prio + 1) / 2};
+        }
+        memcpy(orig, c, n * sizeof *c);
+        int64_t room[AX_PRIORITIES];
+        for (int l = 0; l < AX_PRIORITIES; l++)
+            room[l] = rand() % 8;
+        size_t limit = (size_t)(rand() % 20);
+        size_t k = ax_lane_pick(c, n, aging, room, limit);
+        assert_true(k <= limit && k <= n);
+        int64_t used[AX_PRIORITIES] = {0};
+        int picked[41] = {0};
+        for (size_t i = 0; i < k; i++) {
+            used[c[i].lane]++;
+            picked[c[i].id] = 1;
+            if (i)
+                assert_true(sql_eff(&c[i - 1], aging) <= sql_eff(&c[i], aging));
+        }
+        for (int l = 0; l < AX_PRIORITIES; l++)
+            assert_true(used[l] <= room[l]);
+        /* greedy: one left out either had no room on its lane, or came
+         * after the limit was reached, or after every one picked there */
+        for (size_t i = 0; i < n; i++) {
+            if (picked[orig[i].id])
+                continue;
+            int lane_full = used[orig[i].lane] >= room[orig[i].lane];
+            int after_all = k == limit && (k == 0 || sql_eff(&orig[i], aging) >=
+                                                         sql_eff(&c[k - 1], aging));
+            assert_true(lane_full || after_all);
+        }
+    }
+}
+
 static void serve(void **state) {
     (void)state;
     int64_t backlog[AX_PRIORITIES] = {0}, last[AX_PRIORITIES] = {0};
@@ -190,7 +302,8 @@ static void serve(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(topics), cmocka_unit_test(hysteresis), cmocka_unit_test(plan),
-        cmocka_unit_test(aging_order), cmocka_unit_test(serve),
+        cmocka_unit_test(aging_order), cmocka_unit_test(pick_basic),
+        cmocka_unit_test(pick_model), cmocka_unit_test(serve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

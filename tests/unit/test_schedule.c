@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ax/schedule.h"
+#include "tzdata_loader.h"
 
 static uint64_t rs = 0x2545F4914F6CDD1Dull;
 static uint64_t rng(void) {
@@ -108,6 +109,7 @@ static void errors_and_names(void **state) {
 }
 
 int main(void) {
+    ax_tz_set_loader(test_tzif_load);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fixed_rate_grid),
         cmocka_unit_test(once_and_fixed_delay),

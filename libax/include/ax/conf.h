@@ -15,7 +15,8 @@
  * pg.connect_timeout (libpq keywords keep their '_').
  *
  * An unknown key, a bad value, or a value out of range is an error that
- * names the key and where it came from; programs exit with status 2.
+ * names the key and where it came from; programs exit with status 2 (this
+ * module returns the error; ax/prog.h prints it and exits).
  */
 #ifndef AX_CONF_H
 #define AX_CONF_H
@@ -132,15 +133,29 @@ void ax_conf_reference(FILE *out);
 /* Print the options summary used by --help. */
 void ax_conf_help(FILE *out, const char *used_by);
 
+/* What the command line asks of the program (ax_conf_args). */
+typedef enum {
+    AX_CONF_RUN = 0,  /* go on */
+    AX_CONF_HELP,     /* --help or -h: print the usage and ax_conf_help, exit 0 */
+    AX_CONF_VERSION,  /* --version: print the version, exit 0 */
+    AX_CONF_PRINT,    /* --print-config: print ax_conf_print, exit 0 */
+} ax_conf_action_t;
+
 /* Command-line handling shared by every program: --config, --set, --help,
- * --version, --print-config. Consumes those options from argv (the rest is
- * left, compacted, in argv/argc). On error prints it and exits 2; on --help
- * prints `usage` plus the options and exits 0. */
-void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program,
-                       const char *usage, const char *used_by);
+ * --version, --print-config. Initialises c and loads the configuration
+ * from its sources; consumes those options from argv (the rest is left,
+ * compacted, in argv/argc) and says in *ret_action what the program is
+ * asked to do (for HELP and VERSION, argv is left as it was). Prints
+ * nothing and never exits: on error returns AX_ERR_INVALID (AX_ERR_IO for
+ * an unreadable file) with the reason, naming the key and its source, and
+ * the program prints it and exits 2. c is initialised on every return:
+ * free it with ax_conf_free. ax_conf_from_args (ax/prog.h) does all that
+ * for a program's main. */
+int ax_conf_args(ax_conf_t *c, int *argc, char **argv, ax_conf_action_t *ret_action,
+                 char *errbuf, size_t errlen);
 
 /* Load the configuration again from the same sources as
- * ax_conf_from_args() with the ORIGINAL argv (a copy taken before that call
+ * ax_conf_args() with the ORIGINAL argv (a copy taken before that call
  * compacted it): for SIGHUP. On error returns <0 with the reason and leaves
  * *c untouched. */
 int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size_t errlen);
@@ -172,5 +187,11 @@ int ax_conf_group_reserved(const char *group);
  * without the lane suffix. */
 const char *ax_conf_dispatch_topic(const ax_conf_t *c, const char *group, int prio, char *buf,
                                    size_t len);
+
+/* ax_conf_from_args, for the programs that include only this header. Core
+ * code does not see ax/prog.h (it prints and exits). */
+#if __has_include("ax/prog.h")
+#include "ax/prog.h"
+#endif
 
 #endif

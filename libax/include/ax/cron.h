@@ -1,11 +1,12 @@
 /*
  * ax/cron.h — cron expressions evaluated in an IANA time zone.
  *
- * Pure computation: nothing here reads the clock; the only I/O is reading
- * one TZif file from the zoneinfo directory ($TZDIR, else
- * /usr/share/zoneinfo) when an expression is created with a zone other than
- * UTC. Objects are immutable after creation, so one ax_cron_t may be used
- * from many threads at once. The library never touches the TZ variable.
+ * Pure computation (core): nothing here reads the clock or a file. The
+ * TZif data of a zone other than UTC comes from the loader the program
+ * installed (ax_tz_set_loader; ax_tzfile_load in ax/tzfile.h reads the
+ * zoneinfo directory, $TZDIR else /usr/share/zoneinfo), once per zone.
+ * Objects are immutable after creation, so one ax_cron_t may be used from
+ * many threads at once. The library never touches the TZ variable.
  *
  * Syntax (full reference with examples in docs/CRON.md):
  *   5 fields   "min hour dom month dow"            (seconds are 0)
@@ -69,9 +70,9 @@ enum {
 
 /* Parse `expr` for zone `tz` (IANA name; NULL, "" or "UTC" need no tzdata).
  * Errors: AX_ERR_INVALID with "position N: reason" (N 1-based in expr) for
- * a bad expression, or a reason for a bad zone name / corrupt file;
- * AX_ERR_NOTFOUND when the zone file does not exist (tzdata missing);
- * AX_ERR_NOMEM. */
+ * a bad expression, or a reason for a bad zone name / corrupt data;
+ * AX_ERR_NOTFOUND when the loader has no such zone (tzdata missing, or no
+ * loader installed); AX_ERR_IO from the loader; AX_ERR_NOMEM. */
 int ax_cron_new(const char *expr, const char *tz, ax_dst_policy_t dst, ax_cron_t **ret_cron,
                 char *errbuf, size_t errlen);
 void ax_cron_destroy(ax_cron_t *c);
@@ -85,6 +86,26 @@ int ax_cron_next(const ax_cron_t *c, int64_t after_ms, int64_t *ret_next_ms, int
 const ax_tz_t *ax_cron_tz(const ax_cron_t *c);
 
 /* ---- time zones (usable on their own) ---------------------------------- */
+
+/* Where the TZif data of a zone comes from. A loader fills ret->bytes
+ * (malloc'ed; ax_tz_new frees it, on failure too) with the TZif file of
+ * zone `name` (a checked name: no "..", no leading '/'), at most
+ * AX_TZ_MAX_BYTES, and ret->origin with where it came from (a path, for
+ * messages). Errors: AX_ERR_NOTFOUND for an unknown zone (the reason says
+ * whether tzdata is missing), AX_ERR_IO, AX_ERR_NOMEM; errbuf names the
+ * zone. */
+#define AX_TZ_MAX_BYTES (1 << 20)
+typedef struct ax_tz_data {
+    unsigned char *bytes;
+    size_t len;
+    char origin[512];
+} ax_tz_data_t;
+typedef int (*ax_tz_loader_fn)(const char *name, ax_tz_data_t *ret, char *errbuf, size_t errlen);
+
+/* Install the process's loader (NULL: none; then only UTC exists and any
+ * other zone is AX_ERR_NOTFOUND). Programs call it once at start, before
+ * their threads; zones already loaded stay cached. */
+void ax_tz_set_loader(ax_tz_loader_fn fn);
 
 /* Load zone `name` (see ax_cron_new for names and errors). */
 int ax_tz_new(const char *name, ax_tz_t **ret_tz, char *errbuf, size_t errlen);

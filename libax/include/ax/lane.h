@@ -12,6 +12,7 @@
  *   - ax_lane_plan: which due instances the trigger may dispatch while
  *     some lanes are over (deferral and aging);
  *   - ax_lane_effective: the release order of deferred instances;
+ *   - ax_lane_pick: which of the due scan's candidates go out now;
  *   - ax_lane_serve: which lanes an executor fetches from now.
  */
 #ifndef AX_LANE_H
@@ -64,6 +65,23 @@ void ax_lane_plan(const ax_lane_t lanes[AX_PRIORITIES], int64_t aging_ms,
  * (lower runs first; aging_ms <= 0: prio*1000). Deferred instances are
  * released in this order. */
 int64_t ax_lane_effective(int prio, int64_t waited_ms, int64_t aging_ms);
+
+/* A candidate of the trigger's due scan: an instance of priority prio due
+ * for waited_ms, to go out on lane `lane` (the release plan's target). */
+typedef struct ax_lane_cand {
+    int64_t id;
+    int64_t waited_ms;
+    int prio;
+    int lane;
+} ax_lane_cand_t;
+
+/* Sort c[0..n) into release order (ax_lane_effective; equal effective
+ * priority: the one that waited longer, then the lower id) and keep at most
+ * room[lane] per lane (room may be NULL: no limit) and `limit` in all: the
+ * kept candidates end up in c[0..kept), in release order (what follows is
+ * unspecified). Returns kept. */
+size_t ax_lane_pick(ax_lane_cand_t *c, size_t n, int64_t aging_ms,
+                    const int64_t room[AX_PRIORITIES], size_t limit);
 
 /* An executor's lane preference. backlog[p]: messages of lane p known to be
  * waiting (in the broker past this consumer's position, or fetched and not

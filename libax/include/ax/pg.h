@@ -30,10 +30,6 @@ void ax_pg_destroy(ax_pg_t *pg);
  * Returns 0, or AX_ERR_IO with the reason (no password in it). */
 int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen);
 
-/* Connect, retrying with capped exponential backoff and a log line per
- * failure, until connected or *stop becomes non-zero. */
-int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop);
-
 /* 1 if the last ax_pg_ensure() made a new connection (session state such
  * as advisory locks or LISTEN must be set up again). Clears the flag. */
 int ax_pg_reconnected(ax_pg_t *pg);

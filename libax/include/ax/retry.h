@@ -1,7 +1,7 @@
 /*
  * ax/retry.h — whether and when a failed attempt is retried.
  *
- * Pure computation: the caller supplies the error class, the handler's
+ * Pure computation (core): the caller supplies the error class, the handler's
  * retryable flag, the attempt number and a uniform random value, and gets a
  * decision (retry or not, alert or not, the delay in ms). No clock, no I/O;
  * the same inputs give the same decision. See docs/RETRIES.md.
@@ -79,16 +79,18 @@ void ax_retry_policy_default(ax_retry_policy_t *p);
  * count as 0, a NaN or < 1 multiplier as 1). */
 int ax_retry_policy_check(const ax_retry_policy_t *p, char *errbuf, size_t errlen);
 
-/* Replace p's rule chain with the job's, given as a JSON array of objects
- *   {"class": "timeout", "action": "retry"|"fail"|"alert",
- *    "wait": "backoff"|"fixed"|"soon", "delay_ms": N}
- * "class" and "action" are required; "wait" (default "backoff") only with
- * "retry"; "delay_ms" (0..AX_RETRY_MAX_DELAY_MS) with "fixed" only, and
- * required there. At most AX_RETRY_MAX_RULES rules; unknown fields are
- * errors. NULL or "" sets the default chain. On error p is untouched and
- * the message names the index and field ("rules[2].wait: ..."). The
- * numbers in p are never changed. */
-int ax_retry_rules_parse(ax_retry_policy_t *p, const char *json, char *errbuf, size_t errlen);
+/* Set p's rule chain to the default chain; the numbers are not changed. */
+void ax_retry_rules_default(ax_retry_policy_t *p);
+
+/* Check a rule's error class (`len` bytes of cls): shorter than
+ * AX_RETRY_CLASS_LEN, printable ASCII without spaces, '*' only at the end.
+ * AX_ERR_INVALID with the reason otherwise. */
+int ax_retry_class_check(const char *cls, size_t len, char *errbuf, size_t errlen);
+
+/* The action / wait kind named `name` ("retry", "fail", "alert" /
+ * "backoff", "fixed", "soon"), or -1. */
+int ax_retry_action_parse(const char *name);
+int ax_retry_wait_parse(const char *name);
 
 typedef struct ax_retry_decision {
     int retry;          /* 1: run attempt + 1 after delay_ms */
@@ -120,5 +122,12 @@ const ax_retry_rule_t *ax_retry_match(const ax_retry_policy_t *p, const char *er
  * "?" if out of range. */
 const char *ax_retry_action_name(ax_retry_action_t a);
 const char *ax_retry_wait_name(int kind);
+
+/* The JSON form of a job's rule chain is read by the adapters
+ * (ax/retry_json.h, jansson); included here for the programs that include
+ * only this header. Core code does not see that header. */
+#if __has_include("ax/retry_json.h")
+#include "ax/retry_json.h"
+#endif
 
 #endif

@@ -62,19 +62,39 @@ struct ax_svc {
     int argc0;
     char **argv0; /* the original command line, for SIGHUP */
     struct event *ev_other[4]; /* SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 */
+    /* why ax_svc_init / ax_svc_consume said to end (see ax_svc_exit_status) */
+    const char *usage, *used_by;
+    ax_conf_action_t conf_action;
+    int ended, exit_status;
+    char end_msg[1100];
 };
 
-/* Parse the command line (exits 2 on bad configuration), open the loop,
- * PostgreSQL (waits with backoff until reachable; a SIGTERM meanwhile exits
- * 0) and the producer. */
+/* ax_svc_init's value when there is nothing to run (--help, --version,
+ * --print-config, or SIGTERM before PostgreSQL was reachable): exit 0. */
+#define AX_SVC_END (-100)
+
+/* Parse the command line, open the loop, PostgreSQL (waits with backoff
+ * until reachable) and the producer. Prints nothing and never exits: 0 when
+ * the service is to run; < 0 when the program is to end now, and main then
+ * returns ax_svc_exit_status(svc): AX_SVC_END (nothing to run), or an
+ * ax_err_t (a bad configuration, which exits 2, or another failure, 1). */
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by);
+
+/* For main, after ax_svc_init or ax_svc_consume failed: prints what the
+ * program was asked for (--help: the usage and the options; --version;
+ * --print-config) on stdout, or the reason it cannot run on stderr
+ * ("ax-trigger: configuration error: ..."), and returns the exit status: 0,
+ * 2 for a configuration error, else 1. (In ax_prog: it prints.) */
+int ax_svc_exit_status(const ax_svc_t *svc);
 
 /* A persistent timer on the service's loop calling fn(-1, EV_TIMEOUT, arg)
  * every `ms`; NULL if it could not be made. */
 struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg);
 
-/* Subscribe `group` to `topic` and hand batches of at most batch_max to fn. */
+/* Subscribe `group` to `topic` and hand batches of at most batch_max to fn.
+ * AX_ERR_INVALID for a bad kafka.* setting of the consumer (main returns
+ * ax_svc_exit_status(svc): 2), AX_ERR_IO if the subscription failed. */
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
                    ax_svc_batch_fn fn, void *arg);
 

@@ -155,7 +155,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg) {
     int64_t wait_ms = ax_backoff_ms((unsigned)(d->tries - 1), 1000, 60000);
     ax_info("alert %s (%s): webhook %s try %d failed (%s); next try in %lld ms", d->id, d->kind,
             s->where, d->tries, d->why, (long long)wait_ms);
-    struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
+    struct timeval tv = AX_TV_MS(wait_ms);
     evtimer_add(d->timer, &tv);
 }
 
@@ -177,7 +177,7 @@ static void start_try(delivery_t *d) {
     d->sending = 1;
     d->finished = 0;
     d->status = 0;
-    struct timeval tv = {s->timeout_ms / 1000, (s->timeout_ms % 1000) * 1000};
+    struct timeval tv = AX_TV_MS(s->timeout_ms);
     evtimer_add(d->timer, &tv);
 
     d->conn = evhttp_connection_base_new(s->svc->base, s->dns, s->host, (unsigned short)s->port);
@@ -186,7 +186,7 @@ static void start_try(delivery_t *d) {
         return;
     }
     /* Our timer ends the try; the connection's own timeout only backs it up. */
-    struct timeval ctv = {s->timeout_ms / 1000 + 1, (s->timeout_ms % 1000) * 1000};
+    struct timeval ctv = AX_TV_MS(s->timeout_ms + 1000);
     evhttp_connection_set_timeout_tv(d->conn, &ctv);
     evhttp_connection_set_retries(d->conn, 0);
     evhttp_connection_set_max_headers_size(d->conn, 64 * 1024);

@@ -450,7 +450,7 @@ ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, i
     w->arg = arg;
     w->ev_pipe = event_new(base, w->fds[0], EV_READ | EV_PERSIST, watch_pipe, w);
     w->ev_timer = event_new(base, -1, EV_PERSIST, watch_timer, w);
-    struct timeval tv = {fallback_ms / 1000, (fallback_ms % 1000) * 1000};
+    struct timeval tv = AX_TV_MS(fallback_ms);
     event_add(w->ev_pipe, NULL);
     event_add(w->ev_timer, &tv);
     rd_kafka_queue_io_event_enable(q, w->fds[1], "1", 1);

@@ -76,16 +76,18 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     if (conf->pg_statement_timeout_ms > 0)
         snprintf(stmt, sizeof stmt, "-c statement_timeout=%lld",
                  (long long)conf->pg_statement_timeout_ms);
-    if (safe || user_options || *stmt) {
-        if (asprintf(&pg->options, "%s%s%s%s%s%s", user_options ? user_options : "",
-                     user_options && safe ? " " : "", safe ? "-c ax.deployment=" : "",
-                     safe ? pfx : "", (user_options || safe) && *stmt ? " " : "", stmt) < 0) {
-            ax_pg_destroy(pg);
-            return NULL;
-        }
-        pg->keys[k] = "options";
-        pg->values[k++] = pg->options;
+    /* The store prepares its statements once per connection (store/stmt.c);
+     * each execution is still planned for its own parameters, as unnamed
+     * statements were (a generic plan of a LIMITed keyset or an optional
+     * filter can be far worse). A plan_cache_mode in pg.options wins. */
+    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s",
+                 user_options ? " " : "", user_options ? user_options : "",
+                 safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
+        ax_pg_destroy(pg);
+        return NULL;
     }
+    pg->keys[k] = "options";
+    pg->values[k++] = pg->options;
     pg->backoff_initial_ms = conf->backoff_initial_ms;
     pg->backoff_max_ms = conf->backoff_max_ms;
     return pg;
@@ -146,18 +148,6 @@ int ax_pg_reconnected(ax_pg_t *pg) {
     int r = pg->reconnected;
     pg->reconnected = 0;
     return r;
-}
-
-int ax_pg_connect_wait(ax_pg_t *pg, volatile int *stop) {
-    char err[512];
-    for (unsigned attempt = 0; !(stop && *stop); attempt++) {
-        if (ax_pg_ensure(pg, err, sizeof err) == 0)
-            return 0;
-        int64_t wait = ax_backoff_ms(attempt, pg->backoff_initial_ms, pg->backoff_max_ms);
-        ax_warn("%s; retrying in %lld ms", err, (long long)wait);
-        usleep((useconds_t)wait * 1000);
-    }
-    return AX_ERR_IO;
 }
 
 PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }

@@ -2,6 +2,7 @@
  * service.c — the scaffolding every ax service runs in (see ax/service.h).
  */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "ax/common.h"
 #include "ax/log.h"
 #include "ax/service.h"
+#include "ax/tzfile.h"
 
 static void on_signal(evutil_socket_t sig, short what, void *arg) {
     ax_svc_t *svc = arg;
@@ -107,6 +109,22 @@ static void producer_poll(void *arg) {
     rd_kafka_poll(svc->producer, 0);
 }
 
+/* Record why the program is to end (svc->end_msg, shown by
+ * ax_svc_exit_status) and with which status; returns rc. */
+__attribute__((format(printf, 4, 5))) static int svc_fail(ax_svc_t *svc, int status, int rc,
+                                                          const char *fmt, ...) {
+    svc->ended = 1;
+    svc->exit_status = status;
+    svc->end_msg[0] = '\0';
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(svc->end_msg, sizeof svc->end_msg, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by) {
     char err[1024];
@@ -119,11 +137,19 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
         if (!(svc->argv0[i] = strdup(argv[i])))
             return AX_ERR_NOMEM;
     svc->argc0 = *argc;
-    ax_conf_from_args(&svc->conf, argc, argv, name, usage, used_by);
-    if (*argc > 1) {
-        fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", name, argv[1]);
-        exit(2);
-    }
+    svc->usage = usage;
+    svc->used_by = used_by;
+    int rc = ax_conf_args(&svc->conf, argc, argv, &svc->conf_action, err, sizeof err);
+    if (rc < 0)
+        return svc_fail(svc, 2, rc, "configuration error: %s", err);
+    if (svc->conf_action != AX_CONF_RUN)
+        return svc_fail(svc, 0, AX_SVC_END, NULL);
+    ax_log_level_t lvl = AX_LOG_INFO;
+    ax_log_level_parse(svc->conf.log_level, &lvl);
+    ax_log_init(name, lvl);
+    ax_tz_set_loader(ax_tzfile_load);
+    if (*argc > 1)
+        return svc_fail(svc, 2, AX_ERR_INVALID, "unexpected argument '%s' (see --help)", argv[1]);
     if (svc->conf.worker_id && *svc->conf.worker_id) {
         snprintf(svc->worker_id, sizeof svc->worker_id, "%s", svc->conf.worker_id);
     } else {
@@ -137,21 +163,15 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     ax_conf_topic(&svc->conf, "results", svc->topic_results, sizeof svc->topic_results);
     ax_conf_topic(&svc->conf, "dlq", svc->topic_dlq, sizeof svc->topic_dlq);
 
-    if (ax_codec_init(err, sizeof err) < 0) {
-        ax_error("codec: %s", err);
-        return AX_ERR_INVALID;
-    }
+    if (ax_codec_init(err, sizeof err) < 0)
+        return svc_fail(svc, 1, AX_ERR_INVALID, "codec: %s", err);
     svc->pg = ax_pg_new(&svc->conf, name, err, sizeof err);
-    if (!svc->pg) {
-        fprintf(stderr, "%s: configuration error: %s\n", name, err);
-        exit(2);
-    }
+    if (!svc->pg)
+        return svc_fail(svc, 2, AX_ERR_INVALID, "configuration error: %s", err);
     /* Validate kafka.* before waiting on any server, so a typo exits 2 now. */
     svc->producer = ax_kafka_producer_new(&svc->conf, name, err, sizeof err);
-    if (!svc->producer) {
-        fprintf(stderr, "%s: configuration error: %s\n", name, err);
-        exit(2);
-    }
+    if (!svc->producer)
+        return svc_fail(svc, 2, AX_ERR_INVALID, "configuration error: %s", err);
     signal(SIGPIPE, SIG_IGN);
     svc->base = event_base_new();
     if (!svc->base)
@@ -176,14 +196,14 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     for (unsigned attempt = 0;; attempt++) {
         if (svc->stopping) {
             ax_info("stopped before PostgreSQL was reachable");
-            exit(0);
+            return svc_fail(svc, 0, AX_SVC_END, NULL);
         }
         if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)
             break;
         int64_t wait = ax_backoff_ms(attempt, svc->conf.backoff_initial_ms,
                                      svc->conf.backoff_max_ms);
         ax_warn("%s; retrying in %lld ms", err, (long long)wait);
-        struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+        struct timeval tv = AX_TV_MS(wait);
         event_base_loopexit(svc->base, &tv);
         event_base_dispatch(svc->base);
     }
@@ -307,15 +327,11 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
                    ax_svc_batch_fn fn, void *arg) {
     char err[512];
     svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, err, sizeof err);
-    if (!svc->consumer) {
-        fprintf(stderr, "%s: configuration error: %s\n", svc->name, err);
-        exit(2);
-    }
+    if (!svc->consumer)
+        return svc_fail(svc, 2, AX_ERR_INVALID, "configuration error: %s", err);
     const char *topics[] = {topic};
-    if (ax_kafka_subscribe(svc->consumer, topics, 1, err, sizeof err) < 0) {
-        ax_error("%s", err);
-        return AX_ERR_IO;
-    }
+    if (ax_kafka_subscribe(svc->consumer, topics, 1, err, sizeof err) < 0)
+        return svc_fail(svc, 1, AX_ERR_IO, "%s", err);
     svc->batch_fn = fn;
     svc->batch_arg = arg;
     svc->batch_max = batch_max;

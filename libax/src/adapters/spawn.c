@@ -96,13 +96,6 @@ static ax__spawn_reg_t *reg_head;
 
 static void cmd_reap_scan(ax__spawn_reg_t *reg);
 
-static struct timeval ms_to_tv(int64_t ms) {
-    struct timeval tv;
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    return tv;
-}
-
 static void close_fd(int *fd) {
     if (*fd >= 0) {
         close(*fd);
@@ -143,7 +136,7 @@ static int reg_attach(ax_cmd_t *cmd, char *errbuf, size_t errlen) {
         if (reg->base == cmd->base)
             break;
     if (!reg) {
-        struct timeval tv = ms_to_tv(AX_SPAWN_BACKSTOP_MS);
+        struct timeval tv = AX_TV_MS(AX_SPAWN_BACKSTOP_MS);
 
         reg = calloc(1, sizeof(*reg));
         if (!reg) {
@@ -265,7 +258,7 @@ static void cmd_signal_group(ax_cmd_t *cmd, int sig) {
 }
 
 static void cmd_terminate(ax_cmd_t *cmd) {
-    struct timeval tv = ms_to_tv(cmd->grace_ms);
+    struct timeval tv = AX_TV_MS(cmd->grace_ms);
 
     cmd->term_sent = 1;
     cmd_signal_group(cmd, SIGTERM);
@@ -280,7 +273,6 @@ static void cmd_try_reap(ax_cmd_t *cmd) {
     siginfo_t si;
     int status = 0;
     pid_t r;
-    struct timeval tv;
 
     if (cmd->reaped || cmd->pid <= 0)
         return;
@@ -311,7 +303,7 @@ static void cmd_try_reap(ax_cmd_t *cmd) {
     free_event(&cmd->in_ev);
     close_fd(&cmd->in_fd);
 
-    tv = ms_to_tv(cmd->eof ? 0 : AX_SPAWN_DRAIN_MS);
+    struct timeval tv = AX_TV_MS(cmd->eof ? 0 : AX_SPAWN_DRAIN_MS);
     evtimer_add(cmd->timer, &tv);
 }
 
@@ -703,7 +695,6 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
     int fa_ok = 0, attr_ok = 0, err;
     sigset_t empty, dflt;
     pid_t pid = 0;
-    struct timeval tv;
 
     if (!base || !spec || !spec->argv || !spec->argv[0] || !cb ||
         (spec->stdin_len > 0 && !spec->stdin_data)) {
@@ -759,7 +750,7 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
         goto fail;
     }
     if (spec->timeout_ms > 0) {
-        tv = ms_to_tv(spec->timeout_ms);
+        struct timeval tv = AX_TV_MS(spec->timeout_ms);
         if (evtimer_add(cmd->timer, &tv) != 0) {
             ax_seterr(errbuf, errlen, AX_ERR_IO, "spawn: cannot arm the timeout");
             goto fail;

@@ -509,11 +509,6 @@ void ax_conf_help(FILE *out, const char *used_by) {
           out);
 }
 
-static void die2(const char *program, const char *msg) {
-    fprintf(stderr, "%s: configuration error: %s\n", program, msg);
-    exit(2);
-}
-
 extern char **environ;
 
 int ax_conf_reload(ax_conf_t *c, int argc, char *const *argv, char *errbuf, size_t errlen) {
@@ -625,34 +620,41 @@ int ax_conf_swap_key(ax_conf_t *dst, ax_conf_t *src, const char *key) {
     return 0;
 }
 
-void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program,
-                       const char *usage, const char *used_by) {
-    char err[1024];
+/* The file named by --config (the last one), else $AX_CONFIG, else the
+ * compiled-in default, which need not exist. */
+static int args_config_path(int argc, char **argv, const char **ret_path, int *ret_must_exist,
+                            char *errbuf, size_t errlen) {
     const char *path = NULL;
-    int print = 0, out = 1, must_exist = 1;
-    /* First pass: find --config so the file loads before env and --set. */
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            break;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--config") == 0) {
-            if (i + 1 >= *argc)
-                die2(program, "--config needs a file name");
+            if (i + 1 >= argc)
+                return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "--config needs a file name");
             path = argv[++i];
         } else if (strncmp(argv[i], "--config=", 9) == 0) {
             path = argv[i] + 9;
         }
     }
+    *ret_must_exist = 1;
     if (!path && getenv("AX_CONFIG") && *getenv("AX_CONFIG"))
         path = getenv("AX_CONFIG");
     if (!path) {
         path = AX_DEFAULT_CONFIG;
-        must_exist = 0;
+        *ret_must_exist = 0;
     }
+    *ret_path = path;
+    return 0;
+}
+
+int ax_conf_args(ax_conf_t *c, int *argc, char **argv, ax_conf_action_t *ret_action,
+                 char *errbuf, size_t errlen) {
+    const char *path = NULL;
+    int must_exist = 1, out = 1, rc;
+    ax_conf_action_t action = AX_CONF_RUN;
     ax_conf_init(c);
-    if (ax_conf_load_file(c, path, must_exist, err, sizeof err) < 0)
-        die2(program, err);
-    if (ax_conf_load_env(c, environ, err, sizeof err) < 0)
-        die2(program, err);
+    if ((rc = args_config_path(*argc, argv, &path, &must_exist, errbuf, errlen)) < 0 ||
+        (rc = ax_conf_load_file(c, path, must_exist, errbuf, errlen)) < 0 ||
+        (rc = ax_conf_load_env(c, environ, errbuf, errlen)) < 0)
+        return rc;
     int i = 1;
     for (; i < *argc; i++) {
         const char *a = argv[i];
@@ -665,20 +667,19 @@ void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program
             const char *kv = a[5] == '=' ? a + 6 : (i + 1 < *argc ? argv[++i] : NULL);
             const char *eq = kv ? strchr(kv, '=') : NULL;
             if (!eq)
-                die2(program, "--set needs KEY=VALUE");
+                return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "--set needs KEY=VALUE");
             char key[256];
             snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
-            if (ax_conf_set(c, key, eq + 1, "--set", err, sizeof err) < 0)
-                die2(program, err);
+            if ((rc = ax_conf_set(c, key, eq + 1, "--set", errbuf, errlen)) < 0)
+                return rc;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("%s", usage);
-            ax_conf_help(stdout, used_by);
-            exit(0);
+            *ret_action = AX_CONF_HELP;
+            return 0;
         } else if (strcmp(a, "--version") == 0) {
-            printf("%s %s\n", program, AX_VERSION);
-            exit(0);
+            *ret_action = AX_CONF_VERSION;
+            return 0;
         } else if (strcmp(a, "--print-config") == 0) {
-            print = 1;
+            action = AX_CONF_PRINT;
         } else {
             argv[out++] = argv[i];
         }
@@ -687,13 +688,8 @@ void ax_conf_from_args(ax_conf_t *c, int *argc, char **argv, const char *program
         argv[out++] = argv[i];
     argv[out] = NULL;
     *argc = out;
-    if (print) {
-        ax_conf_print(c, stdout);
-        exit(0);
-    }
-    ax_log_level_t lvl = AX_LOG_INFO;
-    ax_log_level_parse(c->log_level, &lvl);
-    ax_log_init(program, lvl);
+    *ret_action = action;
+    return 0;
 }
 
 const char *ax_conf_topic(const ax_conf_t *c, const char *suffix, char *buf, size_t len) {

@@ -1,6 +1,8 @@
 /*
  * cron.c — cron expression parser, next-fire-time search, and a small
- * reader of TZif zone files (RFC 8536) with the POSIX TZ footer rule.
+ * reader of TZif zone data (RFC 8536) with the POSIX TZ footer rule. The
+ * bytes come from the program's loader (ax_tz_set_loader; the file reader
+ * is adapters/tzfile.c): core opens no file.
  *
  * Everything is computed on integers: "local seconds" are the wall-clock
  * time of the zone counted as if it were UTC, so calendar arithmetic is
@@ -13,7 +15,6 @@
  */
 #include <ctype.h>
 #include <pthread.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,6 @@
 #include "ax/cron.h"
 
 #define DAY_S 86400
-#define TZ_MAX_FILE (1 << 20)
 /* Offsets in use anywhere are within +-26 h; a window this wide around an
  * instant contains every transition that can matter for it. */
 #define TZ_WINDOW_S (2 * DAY_S)
@@ -435,69 +435,67 @@ static long tzif_block(ax_tz_t *tz, const unsigned char *p, size_t n, int tsize)
     return (long)need;
 }
 
-static int tz_load(ax_tz_t *tz, const char *name, char *errbuf, size_t errlen) {
-    const char *dir = getenv("TZDIR");
-    char path[4096];
-    if (!dir || !*dir)
-        dir = "/usr/share/zoneinfo";
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return ax_seterr(errbuf, errlen, e == ENOENT ? AX_ERR_NOTFOUND : AX_ERR_IO,
-                         "time zone '%s': %s: %s%s", name, path, strerror(e),
-                         e == ENOENT ? " (unknown zone, or the tzdata package is not installed)"
-                                     : "");
-    }
-    int rc = AX_OK;
-    unsigned char *buf = malloc(TZ_MAX_FILE);
-    if (!buf) {
-        rc = AX_ERR_NOMEM;
-        goto out;
-    }
-    size_t n = fread(buf, 1, TZ_MAX_FILE, f);
+/* Parse the TZif bytes buf[0..n) of zone `name` (from `origin`) into tz;
+ * the footer line is cut out of buf in place. */
+static int tz_parse(ax_tz_t *tz, const char *name, unsigned char *buf, size_t n,
+                    const char *origin, char *errbuf, size_t errlen) {
     long used = tzif_block(tz, buf, n, 4);
-    if (used == -2) {
-        rc = AX_ERR_NOMEM;
-        goto out;
-    }
-    if (used < 0) {
+    if (used == -2)
+        return AX_ERR_NOMEM;
+    if (used < 0)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "time zone '%s': %s is not a TZif file",
+                         name, origin);
+    if (buf[4] < '2')
+        return AX_OK;
+    /* v2+: the 64-bit block replaces the v1 one, then "\nTZ-string\n" */
+    free(tz->trans);
+    free(tz->idx);
+    free(tz->off);
+    tz->trans = NULL;
+    tz->idx = NULL;
+    tz->off = NULL;
+    long used2 = tzif_block(tz, buf + used, n - (size_t)used, 8);
+    if (used2 == -2)
+        return AX_ERR_NOMEM;
+    size_t fo = (size_t)used + (size_t)(used2 < 0 ? 0 : used2);
+    char *nl = used2 >= 0 && fo < n && buf[fo] == '\n' ? memchr(buf + fo + 1, '\n', n - fo - 1)
+                                                       : NULL;
+    if (used2 < 0 || !nl)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "time zone '%s': %s has a damaged version-2 section", name, origin);
+    *nl = '\0';
+    if (nl > (char *)buf + fo + 1 && posix_parse(tz, (char *)buf + fo + 1) < 0)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "time zone '%s': unsupported TZ rule '%s'", name, (char *)buf + fo + 1);
+    return AX_OK;
+}
+
+/* The program's source of TZif data (ax_tz_set_loader); guarded by tz_cache_lock. */
+static ax_tz_loader_fn tz_loader;
+
+void ax_tz_set_loader(ax_tz_loader_fn fn) {
+    pthread_mutex_lock(&tz_cache_lock);
+    tz_loader = fn;
+    pthread_mutex_unlock(&tz_cache_lock);
+}
+
+static int tz_load(ax_tz_t *tz, const char *name, char *errbuf, size_t errlen) {
+    pthread_mutex_lock(&tz_cache_lock);
+    ax_tz_loader_fn load = tz_loader;
+    pthread_mutex_unlock(&tz_cache_lock);
+    if (!load)
+        return ax_seterr(errbuf, errlen, AX_ERR_NOTFOUND,
+                         "time zone '%s': no zone data (this program installed no TZif loader; "
+                         "only UTC is built in)",
+                         name);
+    ax_tz_data_t d = {0};
+    int rc = load(name, &d, errbuf, errlen);
+    if (rc == AX_OK && (!d.bytes || d.len > AX_TZ_MAX_BYTES))
         rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "time zone '%s': %s is not a TZif file",
-                       name, path);
-        goto out;
-    }
-    if (buf[4] >= '2') {
-        /* v2+: the 64-bit block replaces the v1 one, then "\nTZ-string\n" */
-        free(tz->trans);
-        free(tz->idx);
-        free(tz->off);
-        tz->trans = NULL;
-        tz->idx = NULL;
-        tz->off = NULL;
-        long used2 = tzif_block(tz, buf + used, n - (size_t)used, 8);
-        if (used2 == -2) {
-            rc = AX_ERR_NOMEM;
-            goto out;
-        }
-        size_t fo = (size_t)used + (size_t)(used2 < 0 ? 0 : used2);
-        char *nl = used2 >= 0 && fo < n && buf[fo] == '\n'
-                       ? memchr(buf + fo + 1, '\n', n - fo - 1)
-                       : NULL;
-        if (used2 < 0 || !nl) {
-            rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                           "time zone '%s': %s has a damaged version-2 section", name, path);
-            goto out;
-        }
-        *nl = '\0';
-        if (nl > (char *)buf + fo + 1 && posix_parse(tz, (char *)buf + fo + 1) < 0) {
-            rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                           "time zone '%s': unsupported TZ rule '%s'", name, (char *)buf + fo + 1);
-            goto out;
-        }
-    }
-out:
-    free(buf);
-    fclose(f);
+                       name, d.origin);
+    if (rc == AX_OK)
+        rc = tz_parse(tz, name, d.bytes, d.len, d.origin, errbuf, errlen);
+    free(d.bytes);
     return rc;
 }
 

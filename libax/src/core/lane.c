@@ -5,6 +5,7 @@
 #include "ax/lane.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 char *ax_lane_topic(const char *base, int prio, char *buf, size_t len) {
     if (prio < 0 || prio >= AX_PRIORITIES)
@@ -61,6 +62,35 @@ int64_t ax_lane_effective(int prio, int64_t waited_ms, int64_t aging_ms) {
     if (aging_ms > 0 && waited_ms > 0)
         e -= waited_ms / aging_ms * 1000 + waited_ms % aging_ms * 1000 / aging_ms;
     return e;
+}
+
+static int cand_cmp(const void *a, const void *b, void *arg) {
+    const ax_lane_cand_t *x = a, *y = b;
+    int64_t aging = *(const int64_t *)arg;
+    int64_t ex = ax_lane_effective(x->prio, x->waited_ms, aging);
+    int64_t ey = ax_lane_effective(y->prio, y->waited_ms, aging);
+    if (ex != ey)
+        return ex < ey ? -1 : 1;
+    if (x->waited_ms != y->waited_ms)
+        return x->waited_ms > y->waited_ms ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+size_t ax_lane_pick(ax_lane_cand_t *c, size_t n, int64_t aging_ms,
+                    const int64_t room[AX_PRIORITIES], size_t limit) {
+    if (n == 0)
+        return 0;
+    qsort_r(c, n, sizeof *c, cand_cmp, &aging_ms);
+    int64_t used[AX_PRIORITIES] = {0};
+    size_t kept = 0;
+    for (size_t i = 0; i < n && kept < limit; i++) {
+        int lane = c[i].lane >= 0 && c[i].lane < AX_PRIORITIES ? c[i].lane : AX_PRIORITY_DEFAULT;
+        if (room && used[lane] >= room[lane])
+            continue;
+        used[lane]++;
+        c[kept++] = c[i];
+    }
+    return kept;
 }
 
 unsigned ax_lane_serve(const int64_t backlog[AX_PRIORITIES],

@@ -1,11 +1,8 @@
 /* retry.c — see ax/retry.h and docs/RETRIES.md. */
 #include "ax/retry.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #include "ax/common.h"
 
@@ -39,7 +36,37 @@ const char *ax_retry_wait_name(int kind) {
     return (unsigned)kind < AX_ARRAY_SIZE(wait_names) ? wait_names[kind] : "?";
 }
 
-static void set_default_chain(ax_retry_policy_t *p) {
+static int name_index(const char *const *names, size_t n, const char *s) {
+    for (size_t i = 0; s && i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+int ax_retry_action_parse(const char *name) {
+    return name_index(action_names, AX_ARRAY_SIZE(action_names), name);
+}
+
+int ax_retry_wait_parse(const char *name) {
+    return name_index(wait_names, AX_ARRAY_SIZE(wait_names), name);
+}
+
+int ax_retry_class_check(const char *cls, size_t len, char *errbuf, size_t errlen) {
+    if (len >= AX_RETRY_CLASS_LEN)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "%zu bytes, at most %d", len,
+                         AX_RETRY_CLASS_LEN - 1);
+    for (size_t k = 0; k < len; k++) {
+        unsigned char c = (unsigned char)cls[k];
+        if (c <= 0x20 || c >= 0x7f)
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "byte %zu is not printable ASCII",
+                             k);
+        if (c == '*' && k + 1 != len)
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "'*' only at the end (a prefix)");
+    }
+    return AX_OK;
+}
+
+void ax_retry_rules_default(ax_retry_policy_t *p) {
     memcpy(p->rules, default_chain, sizeof default_chain);
     p->nrules = AX_ARRAY_SIZE(default_chain);
 }
@@ -51,7 +78,7 @@ void ax_retry_policy_default(ax_retry_policy_t *p) {
     p->multiplier = 2.0;
     p->max_ms = 30000;
     p->jitter_ms = 2000;
-    set_default_chain(p);
+    ax_retry_rules_default(p);
 }
 
 int ax_retry_policy_check(const ax_retry_policy_t *p, char *errbuf, size_t errlen) {
@@ -195,169 +222,4 @@ ax_retry_decision_t ax_retry_decide(const ax_retry_policy_t *p, const char *erro
         break;
     }
     return d;
-}
-
-/* ---- parsing ------------------------------------------------------------ */
-
-static const char *type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
-static int name_index(const char *const *names, size_t n, const char *s) {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s, names[i]) == 0)
-            return (int)i;
-    return -1;
-}
-
-static int blank(const char *s) {
-    while (isspace((unsigned char)*s))
-        s++;
-    return *s == '\0';
-}
-
-/* One rule from rules[i]; the message names rules[i] and the field. */
-static int parse_rule(const json_t *o, size_t i, ax_retry_rule_t *r, char *errbuf,
-                      size_t errlen) {
-    if (!json_is_object(o))
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "rules[%zu]: expected an object, got %s",
-                         i, type_name(o));
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)o, key, v) {
-        if (strcmp(key, "class") && strcmp(key, "action") && strcmp(key, "wait") &&
-            strcmp(key, "delay_ms"))
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu]: unknown field \"%.40s\" (class, action, wait, delay_ms)",
-                             i, key);
-    }
-    memset(r, 0, sizeof *r);
-
-    /* class */
-    v = json_object_get(o, "class");
-    if (!v)
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].class: missing (use \"*\" for any class)", i);
-    if (!json_is_string(v))
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].class: expected a string, got %s", i, type_name(v));
-    const char *cls = json_string_value(v);
-    size_t len = json_string_length(v);
-    if (len >= AX_RETRY_CLASS_LEN)
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].class: %zu bytes, at most %d", i, len,
-                         AX_RETRY_CLASS_LEN - 1);
-    for (size_t k = 0; k < len; k++) {
-        unsigned char c = (unsigned char)cls[k];
-        if (c <= 0x20 || c >= 0x7f)
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].class: byte %zu is not printable ASCII", i, k);
-        if (c == '*' && k + 1 != len)
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].class: '*' only at the end (a prefix)", i);
-    }
-    memcpy(r->error_class, cls, len + 1);
-
-    /* action */
-    v = json_object_get(o, "action");
-    if (!v)
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].action: missing (retry, fail or alert)", i);
-    if (!json_is_string(v))
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].action: expected a string, got %s", i, type_name(v));
-    int a = name_index(action_names, AX_ARRAY_SIZE(action_names), json_string_value(v));
-    if (a < 0)
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].action: unknown action \"%.40s\" (retry, fail or alert)", i,
-                         json_string_value(v));
-    r->action = (ax_retry_action_t)a;
-
-    /* wait */
-    v = json_object_get(o, "wait");
-    r->kind = AX_RETRY_BACKOFF;
-    if (v) {
-        if (r->action != AX_RETRY_RETRY)
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].wait: only with action \"retry\"", i);
-        if (!json_is_string(v))
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].wait: expected a string, got %s", i, type_name(v));
-        int k = name_index(wait_names, AX_ARRAY_SIZE(wait_names), json_string_value(v));
-        if (k < 0)
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].wait: unknown wait \"%.40s\" (backoff, fixed or soon)",
-                             i, json_string_value(v));
-        r->kind = k;
-    }
-
-    /* delay_ms */
-    v = json_object_get(o, "delay_ms");
-    if (r->kind == AX_RETRY_FIXED && !v)
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules[%zu].delay_ms: required with wait \"fixed\"", i);
-    if (v) {
-        if (r->kind != AX_RETRY_FIXED)
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].delay_ms: only with wait \"fixed\"", i);
-        if (!json_is_integer(v))
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].delay_ms: expected an integer, got %s", i, type_name(v));
-        json_int_t ms = json_integer_value(v);
-        if (ms < 0 || ms > AX_RETRY_MAX_DELAY_MS)
-            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                             "rules[%zu].delay_ms: %lld out of range 0..%d", i, (long long)ms,
-                             AX_RETRY_MAX_DELAY_MS);
-        r->delay_ms = (int64_t)ms;
-    }
-    return AX_OK;
-}
-
-int ax_retry_rules_parse(ax_retry_policy_t *p, const char *json, char *errbuf, size_t errlen) {
-    if (!json || blank(json)) {
-        set_default_chain(p);
-        return AX_OK;
-    }
-    json_error_t je;
-    json_t *a = json_loads(json, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-    if (!a)
-        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "rules: invalid JSON at line %d column %d: %s", je.line, je.column,
-                         je.text);
-    int rc = AX_OK;
-    if (json_is_null(a)) {
-        set_default_chain(p);
-        goto out;
-    }
-    if (!json_is_array(a)) {
-        rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "rules: expected an array of rules, got %s",
-                       type_name(a));
-        goto out;
-    }
-    size_t n = json_array_size(a);
-    if (n > AX_RETRY_MAX_RULES) {
-        rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "rules: %zu rules, at most %d", n,
-                       AX_RETRY_MAX_RULES);
-        goto out;
-    }
-    ax_retry_rule_t rules[AX_RETRY_MAX_RULES];
-    for (size_t i = 0; i < n; i++)
-        if ((rc = parse_rule(json_array_get(a, i), i, &rules[i], errbuf, errlen)) < 0)
-            goto out;
-    if (n)
-        memcpy(p->rules, rules, n * sizeof rules[0]);
-    p->nrules = n;
-out:
-    json_decref(a);
-    return rc;
 }

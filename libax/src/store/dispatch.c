@@ -1,0 +1,639 @@
+/*
+ * dispatch.c — ingest, due scan, dispatch_pending settle/undo and the
+ * lease sweep (ax/store_dispatch.h). The statements of the dispatch path
+ * are hot: their text is kept as the trigger ran it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch_int.h"
+
+/* ---- rows ------------------------------------------------------------------ */
+
+static void row_clear(ax_dispatch_row_t *d) {
+    free(d->job);
+    free(d->handler_kind);
+    free(d->command_json);
+    free(d->payload);
+    free(d->trace_id);
+    free(d->idempotency_key);
+    free(d->executor_group);
+    free(d->routing_field);
+}
+
+void ax_dispatch_rows_free(ax_dispatch_rows_t *rows) {
+    if (!rows)
+        return;
+    for (size_t i = 0; i < rows->n; i++)
+        row_clear(&rows->v[i]);
+    free(rows->v);
+    rows->v = NULL;
+    rows->n = 0;
+}
+
+/* A text column that callers print as is: "" when NULL. */
+static char *dup_text(const PGresult *r, int i, int col) {
+    return strdup(PQgetisnull(r, i, col) ? "" : PQgetvalue(r, i, col));
+}
+
+static int row_read(const PGresult *r, int i, int hold_col, ax_dispatch_row_t *d) {
+    d->id = ax_pg_int(r, i, DC_ID);
+    d->attempt = (int32_t)ax_pg_int(r, i, DC_ATTEMPT);
+    d->job = ax_pg_strdup(r, i, DC_JOB);
+    d->handler_kind = dup_text(r, i, DC_HANDLER_KIND);
+    d->command_json = ax_pg_strdup(r, i, DC_COMMAND);
+    d->timeout_ms = ax_pg_int(r, i, DC_TIMEOUT);
+    d->nominal_ms = ax_pg_int(r, i, DC_NOMINAL);
+    d->due_ms = ax_pg_int(r, i, DC_DUE);
+    d->priority = (int32_t)ax_pg_int(r, i, DC_PRIORITY);
+    d->trace_id = dup_text(r, i, DC_TRACE);
+    d->idempotency_key = dup_text(r, i, DC_IDEM);
+    d->executor_group = dup_text(r, i, DC_GROUP);
+    d->routing_field = ax_pg_strdup(r, i, DC_ROUTING);
+    d->hold = hold_col >= 0 && !PQgetisnull(r, i, hold_col);
+    if (!PQgetisnull(r, i, DC_PAYLOAD)) {
+        size_t len = 0;
+        unsigned char *p = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, DC_PAYLOAD),
+                                           &len);
+        if (!p)
+            return AX_ERR_NOMEM;
+        d->payload = malloc(len ? len : 1);
+        if (d->payload)
+            memcpy(d->payload, p, len);
+        d->payload_len = len;
+        PQfreemem(p);
+        if (!d->payload)
+            return AX_ERR_NOMEM;
+    }
+    if (!d->handler_kind || !d->trace_id || !d->idempotency_key || !d->executor_group)
+        return AX_ERR_NOMEM;
+    return 0;
+}
+
+int ax__dispatch_rows_read(const PGresult *r, int hold_col, ax_dispatch_rows_t *out) {
+    *out = (ax_dispatch_rows_t){0};
+    size_t n = (size_t)PQntuples(r);
+    if (!n)
+        return 0;
+    out->v = calloc(n, sizeof *out->v);
+    if (!out->v)
+        return AX_ERR_NOMEM;
+    out->n = n;
+    for (size_t i = 0; i < n; i++)
+        if (row_read(r, (int)i, hold_col, &out->v[i]) < 0) {
+            ax_dispatch_rows_free(out);
+            return AX_ERR_NOMEM;
+        }
+    return 0;
+}
+
+int ax_store_dispatch_rows_bridge(const void *pgresult, int hold_col, ax_dispatch_rows_t *out) {
+    return ax__dispatch_rows_read(pgresult, hold_col, out);
+}
+
+char *ax__int_array(const int64_t *v, size_t n) {
+    ax_strbuf_t b = {0};
+    ax_pgarr_begin(&b);
+    for (size_t i = 0; i < n; i++)
+        ax_pgarr_int(&b, v[i]);
+    if (ax_pgarr_end(&b) < 0) {
+        ax_strbuf_free(&b);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* The per-priority release plan as an array: NULL = held (INT64_MAX). */
+static char *wait_array(const int64_t *wait_ms) {
+    ax_strbuf_t b = {0};
+    ax_pgarr_begin(&b);
+    for (int p = 0; p < AX_PRIORITIES; p++)
+        if (!wait_ms)
+            ax_pgarr_int(&b, 0);
+        else if (wait_ms[p] == INT64_MAX)
+            ax_pgarr_text(&b, NULL);
+        else
+            ax_pgarr_int(&b, wait_ms[p]);
+    if (ax_pgarr_end(&b) < 0) {
+        ax_strbuf_free(&b);
+        return NULL;
+    }
+    return b.s;
+}
+
+static char *int_array_i(const int *v, size_t n) {
+    int64_t w[AX_PRIORITIES];
+    for (size_t i = 0; i < n && i < AX_PRIORITIES; i++)
+        w[i] = v[i];
+    return ax__int_array(w, n < AX_PRIORITIES ? n : AX_PRIORITIES);
+}
+
+/* ---- ingest ------------------------------------------------------------------ */
+
+/* One statement inserts a batch of submissions, of defined jobs (joined by
+ * name; an unknown name inserts nothing) and inline commands (argv as a JSON
+ * array). The key (submit_key) dedups redelivered submissions, through the
+ * insert-only table submission. Payloads travel hex.
+ *
+ * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
+ * an instance due now, whose lane flows with room and nothing deferred
+ * ($15, per priority), and that is not a static shard parent, is marked
+ * dispatched with a dispatch_pending row in the same statement and produced
+ * right after the commit, so it skips the due scan and its extra update of
+ * the row. The rest waits for the leader's due scan. Columns:
+ * DISPATCH_COLS, hold (NULL: produce now), submit_key. */
+#define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
+#define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
+AX_STMT(st_ingest, "dispatch.ingest",
+    "WITH u AS ("
+    /* one row per key (a batch may carry a submission twice) */
+    " SELECT DISTINCT ON (u.skey) u.*, j.id AS jid, j.name AS jname, j.handler_kind, j.command,"
+    "  j.timeout_ms, coalesce(u.prio, j.priority, 2) AS p, j.executor_group, j.routing_key,"
+    "  j.shard_count, j.shard_base"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
+    "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
+    "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
+    " LEFT JOIN job j ON j.name = u.job"
+    /* a flow's schedule job (handler flow) is not submitted: axctl flow run */
+    " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow'"
+    /* p0-p9 are lanes, never groups (dead-lettered, below) */
+    "  AND j.executor_group !~ '^p[0-9]$')"
+    "), sk AS ("
+    /* the key decides: an instance only for a key not seen before */
+    " INSERT INTO submission (submit_key, instance_id)"
+    " SELECT skey, nextval('job_instance_id_seq') FROM u ON CONFLICT DO NOTHING"
+    " RETURNING submit_key, instance_id"
+    "), ins AS ("
+    " INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
+    "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
+    "  routing_field, shard_mode, deferred_at, dispatched_at)"
+    " SELECT sk.instance_id, u.jid, u.jname, coalesce(u.handler_kind, 'command'),"
+    "  CASE WHEN u.job IS NULL"
+    "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE u.command END,"
+    "  decode(u.payload, 'hex'), coalesce(u.timeout, u.timeout_ms, $11::bigint), u.p,"
+    "  CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
+    "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
+    "  u.trace, u.idem, u.skey, $12, coalesce(u.executor_group, 'default'), u.routing_key,"
+    "  CASE WHEN u.shard_count IS NOT NULL THEN 'static'"
+    "       WHEN u.shard_base IS NOT NULL THEN 'probe' END,"
+    /* due now while its lane defers: recorded as deferred at once */
+    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END,"
+    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
+    "   AND u.shard_count IS NULL THEN now() END"
+    " FROM u JOIN sk ON sk.submit_key = u.skey"
+    " RETURNING " DISPATCH_COLS ", CASE WHEN dispatched_at IS NULL THEN 1 END AS hold, submit_key"
+    "), pend AS ("
+    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
+    "  SELECT id, $14::bigint, $12 FROM ins WHERE hold IS NULL"
+    ")"
+    " SELECT * FROM ins");
+enum { INGEST_HOLD = DC_NCOLS, INGEST_SUBMIT_KEY };
+
+void ax_ingest_out_free(ax_ingest_out_t *out) {
+    if (!out)
+        return;
+    for (size_t i = 0; out->submit_key && i < out->rows.n; i++)
+        free(out->submit_key[i]);
+    free(out->submit_key);
+    out->submit_key = NULL;
+    ax_dispatch_rows_free(&out->rows);
+}
+
+static void hex(ax_strbuf_t *b, const uint8_t *p, size_t n) {
+    static const char d[] = "0123456789abcdef";
+    char tmp[512];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        tmp[k++] = d[p[i] >> 4];
+        tmp[k++] = d[p[i] & 15];
+        if (k == sizeof tmp) {
+            ax_strbuf_add(b, tmp, k);
+            k = 0;
+        }
+    }
+    ax_strbuf_add(b, tmp, k);
+}
+
+#define INGEST_ARRAYS 10
+
+static void ingest_arrays(const ax_ingest_in_t *in, size_t n, ax_strbuf_t a[INGEST_ARRAYS]) {
+    ax_strbuf_t pl = {0};
+    for (int k = 0; k < INGEST_ARRAYS; k++)
+        ax_pgarr_begin(&a[k]);
+    for (size_t i = 0; i < n; i++) {
+        const ax_ingest_in_t *s = &in[i];
+        ax_pgarr_text(&a[0], s->job);
+        ax_pgarr_text(&a[1], s->job ? NULL : s->argv_json);
+        pl.len = 0;
+        hex(&pl, s->payload, s->payload_len);
+        ax_strbuf_add(&pl, "", 1);
+        ax_pgarr_text(&a[2], pl.s);
+        if (s->timeout_ms > 0)
+            ax_pgarr_int(&a[3], s->timeout_ms);
+        else
+            ax_pgarr_text(&a[3], NULL);
+        if (s->priority >= 0)
+            ax_pgarr_int(&a[4], s->priority);
+        else
+            ax_pgarr_text(&a[4], NULL);
+        if (s->run_at_ms > 0)
+            ax_pgarr_int(&a[5], s->run_at_ms);
+        else
+            ax_pgarr_text(&a[5], NULL);
+        if (s->delay_ms >= 0)
+            ax_pgarr_int(&a[6], s->delay_ms);
+        else
+            ax_pgarr_text(&a[6], NULL);
+        ax_pgarr_text(&a[7], s->trace_id);
+        ax_pgarr_text(&a[8], s->idempotency_key);
+        ax_pgarr_text(&a[9], s->submit_key);
+    }
+    for (int k = 0; k < INGEST_ARRAYS; k++)
+        ax_pgarr_end(&a[k]);
+    ax_strbuf_free(&pl);
+}
+
+int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t *in, size_t n,
+                    ax_ingest_out_t *out, char *errbuf, size_t errlen) {
+    *out = (ax_ingest_out_t){0};
+    ax_strbuf_t a[INGEST_ARRAYS] = {{0}};
+    ingest_arrays(in, n, a);
+    ax_num_t n_tmo, n_epoch;
+    int zero[AX_PRIORITIES] = {0};
+    char *ages = wait_array(c->lane_wait_ms);
+    char *direct = int_array_i(c->direct ? c->direct : zero, AX_PRIORITIES);
+    int rc = AX_ERR_NOMEM;
+    PGresult *r = NULL;
+    if (ages && direct && a[9].s) {
+        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
+                           a[8].s, a[9].s, ax_num(&n_tmo, c->default_timeout_ms), c->deployment,
+                           ages, ax_num(&n_epoch, c->epoch), direct};
+        rc = ax_stmt_run(pg, &st_ingest, 15, p, NULL, NULL, &r, errbuf, errlen);
+    }
+    for (int k = 0; k < INGEST_ARRAYS; k++)
+        ax_strbuf_free(&a[k]);
+    free(ages);
+    free(direct);
+    if (rc < 0)
+        return rc;
+    rc = ax__dispatch_rows_read(r, INGEST_HOLD, &out->rows);
+    if (rc == 0 && out->rows.n) {
+        out->submit_key = calloc(out->rows.n, sizeof *out->submit_key);
+        for (size_t i = 0; out->submit_key && i < out->rows.n; i++)
+            out->submit_key[i] = ax_pg_strdup(r, (int)i, INGEST_SUBMIT_KEY);
+        if (!out->submit_key)
+            rc = AX_ERR_NOMEM;
+    }
+    PQclear(r);
+    if (rc < 0)
+        ax_ingest_out_free(out);
+    return rc;
+}
+
+enum { JOB_NAME, JOB_FLOW, JOB_GROUP };
+AX_STMT(st_ingest_jobs, "dispatch.ingest_jobs",
+        "SELECT name, handler_kind = 'flow', executor_group FROM job"
+        " WHERE name = ANY($1::text[])");
+
+void ax_ingest_jobs_free(ax_ingest_jobs_t *jobs) {
+    if (!jobs)
+        return;
+    for (size_t i = 0; i < jobs->n; i++) {
+        free(jobs->v[i].name);
+        free(jobs->v[i].executor_group);
+    }
+    free(jobs->v);
+    jobs->v = NULL;
+    jobs->n = 0;
+}
+
+int ax_store_ingest_jobs(ax_pg_t *pg, const char *const *names, size_t n, ax_ingest_jobs_t *out,
+                         char *errbuf, size_t errlen) {
+    *out = (ax_ingest_jobs_t){0};
+    ax_strbuf_t b = {0};
+    ax_pgarr_begin(&b);
+    for (size_t i = 0; i < n; i++)
+        ax_pgarr_text(&b, names[i]);
+    ax_pgarr_end(&b);
+    if (!b.s)
+        return AX_ERR_NOMEM;
+    const char *p[] = {b.s};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_ingest_jobs, 1, p, NULL, NULL, &r, errbuf, errlen);
+    ax_strbuf_free(&b);
+    if (rc < 0)
+        return rc;
+    size_t rows = (size_t)PQntuples(r);
+    out->v = rows ? calloc(rows, sizeof *out->v) : NULL;
+    if (rows && !out->v) {
+        PQclear(r);
+        return AX_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        ax_ingest_job_t *j = &out->v[out->n++];
+        j->name = ax_pg_strdup(r, (int)i, JOB_NAME);
+        j->flow = ax_pg_bool(r, (int)i, JOB_FLOW);
+        j->executor_group = ax_pg_strdup(r, (int)i, JOB_GROUP);
+    }
+    PQclear(r);
+    return 0;
+}
+
+/* ---- due scan ---------------------------------------------------------------- */
+
+/* Due, not produced yet, and not waiting for an unfinished predecessor
+ * (overlap=queue). */
+#define NOT_WAITING                                                                   \
+    " AND (wait_for IS NULL OR NOT EXISTS (SELECT 1 FROM job_instance p"              \
+    " WHERE p.id = job_instance.wait_for AND p.state <> 'FINISHED'))"
+
+AX_STMT(st_expand, "dispatch.expand_shards",
+        "SELECT ax_shard_expand(i.id, j.shard_count) FROM job_instance i"
+        " JOIN job j ON j.id = i.job_id WHERE i.state = 'SCHEDULED'"
+        " AND i.shard_mode = 'static' AND i.dispatched_at IS NULL"
+        " AND i.due_at <= now() AND i.deployment = $2 LIMIT $1");
+
+int ax_store_due_expand_shards(ax_pg_t *pg, const char *deployment, int64_t limit, char *errbuf,
+                               size_t errlen) {
+    ax_num_t n_lim;
+    const char *p[] = {ax_num(&n_lim, limit), deployment};
+    return ax_stmt_run(pg, &st_expand, 2, p, NULL, NULL, NULL, errbuf, errlen);
+}
+
+/* Per lane ($3: the release plan's wait per priority, NULL = held until the
+ * lane itself is back under its low mark), oldest first through the
+ * (priority, due_at) index, each onto its target lane ($4, per priority),
+ * at most as many as that lane has room for ($5, per lane). Backlog-capped
+ * instances (error class backlog_full) wait for ax-callback to finish
+ * them. The caller merges them in order of effective priority
+ * (ax_lane_pick) and marks the ones it picked (dispatch.due_mark). */
+enum { CAND_ID, CAND_WAITED, CAND_PRIO, CAND_LANE };
+AX_STMT(st_due_cand, "dispatch.due_candidates",
+        "SELECT c.id, (extract(epoch FROM now() - c.due_at) * 1000)::bigint, c.priority,"
+        "  ($4::int[])[c.priority + 1] AS lane"
+        "  FROM unnest($3::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
+        "  LATERAL (SELECT id, due_at, priority FROM job_instance WHERE state = 'SCHEDULED'"
+        "    AND dispatched_at IS NULL AND priority = l.lane1 - 1"
+        "    AND due_at <= now() - l.wait_ms * interval '1 millisecond' AND deployment = $2"
+        NOT_WAITING
+        "    AND shard_mode IS DISTINCT FROM 'static'"
+        "    AND error_class IS DISTINCT FROM 'backlog_full'"
+        "    ORDER BY due_at LIMIT least($1, ($5::bigint[])[($4::int[])[l.lane1] + 1])"
+        "    FOR UPDATE SKIP LOCKED) c"
+        "  WHERE l.wait_ms IS NOT NULL");
+
+int ax_store_due_candidates(ax_pg_t *pg, const ax_due_plan_t *plan, ax_lane_cand_t **ret_v,
+                            size_t *ret_n, char *errbuf, size_t errlen) {
+    *ret_v = NULL;
+    *ret_n = 0;
+    ax_num_t n_lim;
+    char *waits = wait_array(plan->wait_ms);
+    char *targets = int_array_i(plan->target, AX_PRIORITIES);
+    char *rooms = ax__int_array(plan->room, AX_PRIORITIES);
+    int rc = AX_ERR_NOMEM;
+    PGresult *r = NULL;
+    if (waits && targets && rooms) {
+        const char *p[] = {ax_num(&n_lim, plan->limit), plan->deployment, waits, targets, rooms};
+        rc = ax_stmt_run(pg, &st_due_cand, 5, p, NULL, NULL, &r, errbuf, errlen);
+    }
+    free(waits);
+    free(targets);
+    free(rooms);
+    if (rc < 0)
+        return rc;
+    size_t n = (size_t)PQntuples(r);
+    ax_lane_cand_t *v = n ? calloc(n, sizeof *v) : NULL;
+    if (n && !v) {
+        PQclear(r);
+        return AX_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = (ax_lane_cand_t){
+            .id = ax_pg_int(r, (int)i, CAND_ID),
+            .waited_ms = ax_pg_int(r, (int)i, CAND_WAITED),
+            .prio = (int)ax_pg_int(r, (int)i, CAND_PRIO),
+            .lane = (int)ax_pg_int(r, (int)i, CAND_LANE),
+        };
+    PQclear(r);
+    *ret_v = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* By primary key only: the rows are locked by dispatch.due_candidates; a
+ * join here could become a nested loop over job_instance_due, which the
+ * planner estimates at 1 row in the middle of a burst (BENCHMARKS.md). */
+AX_STMT(st_due_mark, "dispatch.due_mark",
+        "WITH u AS ("
+        "  UPDATE job_instance SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
+        "  RETURNING " DISPATCH_COLS
+        "), pend AS ("
+        "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
+        "  SELECT id, $2::bigint, $3 FROM u"
+        ")"
+        " SELECT * FROM u");
+
+int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
+                      const char *deployment, ax_dispatch_rows_t *out, char *errbuf,
+                      size_t errlen) {
+    *out = (ax_dispatch_rows_t){0};
+    char *arr = ax__int_array(ids, n);
+    if (!arr)
+        return AX_ERR_NOMEM;
+    ax_num_t n_epoch;
+    const char *p[] = {arr, ax_num(&n_epoch, epoch), deployment};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_due_mark, 3, p, NULL, NULL, &r, errbuf, errlen);
+    free(arr);
+    if (rc < 0)
+        return rc;
+    rc = ax__dispatch_rows_read(r, -1, out);
+    PQclear(r);
+    return rc;
+}
+
+AX_STMT(st_due_next, "dispatch.due_next",
+        "SELECT ceil(min(extract(epoch FROM (m.due + l.wait_ms * interval"
+        "  '1 millisecond' - now()))) * 1000)::bigint"
+        " FROM unnest($2::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
+        " LATERAL (SELECT min(due_at) AS due FROM job_instance"
+        "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
+        "  AND priority = l.lane1 - 1 AND deployment = $1" NOT_WAITING
+        "  AND error_class IS DISTINCT FROM 'backlog_full') m"
+        " WHERE l.wait_ms IS NOT NULL");
+
+int ax_store_due_next(ax_pg_t *pg, const char *deployment, const int64_t *wait_ms,
+                      int64_t *ret_ms, char *errbuf, size_t errlen) {
+    char *waits = wait_array(wait_ms);
+    if (!waits)
+        return AX_ERR_NOMEM;
+    const char *p[] = {deployment, waits};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_due_next, 2, p, NULL, NULL, &r, errbuf, errlen);
+    free(waits);
+    if (rc < 0)
+        return rc;
+    *ret_ms = PQntuples(r) && !PQgetisnull(r, 0, 0) ? ax_pg_int(r, 0, 0) : INT64_MAX;
+    PQclear(r);
+    return 0;
+}
+
+/* ---- settle, undo, recovery ------------------------------------------------------ */
+
+/* Instances whose dispatch is undone: by primary key only, the state
+ * checked in the SET (a WHERE on state lets the planner walk a partial
+ * index of job_instance, estimated at 1 row mid-burst: BENCHMARKS.md). */
+#define UNDISPATCH "CASE WHEN state = 'SCHEDULED' THEN NULL ELSE dispatched_at END"
+
+AX_STMT(st_settle, "dispatch.settle",
+        "DELETE FROM dispatch_pending WHERE instance_id = ANY($1::bigint[])");
+
+int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
+                            size_t errlen) {
+    char *arr = ax__int_array(ids, n);
+    if (!arr)
+        return AX_ERR_NOMEM;
+    const char *p[] = {arr};
+    int rc = ax_stmt_run(pg, &st_settle, 1, p, NULL, NULL, NULL, errbuf, errlen);
+    free(arr);
+    return rc;
+}
+
+AX_STMT(st_undo, "dispatch.undo",
+        "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending"
+        "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
+        " UPDATE job_instance SET dispatched_at = " UNDISPATCH
+        " WHERE id = ANY(ARRAY(SELECT instance_id FROM p))");
+
+AX_STMT(st_recover, "dispatch.recover",
+        "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
+        "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
+        "  RETURNING instance_id),"
+        " u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
+        "  WHERE id = ANY(ARRAY(SELECT instance_id FROM p)) RETURNING id, state)"
+        " SELECT id FROM u WHERE state = 'SCHEDULED'");
+
+int ax_store_pending_undo(ax_pg_t *pg, const ax_pending_undo_t *u, int64_t *ret_again,
+                          char *errbuf, size_t errlen) {
+    if (ret_again)
+        *ret_again = 0;
+    if (u->ids) {
+        char *arr = ax__int_array(u->ids, u->n);
+        if (!arr)
+            return AX_ERR_NOMEM;
+        const char *p[] = {arr};
+        int rc = ax_stmt_run(pg, &st_undo, 1, p, NULL, NULL, NULL, errbuf, errlen);
+        free(arr);
+        return rc;
+    }
+    ax_num_t n_epoch;
+    const char *p[] = {u->deployment, ax_num(&n_epoch, u->epoch)};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_recover, 2, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    if (ret_again)
+        *ret_again = PQntuples(r);
+    PQclear(r);
+    return 0;
+}
+
+/* A batch at a time (job_instance_dispatched), updated by primary key only
+ * (UNDISPATCH). */
+AX_STMT(st_redispatch, "dispatch.redispatch_unclaimed",
+        "WITH u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
+        " WHERE id = ANY(ARRAY(SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
+        " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
+        " AND deployment = $2 AND NOT EXISTS (SELECT 1 FROM instance_hold h"
+        "  WHERE h.instance_id = job_instance.id)"
+        " ORDER BY dispatched_at LIMIT $3)) RETURNING id, state)"
+        " SELECT id FROM u WHERE state = 'SCHEDULED'");
+
+int ax_store_redispatch_unclaimed(ax_pg_t *pg, const char *deployment, int64_t after_ms,
+                                  int64_t limit, int64_t *ret_n, char *errbuf, size_t errlen) {
+    ax_num_t n_after, n_lim;
+    const char *p[] = {ax_num(&n_after, after_ms), deployment, ax_num(&n_lim, limit)};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_redispatch, 3, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    *ret_n = PQntuples(r);
+    PQclear(r);
+    return 0;
+}
+
+/* ---- lease sweep ---------------------------------------------------------------------- */
+
+void ax_lost_leases_free(ax_lost_leases_t *l) {
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].trace_id);
+        free(l->v[i].worker);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* An expired lease means a lost worker only if the worker is gone too: its
+ * heartbeat (worker table) stopped, or it said it stopped. A lease expired
+ * for 10 minutes is swept regardless. */
+enum { LOST_ID, LOST_ATTEMPT, LOST_TRACE, LOST_WORKER, LOST_STARTED };
+AX_STMT(st_lost, "dispatch.lost_leases",
+        "SELECT i.id, i.attempt, i.trace_id, coalesce(i.worker, ''),"
+        "  (extract(epoch FROM coalesce(i.running_at, i.locked_at)) * 1000)::bigint"
+        " FROM job_instance i LEFT JOIN worker w ON w.id = i.worker"
+        " WHERE i.state IN ('LOCKED', 'RUNNING')"
+        " AND i.lease_expires_at < now() AND i.deployment = $2"
+        " AND (w.id IS NULL OR w.state = 'stopped'"
+        "      OR w.heartbeat_at < now() - $3::bigint * interval '1 millisecond'"
+        "      OR i.lease_expires_at < now() - interval '10 minutes')"
+        " ORDER BY i.lease_expires_at LIMIT $1");
+
+int ax_store_lost_leases(ax_pg_t *pg, const char *deployment, int64_t stale_ms, int64_t limit,
+                         ax_lost_leases_t *out, char *errbuf, size_t errlen) {
+    *out = (ax_lost_leases_t){0};
+    ax_num_t n_lim, n_stale;
+    const char *p[] = {ax_num(&n_lim, limit), deployment, ax_num(&n_stale, stale_ms)};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_lost, 3, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    size_t n = (size_t)PQntuples(r);
+    out->v = n ? calloc(n, sizeof *out->v) : NULL;
+    if (n && !out->v) {
+        PQclear(r);
+        return AX_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ax_lost_lease_t *x = &out->v[out->n++];
+        x->id = ax_pg_int(r, (int)i, LOST_ID);
+        x->attempt = (int32_t)ax_pg_int(r, (int)i, LOST_ATTEMPT);
+        x->trace_id = dup_text(r, (int)i, LOST_TRACE);
+        x->worker = dup_text(r, (int)i, LOST_WORKER);
+        x->started_ms = ax_pg_int(r, (int)i, LOST_STARTED);
+        if (!x->trace_id || !x->worker) {
+            PQclear(r);
+            ax_lost_leases_free(out);
+            return AX_ERR_NOMEM;
+        }
+    }
+    PQclear(r);
+    return 0;
+}
+
+AX_STMT(st_lease_push, "dispatch.lease_push",
+        "UPDATE job_instance SET lease_expires_at = now() + interval '60 seconds'"
+        " WHERE id = ANY($1::bigint[]) AND state IN ('LOCKED', 'RUNNING')");
+
+int ax_store_lease_push(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf, size_t errlen) {
+    char *arr = ax__int_array(ids, n);
+    if (!arr)
+        return AX_ERR_NOMEM;
+    const char *p[] = {arr};
+    int rc = ax_stmt_run(pg, &st_lease_push, 1, p, NULL, NULL, NULL, errbuf, errlen);
+    free(arr);
+    return rc;
+}

@@ -1,0 +1,357 @@
+/*
+ * dispatch.c — the leader produces instances marked dispatched (by the
+ * ingest statement, the due scan or the fire statement, each with a
+ * dispatch_pending row) in one Kafka transaction, then settles the marks
+ * (commit) or undoes them (failure: the due scan retries them). Instances
+ * that cannot be produced (reserved group, missing topic, too large) are
+ * held (hold.c).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ax/codec.h"
+#include "ax/common.h"
+#include "ax/log.h"
+#include "trigger.h"
+
+static int json_argv(const char *text, ax_dispatch_t *d) {
+    json_error_t je;
+    json_t *a = text ? json_loads(text, 0, &je) : NULL;
+    if (!json_is_array(a) || json_array_size(a) == 0) {
+        json_decref(a);
+        return -1;
+    }
+    size_t n = json_array_size(a);
+    d->command = calloc(n + 1, sizeof *d->command);
+    for (size_t i = 0; d->command && i < n; i++)
+        d->command[i] = strdup(json_string_value(json_array_get(a, i)) ?: "");
+    d->command_len = n;
+    json_decref(a);
+    return d->command ? 0 : -1;
+}
+
+/* The message key: the value of the payload's routing field when the job
+ * names one and the payload is a JSON object holding it as a string or an
+ * integer, so one key always lands on one partition (murmur2, as Java
+ * clients hash); else the instance id, which spreads evenly. */
+static int routing_key(const char *field, const ax_dispatch_t *d, char *key, size_t len) {
+    if (field && d->payload_len) {
+        json_error_t je;
+        json_t *o = json_loadb((const char *)d->payload, d->payload_len, 0, &je);
+        json_t *v = json_is_object(o) ? json_object_get(o, field) : NULL;
+        int n = -1;
+        if (json_is_string(v) && json_string_length(v) < len)
+            n = snprintf(key, len, "%s", json_string_value(v));
+        else if (json_is_integer(v))
+            n = snprintf(key, len, "%lld", (long long)json_integer_value(v));
+        json_decref(o);
+        if (n > 0)
+            return n;
+    }
+    return snprintf(key, len, "%lld", (long long)d->instance_id);
+}
+
+/* Why the instance of row x must not be produced to `topic` now (into l),
+ * or 0 to produce it: its group is a reserved name, or the topic does not
+ * exist (never produced to: that would hold the transaction). */
+static int hold_reason(trigger_t *t, const ax_dispatch_row_t *x, const char *topic,
+                       hold_list_t *l) {
+    const char *group = x->executor_group;
+    if (ax_conf_group_reserved(group)) {
+        hold_add(l, x->id, x->job, NULL, 1,
+                 "executor group '%s' is reserved: p0-p9 name the priority lanes; change the "
+                 "job's group (axctl job update --group) and cancel this instance",
+                 group);
+        return 1;
+    }
+    int known = hold_topic_known(t, topic);
+    if (known == 0)
+        hold_add(l, x->id, x->job, topic, 1,
+                 "executor group '%s' has no topic %s (create it: axctl topics create "
+                 "--group %s); produced once it exists",
+                 group, topic, group);
+    else if (known < 0)
+        hold_add(l, x->id, x->job, topic, 0, "waiting for the first list of topics");
+    return known != 1;
+}
+
+/* One dispatch record's delivery report: a record Kafka refused for
+ * itself (too large for the topic, say: a topic not made by axctl topics
+ * create) is noted, so the batch is not retried with it forever; any other
+ * error (authorization, say) is not the record's: it is counted, and the
+ * failed transaction counts towards giving up leadership. Freed by its
+ * report, whenever that is served (the commit's flush, or the next). */
+typedef struct row_dlv {
+    ax_delivery_t d;
+    trigger_t *t;
+    int64_t id;
+    size_t len;
+} row_dlv_t;
+
+static void on_row_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
+    row_dlv_t *rd = (row_dlv_t *)d;
+    trigger_t *t = rd->t;
+    if (err && !ax_kafka_err_record_refused(err))
+        t->nfailed_other++;
+    if (ax_kafka_err_record_refused(err)) {
+        if (t->nrefused == t->caprefused) {
+            size_t cap = t->caprefused ? t->caprefused * 2 : 16;
+            struct refusal *v = realloc(t->refused, cap * sizeof *v);
+            if (v) {
+                t->refused = v;
+                t->caprefused = cap;
+            }
+        }
+        if (t->nrefused < t->caprefused)
+            t->refused[t->nrefused++] = (struct refusal){rd->id, rd->len, err};
+    }
+    free(rd);
+}
+
+/* After a failed commit: the largest record of this batch Kafka refused
+ * for itself is held (one per failed transaction: a record set refused as
+ * a whole names every record in it). Returns 1 if one was. */
+static int hold_refused(trigger_t *t, const ax_dispatch_rows_t *rows, hold_list_t *holds) {
+    struct refusal *best = NULL;
+    const ax_dispatch_row_t *row = NULL;
+    for (size_t k = 0; k < t->nrefused; k++)
+        for (size_t i = 0; i < rows->n; i++)
+            if (!rows->v[i].hold && rows->v[i].id == t->refused[k].id &&
+                (!best || t->refused[k].len > best->len)) {
+                best = &t->refused[k];
+                row = &rows->v[i];
+            }
+    if (best)
+        hold_add(holds, best->id, row->job, NULL, 1,
+                 "Kafka refused its dispatch record of %zu bytes (%s): the topic "
+                 "accepts less than message.max.bytes; create topics with axctl "
+                 "topics create, or set max.message.bytes >= %lld",
+                 best->len, rd_kafka_err2str(best->err),
+                 (long long)ax_kafka_record_max(&t->svc.conf));
+    t->nrefused = 0;
+    return best != NULL;
+}
+
+/* The dispatch record of row x, or <0 (no command: logged). */
+static int dispatch_of_row(const trigger_t *t, const ax_dispatch_row_t *x, ax_dispatch_t *d) {
+    *d = (ax_dispatch_t){
+        .instance_id = x->id,
+        .attempt = x->attempt,
+        .priority = x->priority,
+        .job = x->job,
+        .handler_kind = x->handler_kind,
+        .payload = x->payload,
+        .payload_len = x->payload_len,
+        .timeout_ms = x->timeout_ms,
+        .nominal_time_ms = x->nominal_ms,
+        .due_at_ms = x->due_ms,
+        .trace_id = x->trace_id,
+        .idempotency_key = x->idempotency_key,
+        .epoch = t->epoch, /* the fencing token of the lease it went out under */
+    };
+    if (json_argv(x->command_json, d) < 0) {
+        ax_error("instance %lld has no command; skipping", (long long)x->id);
+        return -1;
+    }
+    return 0;
+}
+
+/* The row's argv (malloc'd by json_argv); the rest is the row's. */
+static void dispatch_drop(ax_dispatch_t *d) {
+    for (size_t k = 0; d->command && k < d->command_len; k++)
+        free(d->command[k]);
+    free(d->command);
+}
+
+/* Produce one encoded record of row d onto `topic`: 0 produced, 1 held
+ * (its topic is gone), AX_ERR_IO (err) the batch is aborted. */
+static int produce_record(trigger_t *t, const ax_dispatch_t *d, const char *routing,
+                          const char *topic, void *buf, size_t len, hold_list_t *holds,
+                          char *err, size_t errlen) {
+    char key[256];
+    int klen = routing_key(routing, d, key, sizeof key);
+    row_dlv_t *rd = calloc(1, sizeof *rd);
+    if (rd) {
+        rd->d.on_report = on_row_report;
+        rd->t = t;
+        rd->id = d->instance_id;
+        rd->len = len;
+    }
+    int rc = ax_kafka_produce(t->txp, topic, key, (size_t)klen, buf, len, NULL,
+                              rd ? &rd->d : NULL, err, errlen);
+    if (rc == 0)
+        return 0;
+    free(rd); /* not adopted: no report comes */
+    if (strstr(err, "nknown topic")) {
+        /* gone since the last topic list: held, not the batch aborted */
+        hold_add(holds, d->instance_id, d->job, topic, 1, "%s", err);
+        return 1;
+    }
+    return AX_ERR_IO;
+}
+
+/* Produce the rows not held through the leader's transactional producer;
+ * the ids of rows that cannot be produced go to `holds` with their reason
+ * (hold.c). Returns rows produced, or AX_ERR_IO (err) when a produce
+ * failed: the caller aborts. */
+static int produce_rows(trigger_t *t, const ax_dispatch_rows_t *rows, hold_list_t *holds,
+                        char *err, size_t errlen) {
+    int produced = 0;
+    size_t max = (size_t)t->svc.conf.message_max_bytes;
+    for (size_t i = 0; i < rows->n; i++) {
+        const ax_dispatch_row_t *x = &rows->v[i];
+        if (x->hold)
+            continue;
+        int lane = lane_of_prio(t, x->priority);
+        char topic[300];
+        ax_conf_dispatch_topic(&t->svc.conf, x->executor_group, lane, topic, sizeof topic);
+        ax_dispatch_t d;
+        if (hold_reason(t, x, topic, holds) || dispatch_of_row(t, x, &d) < 0)
+            continue;
+        void *buf;
+        size_t len;
+        int rc = ax_dispatch_encode(&d, &buf, &len);
+        if (rc < 0) {
+            snprintf(err, errlen, "instance %lld: cannot encode its dispatch",
+                     (long long)d.instance_id);
+        } else if (len > max) {
+            /* a defined job's command made it too large: never produced */
+            hold_add(holds, d.instance_id, d.job, NULL, 1,
+                     "its dispatch record takes %zu bytes, over message.max.bytes %zu "
+                     "(payload %zu bytes)",
+                     len, max, d.payload_len);
+            free(buf);
+        } else {
+            rc = produce_record(t, &d, x->routing_field, topic, buf, len, holds, err, errlen);
+            free(buf);
+            if (rc == 0) {
+                t->lane_sent[lane]++;
+                produced++;
+            }
+            rc = rc > 0 ? 0 : rc;
+        }
+        dispatch_drop(&d);
+        if (rc < 0)
+            return AX_ERR_IO;
+    }
+    return produced;
+}
+
+/* "{1,2,3}" of ids (hold_record's argument as it stands; malloc'd). */
+static char *ids_text(const int64_t *ids, size_t n) {
+    ax_strbuf_t b = {0};
+    ax_pgarr_begin(&b);
+    for (size_t i = 0; i < n; i++)
+        ax_pgarr_int(&b, ids[i]);
+    ax_pgarr_end(&b);
+    return b.s;
+}
+
+/* Hold the held rows, settling the pending rows of ids[]. */
+static void record_holds(trigger_t *t, const int64_t *ids, size_t n, const hold_list_t *holds,
+                         const char *what) {
+    char err[512];
+    char *lit = ids_text(ids, n);
+    if (!lit || hold_record(t, lit, holds, err, sizeof err) < 0)
+        ax_warn("%s: %s", what, lit ? err : "out of memory");
+    free(lit);
+}
+
+/* The commit failed: if because of one record Kafka refused, hold it (the
+ * rest is retried). */
+static void after_failed_commit(trigger_t *t, const ax_dispatch_rows_t *rows) {
+    hold_list_t holds = {0};
+    if (t->leader && hold_refused(t, rows, &holds) && holds.n) {
+        if (!t->nfailed_other)
+            t->txn_failures = 0; /* the producer works; the record did not */
+        record_holds(t, &holds.v[0].id, 1, &holds, "dispatch hold");
+    }
+    hold_list_free(&holds);
+}
+
+/* Produce in one Kafka transaction: rows produced, or AX_ERR_IO. */
+static int produce_txn(trigger_t *t, const ax_dispatch_rows_t *rows, size_t n,
+                       hold_list_t *holds) {
+    char err[512] = "";
+    if (lead_txn_begin(t) < 0)
+        return AX_ERR_IO;
+    int produced = produce_rows(t, rows, holds, err, sizeof err);
+    if (produced < 0) {
+        /* never left open: every later begin would fail */
+        char why[700];
+        snprintf(why, sizeof why, "dispatch of %zu instance(s): %s", n, err);
+        lead_txn_abort(t, why);
+        return AX_ERR_IO;
+    }
+    if (lead_txn_commit(t) < 0) {
+        hold_list_free(holds);
+        after_failed_commit(t, rows);
+        return AX_ERR_IO;
+    }
+    return produced;
+}
+
+int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows) {
+    ax_svc_t *svc = &t->svc;
+    char err[512] = "";
+    int64_t *ids = calloc(rows->n + 1, sizeof *ids);
+    if (!ids)
+        return AX_ERR_NOMEM; /* the marks are recovered later */
+    size_t n = 0;
+    for (size_t i = 0; i < rows->n; i++)
+        if (!rows->v[i].hold)
+            ids[n++] = rows->v[i].id;
+    t->nrefused = 0;
+    t->nfailed_other = 0;
+    hold_list_t holds = {0};
+    int produced = n ? produce_txn(t, rows, n, &holds) : 0;
+    if (n && produced >= 0 && holds.n) {
+        record_holds(t, ids, n, &holds,
+                     "dispatch settle (recovered later: the instances may be produced twice; "
+                     "executors drop the duplicates)");
+        t->dispatched += produced;
+    } else if (n && produced >= 0) {
+        if (ax_store_pending_settle(svc->pg, ids, n, err, sizeof err) < 0)
+            ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
+                    "twice; executors drop the duplicates)", err);
+        t->dispatched += produced;
+    } else if (n) {
+        /* Nothing of the transaction is visible: back to the due scan. */
+        ax_pending_undo_t u = {.ids = ids, .n = n};
+        if (ax_store_pending_undo(svc->pg, &u, NULL, err, sizeof err) < 0)
+            ax_warn("dispatch undo: %s (recovered later)", err);
+        arm_scan(t, svc->conf.backoff_initial_ms);
+    }
+    hold_list_free(&holds);
+    free(ids);
+    return produced;
+}
+
+int produce_settle(trigger_t *t, void *pgresult, int skip_col) {
+    ax_dispatch_rows_t rows;
+    if (ax_store_dispatch_rows_bridge(pgresult, skip_col, &rows) < 0) {
+        ax_warn("dispatch: out of memory (recovered later)");
+        return AX_ERR_NOMEM;
+    }
+    int rc = dispatch_produce(t, &rows);
+    ax_dispatch_rows_free(&rows);
+    return rc;
+}
+
+void recover_pending(trigger_t *t) {
+    ax_svc_t *svc = &t->svc;
+    char err[512];
+    int64_t again = 0;
+    ax_pending_undo_t u = {.deployment = svc->conf.topic_prefix, .epoch = t->epoch};
+    if (ax_store_pending_undo(svc->pg, &u, &again, err, sizeof err) < 0) {
+        ax_warn("dispatch recovery: %s", err);
+        return;
+    }
+    if (again) {
+        ax_warn("%lld instance(s) whose dispatch was not confirmed: producing them again",
+                (long long)again);
+        arm_scan(t, 0);
+    }
+}
