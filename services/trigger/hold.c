@@ -252,41 +252,8 @@ void hold_list_free(hold_list_t *l) {
     memset(l, 0, sizeof *l);
 }
 
-/* The ids of a PostgreSQL array literal "{1,2,3}" (what main.c passes
- * today; a bridge until it passes the ids themselves). NULL on failure. */
-static int64_t *parse_ids(const char *lit, size_t *ret_n) {
-    size_t cap = 1;
-    for (const char *c = lit; c && *c; c++)
-        cap += *c == ',';
-    int64_t *v = malloc(cap * sizeof *v);
-    size_t n = 0;
-    for (const char *c = lit ? lit + (*lit == '{') : ""; v && *c && *c != '}';) {
-        char *end;
-        long long x = strtoll(c, &end, 10);
-        if (end == c)
-            break;
-        v[n++] = x;
-        c = *end == ',' ? end + 1 : end;
-    }
-    *ret_n = n;
-    return v;
-}
-
-int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, char *err,
-                size_t errlen) {
-    size_t npending = 0;
-    int64_t *pending = parse_ids(pending_ids, &npending);
-    if (!pending) {
-        snprintf(err, errlen, "recording holds: out of memory");
-        return AX_ERR_NOMEM;
-    }
-    int rc = hold_record_ids(t, pending, npending, l, err, errlen);
-    free(pending);
-    return rc;
-}
-
-int hold_record_ids(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
-                    char *err, size_t errlen) {
+int hold_record(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
+                char *err, size_t errlen) {
     ax_store_hold_t *v = calloc(l->n + 1, sizeof *v);
     if (!v) {
         snprintf(err, errlen, "recording holds: out of memory");

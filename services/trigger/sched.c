@@ -225,7 +225,7 @@ static void settle(trigger_t *t, size_t n, ax_ledger_result_t *res) {
     fires_drop(t, n);
     if (res->n == 0)
         return;
-    produce_settle(t, res->dispatch, AX_LEDGER_HELD_COL);
+    dispatch_produce(t, &res->rows);
     for (size_t i = 0; i < res->n; i++)
         if (res->v[i].held && !res->v[i].wait_for) {
             arm_scan(t, 0); /* a static shard parent: split it now */

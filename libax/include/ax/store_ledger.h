@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ax/fire.h"
+#include "ax/store_dispatch.h"
 
 typedef struct ax_pg ax_pg_t;
 
@@ -40,13 +41,8 @@ typedef struct ax_ledger_instance {
 typedef struct ax_ledger_result {
     ax_ledger_instance_t *v;
     size_t n;
-    /* The same rows for produce_settle (services/trigger/main.c) as it
-     * reads them today: the dispatch columns (DISPATCH_COLS) first, column
-     * AX_LEDGER_HELD_COL not NULL when held. A bridge until produce takes
-     * typed dispatch rows; freed by ax_ledger_result_free. */
-    void *dispatch;
+    ax_dispatch_rows_t rows; /* the same instances to produce (.hold: held) */
 } ax_ledger_result_t;
-#define AX_LEDGER_HELD_COL 16
 
 /* Record the n decisions of f[] under the leader's epoch for deployment,
  * and create their instances (instances of held rows are not marked

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ax/store_hold.h"
-#include "store_arr.h"
+#include "dispatch_int.h"
 #include "store_int.h"
 
 /* The statement that settles a dispatch batch with holds: the pending rows
@@ -41,8 +41,9 @@ static int nomem(const ax_stmt_t *st, char *errbuf, size_t errlen) {
 int ax_store_hold_record(ax_pg_t *pg, const int64_t *pending, size_t npending,
                          const ax_store_hold_t *holds, size_t n, const char *deployment,
                          char *errbuf, size_t errlen) {
-    ax_strbuf_t pend = {0}, ids = {0}, topics = {0}, reasons = {0};
-    int rc = ax_arr_ints(&pend, pending, npending);
+    ax_strbuf_t ids = {0}, topics = {0}, reasons = {0};
+    char *pend = ax__int_array(pending, npending);
+    int rc = pend ? 0 : AX_ERR_NOMEM;
     rc |= ax_pgarr_begin(&ids) | ax_pgarr_begin(&topics) | ax_pgarr_begin(&reasons);
     for (size_t i = 0; i < n && rc == 0; i++) {
         rc |= ax_pgarr_int(&ids, holds[i].instance_id);
@@ -53,10 +54,10 @@ int ax_store_hold_record(ax_pg_t *pg, const int64_t *pending, size_t npending,
     if (rc) {
         rc = nomem(&st_record, errbuf, errlen);
     } else {
-        const char *p[] = {pend.s, ids.s, topics.s, reasons.s, deployment};
+        const char *p[] = {pend, ids.s, topics.s, reasons.s, deployment};
         rc = ax_stmt_run(pg, &st_record, 5, p, NULL, NULL, NULL, errbuf, errlen);
     }
-    ax_strbuf_free(&pend);
+    free(pend);
     ax_strbuf_free(&ids);
     ax_strbuf_free(&topics);
     ax_strbuf_free(&reasons);
@@ -100,7 +101,10 @@ int ax_store_hold_topics(ax_pg_t *pg, const char *deployment, ax_store_strs_t *r
 int ax_store_hold_release(ax_pg_t *pg, const char *deployment, const char *const *topics,
                           size_t n, ax_store_strs_t *ret, char *errbuf, size_t errlen) {
     ax_strbuf_t a = {0};
-    if (ax_arr_texts(&a, topics, n) < 0) {
+    int arc = ax_pgarr_begin(&a);
+    for (size_t i = 0; arc == 0 && i < n; i++)
+        arc = ax_pgarr_text(&a, topics[i]);
+    if (arc < 0 || ax_pgarr_end(&a) < 0) {
         ax_strbuf_free(&a);
         return nomem(&st_release, errbuf, errlen);
     }

@@ -5,17 +5,9 @@
 #include <string.h>
 
 #include "ax/store_ledger.h"
-#include "store_arr.h"
+#include "dispatch_int.h"
 #include "store_int.h"
 
-/* The dispatch column layout (services/trigger/trigger.h DISPATCH_COLS,
- * the same text: one definition once the trigger's dispatch statements
- * are in the store). */
-#define LEDGER_DISPATCH_COLS                                                                     \
-    "id, attempt, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"  \
-    " (extract(epoch FROM nominal_time) * 1000)::bigint,"                                \
-    " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key,"    \
-    " executor_group, routing_field"
 
 /* Ledger rows and instances in one statement: the ledger's primary key
  * decides; an instance exists only for a ledger row this statement wrote.
@@ -56,7 +48,7 @@ AX_STMT(st_record, "ledger.record",
     "    CASE WHEN f.decision = 'deferred' THEN now() END"
     "  FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
     "  WHERE led.instance_id IS NOT NULL"
-    "  RETURNING " LEDGER_DISPATCH_COLS ", wait_for, job_id,"
+    "  RETURNING " DISPATCH_COLS ", wait_for, job_id,"
     /* held back: queued behind a running instance, or a static shard
      * parent (the due scan splits it) */
     "    CASE WHEN wait_for IS NULL AND shard_mode IS DISTINCT FROM 'static'"
@@ -67,8 +59,7 @@ AX_STMT(st_record, "ledger.record",
     ")"
     " SELECT * FROM ins");
 /* after the dispatch columns (0..13) */
-enum { REC_ID = 0, REC_WAIT_FOR = 14, REC_JOB = 15, REC_HELD = 16 };
-_Static_assert(REC_HELD == AX_LEDGER_HELD_COL, "the held column of ledger.record");
+enum { REC_ID = DC_ID, REC_WAIT_FOR = DC_NCOLS, REC_JOB, REC_HELD };
 
 /* Unfinished runs of jobs that do not allow parallel runs. */
 AX_STMT(st_busy, "ledger.busy",
@@ -126,16 +117,18 @@ int ax_store_ledger_record(ax_pg_t *pg, const ax_ledger_fire_t *f, size_t n, int
     if (rc < 0)
         return rc;
     int rows = PQntuples(r);
-    ax_ledger_instance_t *v = calloc((size_t)rows + 1, sizeof *v);
-    if (!v) {
+    ax_ledger_result_t res = {calloc((size_t)rows + 1, sizeof *res.v), (size_t)rows, {0}};
+    if (!res.v || ax__dispatch_rows_read(r, REC_HELD, &res.rows) < 0) {
+        free(res.v);
         PQclear(r);
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "ledger.record: out of memory");
     }
     for (int i = 0; i < rows; i++)
-        v[i] = (ax_ledger_instance_t){ax_pg_int(r, i, REC_ID), ax_pg_int(r, i, REC_JOB),
-                                      ax_pg_int(r, i, REC_WAIT_FOR),
-                                      !PQgetisnull(r, i, REC_HELD)};
-    *ret = (ax_ledger_result_t){v, (size_t)rows, r};
+        res.v[i] = (ax_ledger_instance_t){ax_pg_int(r, i, REC_ID), ax_pg_int(r, i, REC_JOB),
+                                          ax_pg_int(r, i, REC_WAIT_FOR),
+                                          !PQgetisnull(r, i, REC_HELD)};
+    PQclear(r);
+    *ret = res;
     return 0;
 }
 
@@ -143,21 +136,19 @@ void ax_ledger_result_free(ax_ledger_result_t *r) {
     if (!r)
         return;
     free(r->v);
-    PQclear(r->dispatch);
+    ax_dispatch_rows_free(&r->rows);
     memset(r, 0, sizeof *r);
 }
 
 int ax_store_ledger_busy(ax_pg_t *pg, const int64_t *job_ids, size_t n, ax_ledger_busy_t **ret,
                          size_t *ret_n, char *errbuf, size_t errlen) {
-    ax_strbuf_t ids = {0};
-    if (ax_arr_ints(&ids, job_ids, n) < 0) {
-        ax_strbuf_free(&ids);
+    char *ids = ax__int_array(job_ids, n);
+    if (!ids)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "ledger.busy: out of memory");
-    }
-    const char *p[] = {ids.s};
+    const char *p[] = {ids};
     PGresult *r;
     int rc = ax_stmt_run(pg, &st_busy, 1, p, NULL, NULL, &r, errbuf, errlen);
-    ax_strbuf_free(&ids);
+    free(ids);
     if (rc < 0)
         return rc;
     int rows = PQntuples(r);
@@ -186,13 +177,11 @@ void ax_ledger_busy_free(ax_ledger_busy_t *v, size_t n) {
 
 int ax_store_ledger_cancel_unfinished(ax_pg_t *pg, const int64_t *job_ids, size_t n,
                                       char *errbuf, size_t errlen) {
-    ax_strbuf_t ids = {0};
-    if (ax_arr_ints(&ids, job_ids, n) < 0) {
-        ax_strbuf_free(&ids);
+    char *ids = ax__int_array(job_ids, n);
+    if (!ids)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "ledger.cancel_unfinished: out of memory");
-    }
-    const char *p[] = {ids.s};
+    const char *p[] = {ids};
     int rc = ax_stmt_run(pg, &st_cancel, 1, p, NULL, NULL, NULL, errbuf, errlen);
-    ax_strbuf_free(&ids);
+    free(ids);
     return rc;
 }

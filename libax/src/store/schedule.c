@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ax/store_schedule.h"
-#include "store_arr.h"
+#include "dispatch_int.h"
 #include "store_int.h"
 
 /* The job row the wheel arms, with its last ledger row and that row's
@@ -83,15 +83,13 @@ static void load_row(const PGresult *r, int i, ax_sched_job_t *j) {
 
 int ax_store_schedule_load(ax_pg_t *pg, const int64_t *ids, size_t n, const char *deployment,
                            ax_sched_jobs_t *ret, char *errbuf, size_t errlen) {
-    ax_strbuf_t a = {0};
-    if (ids && ax_arr_ints(&a, ids, n) < 0) {
-        ax_strbuf_free(&a);
+    char *a = ids ? ax__int_array(ids, n) : NULL;
+    if (ids && !a)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "schedule.load: out of memory");
-    }
-    const char *p[] = {ids ? a.s : NULL, deployment};
+    const char *p[] = {a, deployment};
     PGresult *r = NULL;
     int rc = ax_stmt_run(pg, &st_load, 2, p, NULL, NULL, &r, errbuf, errlen);
-    ax_strbuf_free(&a);
+    free(a);
     if (rc < 0)
         return rc;
     int rows = PQntuples(r);
@@ -117,14 +115,12 @@ void ax_sched_jobs_free(ax_sched_jobs_t *jobs) {
 /* One bigint[] parameter (and an optional second text one), an int8 result. */
 static int run_ids(ax_pg_t *pg, ax_stmt_t *st, const int64_t *ids, size_t n, const char *p2,
                    PGresult **ret, char *errbuf, size_t errlen) {
-    ax_strbuf_t a = {0};
-    if (ax_arr_ints(&a, ids, n) < 0) {
-        ax_strbuf_free(&a);
+    char *a = ax__int_array(ids, n);
+    if (!a)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
-    }
-    const char *p[] = {a.s, p2};
+    const char *p[] = {a, p2};
     int rc = ax_stmt_run(pg, st, p2 ? 2 : 1, p, NULL, NULL, ret, errbuf, errlen);
-    ax_strbuf_free(&a);
+    free(a);
     return rc;
 }
 
