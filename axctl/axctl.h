@@ -1,12 +1,12 @@
 /*
  * axctl.h — what the parts of axctl share: the configuration, the database
- * connection and argument parsing. Every helper prints its error and exits
- * (1 for a failure, 2 for a usage error).
+ * connection and argument parsing. The argument helpers print their error
+ * and exit 2 (a usage error); reads and writes go through the store
+ * (ax/store_*.h), whose errors the commands report and turn into exit 1.
  */
 #ifndef AXCTL_H
 #define AXCTL_H
 
-#include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,9 +22,6 @@ void die_usagef(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 ax_pg_t *pg_open(void);
 /* The first line of a PostgreSQL error (cut in place): no DETAIL/HINT. */
 const char *pg_err_line(char *err);
-/* One parameterised statement; exits 1 on failure. */
-PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p);
-void print_rows(PGresult *r);
 
 /* `what` names the option in the error message. */
 int64_t parse_int(const char *s, const char *what);
@@ -45,13 +42,17 @@ void need_utf8(const char *s, const char *what);
  * the cancellations (printed). */
 int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t n, const char *why,
                         int *ret_stopping, int *ret_scheduled);
-/* The same with ids as a PostgreSQL bigint[] literal ("{1,2}"), for the
- * callers that still read them from a result; goes once they pass ids. */
-int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_stopping,
-                     int *ret_scheduled);
 
 /* axctl job ... (job.c) */
 int cmd_job(int argc, char **argv);
+/* axctl submit (submit.c) */
+int cmd_submit(int argc, char **argv);
+/* axctl instance show | list | cancel (instance_cmd.c) */
+int cmd_instance(int argc, char **argv);
+/* One instance as a JSON line: every column (final = 0), or the outcome's
+ * (submit --wait). */
+struct ax_instance_view;
+void instance_print_json(const struct ax_instance_view *v, int final);
 /* axctl workers, idem, topics (fleet.c) */
 int cmd_workers(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -61,9 +62,11 @@ int cmd_status(int argc, char **argv);
 /* 1: OPT takes a value, 0: a flag (--no-schedule), -1: not a schedule option. */
 int job_flow_sched_opt(const char *opt);
 /* In the caller's transaction: create or change flow FLOW's (id FLOW_ID)
- * schedule job from the options argv[0..argc); exits 2 on a usage error,
- * 1 on failure. Returns 1 if it wrote the job, 0 if there was nothing to do. */
-int job_flow_schedule(ax_pg_t *pg, const char *flow, const char *flow_id, int argc, char **argv);
+ * schedule job from the options argv[0..argc); exits 2 on a usage error.
+ * Returns 1 if it wrote the job, 0 if there was nothing to do, -1 on a
+ * failure (said on stderr; the caller rolls back). */
+int job_flow_schedule_try(ax_pg_t *pg, const char *flow, const char *flow_id, int argc,
+                          char **argv);
 /* The schedule of job NAME and its next fire (malloc'd); -1 if no such job. */
 int job_sched_describe(ax_pg_t *pg, const char *name, int verbose, char **sched, char **next);
 

@@ -47,7 +47,7 @@ typedef struct flow_spec {
     const char *name, *policy;
     stage_t stages[MAX_STAGES];
     int nstages;
-    char **sched; /* the schedule options, for job_flow_schedule */
+    char **sched; /* the schedule options, for job_flow_schedule_try */
     int nsched;
 } flow_spec_t;
 
@@ -139,7 +139,7 @@ static void parse_create(flow_spec_t *f, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int arity = job_flow_sched_opt(argv[i]);
         if (strcmp(argv[i], "--fixed-delay") == 0)
-            arity = 1; /* refused with its reason by job_flow_schedule */
+            arity = 1; /* refused with its reason by job_flow_schedule_try */
         if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc)
             parse_stage(f, argv[++i]);
         else if (strcmp(argv[i], "--on-failure") == 0 && i + 1 < argc) {
@@ -255,7 +255,11 @@ static int create_in_db(ax_pg_t *pg, flow_spec_t *f) {
     }
     char sid[32];
     snprintf(sid, sizeof sid, "%lld", (long long)id);
-    int scheduled = job_flow_schedule(pg, f->name, sid, f->nsched, f->sched);
+    int scheduled = job_flow_schedule_try(pg, f->name, sid, f->nsched, f->sched);
+    if (scheduled < 0) {
+        ax_pg_rollback(pg);
+        return 1;
+    }
     if (ax_pg_commit(pg, err, sizeof err) < 0)
         return store_fail(NULL, err);
     printf("created flow %s (%d stages, on failure %s)\n", f->name, f->nstages, f->policy);
@@ -290,7 +294,11 @@ static int schedule_in_db(ax_pg_t *pg, int argc, char **argv) {
         return store_fail(NULL, err);
     char sid[32];
     snprintf(sid, sizeof sid, "%lld", (long long)id);
-    int wrote = job_flow_schedule(pg, argv[0], sid, argc - 1, argv + 1);
+    int wrote = job_flow_schedule_try(pg, argv[0], sid, argc - 1, argv + 1);
+    if (wrote < 0) {
+        ax_pg_rollback(pg);
+        return 1;
+    }
     if (ax_pg_commit(pg, err, sizeof err) < 0)
         return store_fail(NULL, err);
     if (wrote)

@@ -113,31 +113,3 @@ int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t nids, const char
     return (int)n;
 }
 
-int cancel_instances(ax_pg_t *pg, const char *ids, const char *why, int *ret_stopping,
-                     int *ret_scheduled) {
-    size_t n = 0, cap = 0;
-    int64_t *v = NULL;
-    for (const char *s = ids; *s;) {
-        if (*s < '0' || *s > '9') {
-            s++;
-            continue;
-        }
-        char *end;
-        long long id = strtoll(s, &end, 10);
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int64_t *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                free(v);
-                fprintf(stderr, "axctl: out of memory\n");
-                return -1;
-            }
-            v = nv;
-        }
-        v[n++] = id;
-        s = end;
-    }
-    int rc = cancel_instance_ids(pg, v, n, why, ret_stopping, ret_scheduled);
-    free(v);
-    return rc;
-}

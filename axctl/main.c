@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "ax/kafka.h"
 #include "ax/log.h"
 #include "ax/pg.h"
+#include "ax/store_counter.h"
 #include "axctl.h"
 
 static const char usage[] =
@@ -201,8 +201,8 @@ ax_pg_t *pg_open(void) {
 
 const char *pg_err_line(char *err) {
     /* PostgreSQL's DETAIL (e.g. "Failing row contains (...)", the whole row),
-     * CONTEXT and HINT (joined into one line by ax_pg_exec) are not for the
-     * operator's terminal. */
+     * CONTEXT and HINT (joined into one line by the store's statement
+     * runner) are not for the operator's terminal. */
     static const char *const tails[] = {"DETAIL:", "CONTEXT:", "HINT:", "\n"};
     for (size_t i = 0; i < AX_ARRAY_SIZE(tails); i++) {
         char *t = strstr(err, tails[i]);
@@ -213,21 +213,6 @@ const char *pg_err_line(char *err) {
         }
     }
     return err;
-}
-
-PGresult *q(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
-    char err[1024];
-    PGresult *r;
-    if (ax_pg_exec(pg, sql, n, p, NULL, NULL, &r, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
-        exit(1);
-    }
-    return r;
-}
-
-void print_rows(PGresult *r) {
-    for (int i = 0; i < PQntuples(r); i++)
-        puts(PQgetvalue(r, i, 0));
 }
 
 int64_t parse_int(const char *s, const char *what) {
@@ -352,375 +337,22 @@ char *read_file(const char *path, size_t *ret_len) {
     return buf;
 }
 
-/* Waits for the instance of trace to finish and be published; a
- * submission keyed `key` that is dead-lettered meanwhile (seen on the DLQ
- * through tail, when open) ends the wait at once with the DLQ's reason. */
-static int wait_outcome(const char *trace, const char *key, dlq_tail_t *tail, int timeout_s) {
+/* axctl counters: "NAME VALUE" lines. */
+static int cmd_counters(void) {
     ax_pg_t *pg = pg_open();
-    const char *p[] = {trace};
-    int64_t deadline = ax_mono_ms() + (int64_t)timeout_s * 1000;
-    int rc = 1;
-    char reason[600];
-    while (ax_mono_ms() < deadline) {
-        PGresult *r = q(pg,
-                        "SELECT row_to_json(x)::text, x.outcome FROM ("
-                        " SELECT id, job_name AS job, state, outcome, attempt, exit_code, error_class,"
-                        "  error, output, trace_id, worker, scheduled_at, locked_at, running_at,"
-                        "  finished_at FROM job_instance WHERE id IN (SELECT instance_id"
-                        "  FROM instance_trace WHERE trace_id = $1) AND trace_id = $1"
-                        "  AND state = 'FINISHED' AND result_published_at IS NOT NULL"
-                        "  ORDER BY id DESC LIMIT 1) x",
-                        1, p);
-        if (PQntuples(r) == 1) {
-            puts(PQgetvalue(r, 0, 0));
-            rc = strcmp(PQgetvalue(r, 0, 1), "SUCCESS") == 0 ? 0 : 1;
-            PQclear(r);
-            goto out;
-        }
-        PQclear(r);
-        if (tail && dlq_tail_find(tail, key, trace, 100, reason, sizeof reason) == 1) {
-            fprintf(stderr, "axctl: submission %s was dead-lettered: %s\n", trace, reason);
-            goto out;
-        }
-        if (!tail)
-            usleep(100 * 1000);
-    }
-    fprintf(stderr, "axctl: no final outcome for trace %s within %d s\n", trace, timeout_s);
-out:
+    ax_counter_t *rows;
+    size_t n;
+    char err[1024];
+    int rc = ax_store_counter_list(pg, &rows, &n, err, sizeof err);
     ax_pg_destroy(pg);
-    return rc;
-}
-
-/* --job NAME must name a job that can be submitted: checked before anything
- * is produced (the trigger would only dead-letter it). */
-static void check_job(const char *name) {
-    ax_pg_t *pg = pg_open();
-    const char *p[] = {name};
-    PGresult *r = q(pg, "SELECT handler_kind FROM job WHERE name = $1", 1, p);
-    int found = PQntuples(r) == 1, flow = found && strcmp(PQgetvalue(r, 0, 0), "flow") == 0;
-    PQclear(r);
-    ax_pg_destroy(pg);
-    if (!found)
-        die_usagef("--job: no job named '%s' (see axctl job list)", name);
-    if (flow)
-        die_usagef("--job: job '%s' starts a flow: run it with axctl flow run", name);
-}
-
-/* Longest --delay and --timeout: a century (a due time PostgreSQL holds). */
-#define SUBMIT_MS_MAX INT64_C(3153600000000)
-
-static int cmd_submit(int argc, char **argv) {
-    ax_submit_t s;
-    ax_submit_init(&s);
-    int wait = 0, wait_timeout = 300;
-    int64_t count = 1;
-    char trace[40];
-    char *payload_buf = NULL;
-    int i = 0;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(a, "--wait") == 0) {
-            wait = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            die_usagef("submit: unexpected argument '%s' (an inline command goes after --)", a);
-        if (!v)
-            die_usagef("%s needs a value", a);
-        if (strcmp(a, "--job") == 0)
-            s.job = (char *)v;
-        else if (strcmp(a, "--delay") == 0) {
-            s.delay_ms = parse_int(v, a);
-            if (s.delay_ms < 0 || s.delay_ms > SUBMIT_MS_MAX)
-                die_usagef("--delay must be 0..%" PRId64 " ms, not %s", SUBMIT_MS_MAX, v);
-        } else if (strcmp(a, "--at") == 0)
-            s.run_at_ms = parse_time(v, a);
-        else if (strcmp(a, "--priority") == 0) {
-            int64_t pr = parse_int(v, a);
-            if (pr < 0 || pr > 4)
-                die_usagef("--priority must be 0..4, not %s", v);
-            s.priority = (int32_t)pr;
-        } else if (strcmp(a, "--timeout") == 0) {
-            s.timeout_ms = parse_int(v, a);
-            if (s.timeout_ms < 1 || s.timeout_ms > SUBMIT_MS_MAX)
-                die_usagef("--timeout must be 1..%" PRId64 " ms, not %s", SUBMIT_MS_MAX, v);
-        } else if (strcmp(a, "--payload") == 0 || strcmp(a, "--payload-file") == 0) {
-            if (s.payload)
-                die_usage("give one of --payload TEXT or --payload-file FILE");
-            if (a[9] == '\0') {
-                s.payload = (uint8_t *)v;
-                s.payload_len = strlen(v);
-            } else {
-                payload_buf = read_file(v, &s.payload_len); /* "-": standard input */
-                s.payload = (uint8_t *)payload_buf;
-            }
-        } else if (strcmp(a, "--idempotency-key") == 0)
-            s.idempotency_key = (char *)v;
-        else if (strcmp(a, "--trace-id") == 0)
-            s.trace_id = (char *)v;
-        else if (strcmp(a, "--wait-timeout") == 0) {
-            int64_t w = parse_int(v, a);
-            if (w < 1 || w > 86400)
-                die_usagef("--wait-timeout must be 1..86400 seconds, not %s", v);
-            wait_timeout = (int)w;
-        } else if (strcmp(a, "--count") == 0)
-            count = parse_int(v, a);
-        else
-            die_usagef("submit: unknown option '%s' (see axctl --help)", a);
-        i++;
-    }
-    if (i < argc) {
-        s.command = argv + i;
-        s.command_len = (size_t)(argc - i);
-    }
-    if (!s.job == !s.command)
-        die_usage("submit needs exactly one of --job NAME or -- COMMAND ARG...");
-    if (s.command && !s.command[0][0])
-        die_usage("submit: the command after -- must start with a program name");
-    /* Text fields travel as Avro strings and are stored as PostgreSQL text. */
-    need_utf8(s.job, "--job");
-    need_utf8(s.idempotency_key, "--idempotency-key");
-    need_utf8(s.trace_id, "--trace-id");
-    for (size_t k = 0; k < s.command_len; k++)
-        if (!utf8_valid(s.command[k], strlen(s.command[k])))
-            die_usagef("submit: argument %zu of the command after -- is not valid UTF-8 text",
-                       k + 1);
-    if (s.idempotency_key && (!*s.idempotency_key || strlen(s.idempotency_key) > 512))
-        die_usage("--idempotency-key must be 1..512 bytes");
-    if (s.trace_id && (!*s.trace_id || strlen(s.trace_id) > 150))
-        die_usage("--trace-id must be 1..150 bytes");
-    if (s.run_at_ms && s.delay_ms >= 0)
-        die_usage("give one of --at TIME or --delay MS");
-    if (count < 1 || count > 10000000)
-        die_usagef("--count must be 1..10000000, not %" PRId64, count);
-    if (count > 1 && (wait || s.idempotency_key))
-        die_usage("--count does not go with --wait or --idempotency-key");
-    if (!s.trace_id) {
-        ax_random_hex(trace, 16);
-        s.trace_id = trace;
-    }
-    submit_size_check(&s, count > 1 ? strlen(s.trace_id) + 21 : strlen(s.trace_id));
-    if (s.job)
-        check_job(s.job);
-    char err[512], topic[256];
-    rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, sizeof err);
-    if (!rk) {
-        fprintf(stderr, "axctl: configuration error: %s\n", err);
-        free(payload_buf);
-        return 2;
-    }
-    ax_conf_topic(&conf, "submit", topic, sizeof topic);
-    /* Before producing: the DLQ's end, so --wait learns of a rejection. */
-    dlq_tail_t *tail = wait ? dlq_tail_open() : NULL;
-    /* --count N: N instances, trace ids TRACE-1 ... TRACE-N. */
-    ax_delivery_t d = {0};
-    char *base = strdup(s.trace_id), one[200];
-    int rc = base ? 0 : AX_ERR_NOMEM;
-    for (int64_t k = 1; k <= count && rc == 0; k++) {
-        if (count > 1) {
-            snprintf(one, sizeof one, "%.150s-%lld", base, (long long)k);
-            s.trace_id = one;
-        }
-        void *buf;
-        size_t len;
-        if (ax_submit_encode(&s, &buf, &len) < 0) {
-            snprintf(err, sizeof err, "cannot encode the submission");
-            rc = AX_ERR_INVALID;
-            break;
-        }
-        const char *key = s.idempotency_key ? s.idempotency_key : s.trace_id;
-        rc = ax_kafka_produce(rk, topic, key, strlen(key), buf, len, NULL, &d, err, sizeof err);
-        free(buf);
-    }
-    if (count > 1)
-        s.trace_id = base;
-    free(payload_buf);
-    if (rc == 0 || d.pending)
-        rc = ax_kafka_wait(rk, &d, 60000) < 0 ? AX_ERR_IO : rc;
-    rd_kafka_destroy(rk);
     if (rc < 0) {
-        fprintf(stderr, "axctl: submission not acknowledged by Kafka: %s\n",
-                d.err ? rd_kafka_err2str(d.err) : err);
-        dlq_tail_close(tail);
-        free(base);
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
-    if (!wait) {
-        printf("%s\n", s.trace_id);
-        free(base);
-        return 0;
-    }
-    rc = wait_outcome(s.trace_id, s.idempotency_key ? s.idempotency_key : s.trace_id, tail,
-                      wait_timeout);
-    dlq_tail_close(tail);
-    free(base);
-    return rc;
-}
-
-static const char instance_cols[] =
-    "id, job_name AS job, attempt, state, outcome, exit_code, error_class, error, output,"
-    " trace_id, idempotency_key, worker, due_at, scheduled_at, dispatched_at, locked_at,"
-    " running_at, finished_at, result_published_at,"
-    " (SELECT h.reason FROM instance_hold h WHERE h.instance_id = job_instance.id)"
-    "  AS held_reason";
-
-static int cmd_instance(int argc, char **argv) {
-    if (argc < 1)
-        die_usage("instance needs a subcommand");
-    ax_pg_t *pg = pg_open();
-    char sql[1024];
-    if (strcmp(argv[0], "show") == 0) {
-        if (argc < 2)
-            die_usage("instance show needs an ID");
-        parse_int(argv[1], "ID");
-        const char *p[] = {argv[1]};
-        snprintf(sql, sizeof sql,
-                 "SELECT row_to_json(x)::text FROM (SELECT %s FROM job_instance"
-                 " WHERE id = $1::bigint) x", instance_cols);
-        PGresult *r = q(pg, sql, 1, p);
-        if (PQntuples(r) == 0) {
-            fprintf(stderr, "axctl: no instance %s\n", argv[1]);
-            PQclear(r);
-            ax_pg_destroy(pg);
-            return 1;
-        }
-        print_rows(r);
-        PQclear(r);
-        ax_pg_destroy(pg);
-        return 0;
-    }
-    if (strcmp(argv[0], "list") == 0) {
-        const char *limit = "20", *trace = NULL, *job = NULL, *state = NULL;
-        char st[16];
-        for (int i = 1; i < argc; i += 2) {
-            const char *a = argv[i];
-            if (strcmp(a, "--limit") != 0 && strcmp(a, "--trace") != 0 &&
-                strcmp(a, "--job") != 0 && strcmp(a, "--state") != 0)
-                die_usagef("instance list: unknown option '%s' (see axctl --help)", a);
-            if (i + 1 >= argc)
-                die_usagef("%s needs a value", a);
-            const char *v = argv[i + 1];
-            need_utf8(v, a);
-            if (strcmp(a, "--limit") == 0) {
-                int64_t n = parse_int(v, a);
-                if (n < 1 || n > 1000000)
-                    die_usagef("--limit must be 1..1000000, not %s", v);
-                limit = v;
-            } else if (strcmp(a, "--trace") == 0) {
-                trace = v;
-            } else if (strcmp(a, "--job") == 0) {
-                job = v;
-            } else {
-                static const char *const states[] = {"SCHEDULED", "LOCKED", "RUNNING",
-                                                     "FINISHED", NULL};
-                snprintf(st, sizeof st, "%.15s", v);
-                for (char *c = st; *c; c++)
-                    *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-                int k = 0;
-                while (states[k] && strcmp(states[k], st) != 0)
-                    k++;
-                if (!states[k])
-                    die_usagef("--state must be SCHEDULED, LOCKED, RUNNING or FINISHED, not '%s'",
-                               v);
-                state = st;
-            }
-        }
-        const char *p[] = {limit, trace, job, state};
-        snprintf(sql, sizeof sql,
-                 "SELECT row_to_json(x)::text FROM (SELECT %s FROM job_instance"
-                 " WHERE ($2::text IS NULL OR id IN (SELECT instance_id FROM instance_trace"
-                 "  WHERE trace_id = $2)) AND ($3::text IS NULL OR job_name = $3)"
-                 " AND ($4::text IS NULL OR state::text = $4)"
-                 " ORDER BY id DESC LIMIT $1::int) x",
-                 instance_cols);
-        PGresult *r = q(pg, sql, 4, p);
-        print_rows(r);
-        PQclear(r);
-        ax_pg_destroy(pg);
-        return 0;
-    }
-    if (strcmp(argv[0], "cancel") == 0) {
-        if (argc != 2)
-            die_usage("instance cancel needs one ID");
-        int64_t id = parse_int(argv[1], "ID");
-        if (id < 1)
-            die_usagef("ID must be a positive instance id, not %s", argv[1]);
-        char ids[40];
-        snprintf(ids, sizeof ids, "{%lld}", (long long)id);
-        const char *p[] = {argv[1]};
-        PGresult *r = q(pg,
-                        "SELECT state, coalesce(outcome::text, ''), coalesce(worker, '')"
-                        " FROM job_instance WHERE id = $1::bigint",
-                        1, p);
-        if (PQntuples(r) == 0 || strcmp(PQgetvalue(r, 0, 0), "FINISHED") == 0) {
-            if (PQntuples(r) == 0)
-                fprintf(stderr, "axctl: no instance %s\n", argv[1]);
-            else
-                fprintf(stderr, "axctl: instance %s already finished (%s): nothing to cancel\n",
-                        argv[1], PQgetvalue(r, 0, 1));
-            PQclear(r);
-            ax_pg_destroy(pg);
-            return 1;
-        }
-        int parent = strcmp(PQgetvalue(r, 0, 0), "RUNNING") == 0 &&
-                     strcmp(PQgetvalue(r, 0, 2), "shards") == 0;
-        PQclear(r);
-        int stopping, scheduled;
-        if (parent) {
-            /* A shard parent runs nowhere (worker 'shards'): its unfinished
-             * shards are cancelled; it finishes (FAILED) when the last has. */
-            r = q(pg,
-                  "SELECT count(*), coalesce(array_agg(id ORDER BY id)::text, '{}')"
-                  " FROM job_instance WHERE parent_id = $1::bigint AND state <> 'FINISHED'",
-                  1, p);
-            int64_t nshards = ax_pg_int(r, 0, 0);
-            int n = nshards ? cancel_instances(pg, PQgetvalue(r, 0, 1),
-                                               "cancelled by an operator (axctl instance cancel "
-                                               "of its shard parent)",
-                                               &stopping, &scheduled)
-                            : 0;
-            PQclear(r);
-            if (n < 0) {
-                ax_pg_destroy(pg);
-                return 1;
-            }
-            if (n == 0) {
-                fprintf(stderr, "axctl: instance %s is a shard parent whose shards have all "
-                                "finished: nothing to cancel (it finishes with them)\n", argv[1]);
-                ax_pg_destroy(pg);
-                return 1;
-            }
-            printf("instance %s is a shard parent (no executor runs it): cancelled its %d "
-                   "shard(s) not started yet, asked executors to stop %d; it finishes when "
-                   "they have\n", argv[1], scheduled, stopping);
-            ax_pg_destroy(pg);
-            return 0;
-        }
-        int n = cancel_instances(pg, ids, "cancelled by an operator (axctl instance cancel)",
-                                 &stopping, &scheduled);
-        if (n <= 0) {
-            if (n == 0)
-                fprintf(stderr, "axctl: instance %s finished meanwhile: nothing to cancel\n",
-                        argv[1]);
-            ax_pg_destroy(pg);
-            return 1;
-        }
-        if (scheduled)
-            printf("instance %s cancelled before it started: ax-callback records it FINISHED "
-                   "CANCELLED and publishes its result\n", argv[1]);
-        else
-            printf("instance %s: its executor was asked to stop it (it ends CANCELLED)\n",
-                   argv[1]);
-        ax_pg_destroy(pg);
-        return 0;
-    }
-    die_usage("unknown instance subcommand");
-    return 2;
+    for (size_t i = 0; i < n; i++)
+        printf("%s %" PRId64 "\n", rows[i].name, rows[i].value);
+    ax_counters_free(rows, n);
+    return 0;
 }
 
 /* axctl cron next: a local preview of a schedule; touches no server. */
@@ -846,9 +478,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(cmd, "flow") == 0) {
         rc = cmd_flow(argc - 2, argv + 2);
     } else if (strcmp(cmd, "counters") == 0) {
-        ax_pg_t *pg = pg_open();
-        print_rows(q(pg, "SELECT name || ' ' || value FROM ax_counter ORDER BY name", 0, NULL));
-        rc = 0;
+        rc = cmd_counters();
     } else if (strcmp(cmd, "config") == 0 && argc >= 3 && strcmp(argv[2], "reference") == 0) {
         ax_conf_reference(stdout);
         rc = 0;

@@ -123,6 +123,26 @@ axctl job update "$P-delay" --no-schedule >/dev/null || fail "update --no-schedu
 [ "$(col "$P-delay" "schedule_kind || '|' || (interval_ms IS NULL) || '|' || (start_at IS NULL)")" = "none|true|true" ] \
     || fail "--no-schedule left schedule columns behind"
 
+# ---- settings that can be cleared: kept by other updates, cleared when asked --
+clr="$P-clr"
+axctl job create "$clr" --routing-key order --concurrency 3 --backlog-max 7 \
+    --retry-rules '[{"class":"exit","action":"fail"}]' -- true >/dev/null || fail "create $clr failed"
+axctl job update "$clr" --priority 3 >/dev/null || fail "update --priority failed"
+[ "$(col "$clr" "routing_key || '|' || concurrency_limit || '|' || backlog_max || '|' || (retry_rules IS NOT NULL)
+     || '|' || priority")" = "order|3|7|true|3" ] || fail "an update cleared settings it was not given: $(axctl job show "$clr")"
+axctl job update "$clr" --routing-key '' --concurrency 0 --backlog-max none --retry-rules '' >/dev/null \
+    || fail "update clearing settings failed"
+[ "$(col "$clr" "(routing_key IS NULL) || '|' || (concurrency_limit IS NULL) || '|' || (backlog_max IS NULL)
+     || '|' || (retry_rules IS NULL) || '|' || priority")" = "true|true|true|true|3" ] \
+    || fail "update did not clear: $(axctl job show "$clr")"
+axctl job delete "$clr" >/dev/null || fail "delete $clr failed"
+# axctl counters: "NAME VALUE" lines, by name.
+sql "INSERT INTO ax_counter (name, value) VALUES ('$P.b', 5), ('$P.a', 2)
+     ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value" >/dev/null
+[ "$(axctl counters | grep "^$P\.")" = "$P.a 2
+$P.b 5" ] || fail "counters: $(axctl counters)"
+sql "DELETE FROM ax_counter WHERE name LIKE '$P.%'" >/dev/null
+
 # ---- list, disable, enable ---------------------------------------------------------
 axctl job list >"$WORK/list" || fail "job list failed"
 grep -qE "^$ny +enabled +cron '30 2 \* \* \*' America/New_York dst-gap=skip dst-overlap=twice +[0-9]{4}-[0-9]{2}-[0-9]{2}T02:30:00-0[45]:00$" \

@@ -49,7 +49,8 @@ int ax_pg_begin(ax_pg_t *pg, char *errbuf, size_t errlen);
 int ax_pg_commit(ax_pg_t *pg, char *errbuf, size_t errlen);
 void ax_pg_rollback(ax_pg_t *pg);
 
-/* Add `delta` to counter `name` (the ax_counter table). */
+/* Add `delta` to counter `name`: kept for its callers, defined by the store
+ * as ax_store_counter_add (ax/store_counter.h), which new code calls. */
 int ax_pg_count(ax_pg_t *pg, const char *name, int64_t delta);
 
 /* Array literals for array parameters ($1::bigint[], $1::text[]).

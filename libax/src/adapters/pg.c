@@ -236,17 +236,6 @@ void ax_pg_rollback(ax_pg_t *pg) {
         PQclear(PQexec(pg->conn, "ROLLBACK"));
 }
 
-int ax_pg_count(ax_pg_t *pg, const char *name, int64_t delta) {
-    char d[32];
-    snprintf(d, sizeof d, "%lld", (long long)delta);
-    const char *p[] = {name, d};
-    return ax_pg_exec(pg,
-                      "INSERT INTO ax_counter (name, value) VALUES ($1, $2::bigint) "
-                      "ON CONFLICT (name) DO UPDATE SET value = ax_counter.value + EXCLUDED.value, "
-                      "updated_at = now()",
-                      2, p, NULL, NULL, NULL, NULL, 0);
-}
-
 int ax_strbuf_add(ax_strbuf_t *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;

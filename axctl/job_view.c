@@ -1,0 +1,221 @@
+/*
+ * job_view.c — a job's schedule and fire times as axctl shows them.
+ *
+ * Fire times are computed with ax/schedule.h, the code ax-trigger uses, by
+ * the trigger's rule: the next fire is the first one strictly after
+ * max(the job's last ledger nominal_time, schedule_from - 1 ms); the
+ * anchor of fixed_rate and fixed_delay is COALESCE(start_at, schedule_from).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ax/common.h"
+#include "ax/schedule.h"
+#include "job_int.h"
+
+ax_tz_t *job_zone_open(const char *name) {
+    char err[512];
+    ax_tz_t *tz = NULL;
+    if (ax_tz_new(name, &tz, err, sizeof err) == 0)
+        return tz;
+    fprintf(stderr, "axctl: warning: time zone '%s' cannot be loaded (%s); showing UTC\n", name,
+            err);
+    if (ax_tz_new("UTC", &tz, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        return NULL;
+    }
+    return tz;
+}
+
+const char *job_fmt_time(const ax_tz_t *tz, int64_t ms, char *buf, size_t len) {
+    if (!tz || ax_tz_format(tz, ms, buf, len) < 0)
+        snprintf(buf, len, "%" PRId64, ms);
+    return buf;
+}
+
+const char *job_dst_mark(int flags) {
+    return flags & AX_CRON_SHIFTED    ? " # DST: shifted"
+           : flags & AX_CRON_REPEATED ? " # DST: repeated hour"
+                                      : "";
+}
+
+static int kind_of(const ax_job_t *j) { return ax_sched_kind_parse(j->schedule_kind); }
+
+static ax_dst_policy_t dst_of(const ax_job_t *j) {
+    return (strcmp(j->dst_gap, "skip") == 0 ? AX_DST_GAP_SKIP : AX_DST_GAP_SHIFT) |
+           (strcmp(j->dst_overlap, "twice") == 0 ? AX_DST_OVERLAP_TWICE : AX_DST_OVERLAP_ONCE);
+}
+
+/* schedule_from as the trigger will see it: a disabled job gets a new one
+ * (now) when it is enabled. */
+static int64_t eff_from(const ax_job_t *j) { return j->enabled ? j->schedule_from_ms : j->now_ms; }
+
+static int sched_open(const ax_job_t *j, ax_schedule_t *s) {
+    char err[512];
+    int kind = kind_of(j);
+    int64_t anchor = kind == AX_SCHED_ONCE ? j->start_ms
+                     : j->has_start        ? j->start_ms
+                                           : eff_from(j);
+    if (kind < 0)
+        kind = AX_SCHED_NONE;
+    if (ax_schedule_init(s, (ax_sched_kind_t)kind, j->schedule_expr, j->time_zone, dst_of(j),
+                         j->interval_ms, anchor, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: job %s: the stored schedule is not usable: %s\n", j->name, err);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t t;
+    int flags;
+} fire_t;
+
+/* Up to n next nominal fire times into out (strictly after `from` if
+ * has_from, else by the trigger's rule). For fixed_delay past its first
+ * fire: the last fired instance's finish + interval, or *ret_waiting = 1
+ * while that instance has not finished. Returns the count, -1 on error. */
+static int next_fires(const ax_job_t *j, int has_from, int64_t from, int n, fire_t *out,
+                      int *ret_waiting) {
+    ax_schedule_t s;
+    int kind = kind_of(j);
+    *ret_waiting = 0;
+    if (kind == AX_SCHED_NONE || n < 1)
+        return 0;
+    if (sched_open(j, &s) < 0)
+        return -1;
+    int64_t after = eff_from(j) - 1;
+    if (has_from)
+        after = from;
+    else if (j->has_last_fire && j->last_fire_ms > after)
+        after = j->last_fire_ms;
+    int k = 0;
+    while (k < n) {
+        int64_t t;
+        int flags;
+        if (ax_schedule_next(&s, after, &t, &flags) < 0)
+            break;
+        out[k].t = t;
+        out[k].flags = flags;
+        k++;
+        after = t;
+        if (kind == AX_SCHED_FIXED_DELAY)
+            break;
+    }
+    if (kind == AX_SCHED_FIXED_DELAY && k == 0 && !has_from && j->has_last_fire &&
+        j->last_fire_ms >= eff_from(j)) {
+        if (j->has_last_finished) {
+            out[0].t = j->last_finished_ms + j->interval_ms;
+            out[0].flags = 0;
+            k = 1;
+        } else if (j->has_last_instance) {
+            *ret_waiting = 1;
+        }
+    }
+    ax_schedule_clear(&s);
+    return k;
+}
+
+void job_next_summary(const ax_job_t *j, const ax_tz_t *tz, int verbose, char *buf,
+                      size_t len) {
+    fire_t f;
+    int waiting;
+    if (!j->enabled) {
+        snprintf(buf, len, "%s", verbose ? "none (disabled)" : "-");
+        return;
+    }
+    if (kind_of(j) == AX_SCHED_NONE) {
+        snprintf(buf, len, "%s", verbose ? "none (no schedule: runs when submitted)" : "-");
+        return;
+    }
+    int k = next_fires(j, 0, 0, 1, &f, &waiting);
+    if (k == 1) {
+        char t[64];
+        snprintf(buf, len, "%s%s", job_fmt_time(tz, f.t, t, sizeof t), job_dst_mark(f.flags));
+    } else if (waiting) {
+        snprintf(buf, len, "after instance %" PRId64 " finishes", j->last_instance_id);
+    } else {
+        snprintf(buf, len, "%s", k < 0 ? "?" : verbose ? "none" : "-");
+    }
+}
+
+char *job_sched_summary(const ax_job_t *j, const ax_tz_t *tz) {
+    char *s = NULL, t[64];
+    int rc = -1;
+    ax_dst_policy_t dst = dst_of(j);
+    switch (kind_of(j)) {
+    case AX_SCHED_CRON:
+        rc = asprintf(&s, "cron '%s' %s%s%s", j->schedule_expr ? j->schedule_expr : "",
+                      j->time_zone, dst & AX_DST_GAP_SKIP ? " dst-gap=skip" : "",
+                      dst & AX_DST_OVERLAP_TWICE ? " dst-overlap=twice" : "");
+        break;
+    case AX_SCHED_FIXED_RATE:
+    case AX_SCHED_FIXED_DELAY:
+        rc = asprintf(&s, "%s %" PRId64 "ms%s%s", j->schedule_kind, j->interval_ms,
+                      j->has_start ? " start " : "",
+                      j->has_start ? job_fmt_time(tz, j->start_ms, t, sizeof t) : "");
+        break;
+    case AX_SCHED_ONCE:
+        rc = asprintf(&s, "once %s", job_fmt_time(tz, j->start_ms, t, sizeof t));
+        break;
+    default:
+        rc = asprintf(&s, "%s", j->schedule_kind);
+        break;
+    }
+    return rc < 0 ? NULL : s;
+}
+
+int job_print_next(const char *prefix, const ax_job_t *j, const ax_tz_t *tz, int has_from,
+                   int64_t from, int64_t n) {
+    fire_t *f = malloc(sizeof *f * (size_t)n);
+    if (!f) {
+        fprintf(stderr, "axctl: out of memory\n");
+        return 1;
+    }
+    int waiting;
+    int k = next_fires(j, has_from, from, (int)n, f, &waiting);
+    for (int i = 0; i < k; i++) {
+        char t[64];
+        printf("%s%s%s\n", prefix, job_fmt_time(tz, f[i].t, t, sizeof t),
+               job_dst_mark(f[i].flags));
+    }
+    free(f);
+    if (k < 0)
+        return 1;
+    if (kind_of(j) == AX_SCHED_FIXED_DELAY) {
+        if (waiting)
+            printf("%s# waiting for instance %" PRId64 " (%s) to finish\n", prefix,
+                   j->last_instance_id, j->last_instance_state ? j->last_instance_state : "gone");
+        printf("%s# then every run starts %" PRId64 " ms after the previous one finished\n",
+               prefix, j->interval_ms);
+    }
+    return 0;
+}
+
+void job_print_payload(const char *key, const char *hex) {
+    /* json_each_text gives bytea as "\x" and hex digits. */
+    size_t n = strlen(hex) > 2 ? (strlen(hex) - 2) / 2 : 0;
+    int printable = 1;
+    char *bytes = malloc(n + 1);
+    if (!bytes) {
+        printf("%s: (%zu bytes) %s\n", key, n, hex);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        sscanf(hex + 2 + 2 * i, "%2x", &v);
+        bytes[i] = (char)v;
+        if (v < 0x20 && v != '\t')
+            printable = 0;
+    }
+    bytes[n] = '\0';
+    if (n == 0)
+        printf("%s: (empty)\n", key);
+    else if (printable)
+        printf("%s: (%zu bytes) %s\n", key, n, bytes);
+    else
+        printf("%s: (%zu bytes) %s\n", key, n, hex);
+    free(bytes);
+}
