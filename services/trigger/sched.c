@@ -14,7 +14,7 @@
 
 #include "ax/common.h"
 #include "ax/log.h"
-#include "ax/pg.h"
+#include "ax/store_circuit.h"
 #include "ax/store_ledger.h"
 #include "sched_int.h"
 
@@ -32,65 +32,50 @@ static char *fmt(const char *f, ...) {
 /* Circuit breaker: a job whose circuit is open has its fires recorded as
  * skipped_circuit; once the cool-down passed, one fire runs as the probe
  * (the circuit goes half-open; ax-callback closes it on success or opens it
- * again on failure), and fires meanwhile are skipped. */
+ * again on failure), and fires meanwhile are skipped. ax_circuit_on_fire()
+ * (ax/circuit.h) decides; the store reads and writes the circuit. */
 static int apply_circuit(trigger_t *t, fire_t *f, size_t n, char *err, size_t errlen) {
-    ax_strbuf_t ids = {0};
-    ax_pgarr_begin(&ids);
+    int64_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "circuit: out of memory");
     for (size_t i = 0; i < n; i++)
-        ax_pgarr_int(&ids, f[i].job_id);
-    ax_pgarr_end(&ids);
-    const char *p[] = {ids.s};
-    PGresult *r;
-    int rc = ax_pg_exec(t->svc.pg,
-                        "SELECT id, circuit_state, consecutive_failures,"
-                        "  circuit_opened_at + least(circuit_cooldown_ms, 31536000000)"
-                        "    * interval '1 ms' <= now(),"
-                        "  to_char(circuit_opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-                        " FROM job WHERE id = ANY($1::bigint[]) AND circuit_state <> 'closed'"
-                        " FOR UPDATE",
-                        1, p, NULL, NULL, &r, err, errlen);
-    ax_strbuf_free(&ids);
+        ids[i] = f[i].job_id;
+    ax_circuit_row_t *rows = NULL;
+    size_t nrows = 0;
+    int rc = ax_store_circuit_load(t->svc.pg, ids, n, &rows, &nrows, err, errlen);
+    free(ids);
     if (rc < 0)
         return rc;
-    int rows = PQntuples(r);
-    char *probed = calloc((size_t)rows + 1, 1);
-    for (size_t i = 0; i < n && rows && probed; i++) {
+    for (size_t i = 0; i < n && nrows; i++) {
         if (strcmp(f[i].decision, "fired") != 0)
             continue;
-        int row = -1;
-        for (int k = 0; k < rows && row < 0; k++)
-            if (ax_pg_int(r, k, 0) == f[i].job_id)
-                row = k;
-        if (row < 0)
+        ax_circuit_row_t *c = NULL;
+        for (size_t k = 0; k < nrows && !c; k++)
+            if (rows[k].job_id == f[i].job_id)
+                c = &rows[k];
+        if (!c)
             continue;
         char *old = f[i].detail;
-        if (!probed[row] && strcmp(PQgetvalue(r, row, 1), "open") == 0 &&
-            strcmp(PQgetvalue(r, row, 3), "t") == 0) {
-            char id[32];
-            snprintf(id, sizeof id, "%lld", (long long)f[i].job_id);
-            const char *q[] = {id};
-            rc = ax_pg_exec(t->svc.pg,
-                            "UPDATE job SET circuit_state = 'half_open' WHERE id = $1::bigint"
-                            " AND circuit_state = 'open'",
-                            1, q, NULL, NULL, NULL, err, errlen);
+        if (ax_circuit_on_fire(&c->circuit, c->now_ms) == AX_CIRCUIT_FIRE_PROBE) {
+            rc = ax_store_circuit_half_open(t->svc.pg, f[i].job_id, err, errlen);
             if (rc < 0)
                 break;
             f[i].detail = fmt("circuit half-open: this run is the probe%s%s", old ? "; " : "",
                               old ? old : "");
             ax_info("job %lld: circuit cool-down over; probing", (long long)f[i].job_id);
-            probed[row] = 1; /* the rest of the batch is skipped */
+            /* the rest of the batch is skipped: the circuit is half-open now */
         } else {
             f[i].decision = "skipped_circuit";
-            f[i].detail = fmt("circuit %s since %s after %s consecutive failures%s%s",
-                              PQgetvalue(r, row, 1), PQgetvalue(r, row, 4), PQgetvalue(r, row, 2),
-                              old ? "; " : "", old ? old : "");
+            f[i].detail = fmt("circuit %s since %s after %lld consecutive failures%s%s",
+                              ax_circuit_state_name(c->stored), c->opened_at,
+                              (long long)c->circuit.consecutive_failures, old ? "; " : "",
+                              old ? old : "");
             t->fired--;
             t->skipped++;
         }
         free(old);
     }
-    free(probed);
-    PQclear(r);
+    free(rows);
     return rc;
 }
 

@@ -151,6 +151,7 @@ static void attempt_full(ax_attempt_t *m) {
     m->finished_at_ms = 1767225601000;
     m->trace_id = "trace-3";
     m->retryable = 1;
+    m->kind = AX_ATTEMPT_PROBE;
 }
 
 static void attempt_min(ax_attempt_t *m) {
@@ -262,6 +263,7 @@ static void assert_attempt_eq(const ax_attempt_t *a, const ax_attempt_t *b) {
     assert_int_equal(a->finished_at_ms, b->finished_at_ms);
     assert_req_str_eq(a->trace_id, b->trace_id);
     assert_int_equal(!!a->retryable, b->retryable);
+    assert_int_equal(a->kind, b->kind);
 }
 
 static void assert_result_eq(const ax_result_t *a, const ax_result_t *b) {
@@ -302,7 +304,8 @@ static int decode_any(int32_t id, const void *buf, size_t len, char *err) {
             ax_dispatch_clear(&m);
         break;
     }
-    case AX_SCHEMA_ATTEMPT: {
+    case AX_SCHEMA_ATTEMPT:
+    case AX_SCHEMA_ATTEMPT_ID3: {
         ax_attempt_t m;
         if ((rc = ax_attempt_decode(buf, len, &m, err, ERRLEN)) == 0)
             ax_attempt_clear(&m);
@@ -350,7 +353,8 @@ static int decode_reencode(int32_t id, const void *buf, size_t len, char *err) {
         ax_dispatch_clear(&m2);
         break;
     }
-    case AX_SCHEMA_ATTEMPT: {
+    case AX_SCHEMA_ATTEMPT:
+    case AX_SCHEMA_ATTEMPT_ID3: {
         ax_attempt_t m, m2;
         if ((rc = ax_attempt_decode(buf, len, &m, err, ERRLEN)))
             return rc;
@@ -653,7 +657,7 @@ static void test_byte_0x3d(void **state) {
     char err[ERRLEN] = "";
     wbuf_t w;
 
-    for (int32_t id = AX_SCHEMA_SUBMIT; id <= AX_SCHEMA_RESULT; id++) {
+    for (int32_t id = AX_SCHEMA_SUBMIT; id <= AX_SCHEMA_ATTEMPT; id++) {
         assert_int_equal(decode_any(id, one, sizeof one, err), AX_ERR_INVALID);
         assert_int_equal(ax_codec_validate(id, one, sizeof one, err, sizeof err), AX_ERR_INVALID);
         w_header(&w, id);
@@ -847,26 +851,148 @@ static void test_bad_indexes(void **state) {
     w_long(&w, -1);
     assert_int_equal(decode_any(AX_SCHEMA_SUBMIT, w.b, w.n, err), AX_ERR_INVALID);
 
-    /* Attempt: enum index 4, then boolean 2 (avro-c would accept both) */
-    for (int bad = 0; bad < 2; bad++) {
-        w_header(&w, AX_SCHEMA_ATTEMPT);
-        w_long(&w, 1);
-        w_long(&w, 1);
-        w_str(&w, "w");
-        w_long(&w, bad == 0 ? 4 : 1);
-        for (int i = 0; i < 3; i++)
+    /* Attempt (both ids): enum index 4, then boolean 2 (avro-c would
+     * accept both); id 5: kind index 3 */
+    for (int32_t id = AX_SCHEMA_ATTEMPT_ID3; id <= AX_SCHEMA_ATTEMPT; id += 2)
+        for (int bad = 0; bad < 3; bad++) {
+            if (bad == 2 && id == AX_SCHEMA_ATTEMPT_ID3)
+                continue;
+            w_header(&w, id);
+            w_long(&w, 1);
+            w_long(&w, 1);
+            w_str(&w, "w");
+            w_long(&w, bad == 0 ? 4 : 1);
+            for (int i = 0; i < 3; i++)
+                w_long(&w, 0);
+            w_str(&w, "");
             w_long(&w, 0);
-        w_str(&w, "");
-        w_long(&w, 0);
-        w_long(&w, 0);
-        w_str(&w, "");
-        w_byte(&w, bad == 1 ? 2 : 0);
-        assert_int_equal(decode_any(AX_SCHEMA_ATTEMPT, w.b, w.n, err), AX_ERR_INVALID);
-        if (bad == 0)
-            assert_non_null(strstr(err, "enum index 4 at offset 9 is out of range 0..3 (Outcome)"));
-        else
-            assert_non_null(strstr(err, "boolean byte 0x02"));
+            w_long(&w, 0);
+            w_str(&w, "");
+            w_byte(&w, bad == 1 ? 2 : 0);
+            if (id == AX_SCHEMA_ATTEMPT)
+                w_long(&w, bad == 2 ? 3 : 0);
+            assert_int_equal(decode_any(id, w.b, w.n, err), AX_ERR_INVALID);
+            if (bad == 0)
+                assert_non_null(
+                    strstr(err, "enum index 4 at offset 9 is out of range 0..3 (Outcome)"));
+            else if (bad == 1)
+                assert_non_null(strstr(err, "boolean byte 0x02"));
+            else
+                assert_non_null(strstr(err, "out of range 0..2 (AttemptKind)"));
+        }
+}
+
+/* An Attempt as the version before the kind field wrote it (schema id 3,
+ * schemas/attempt_id3.avsc), byte by byte. */
+static void w_attempt_id3(wbuf_t *w, const char *worker, int outcome, const char *error_class,
+                          const char *output) {
+    w_header(w, AX_SCHEMA_ATTEMPT_ID3);
+    w_long(w, 77);                 /* instance_id */
+    w_long(w, 2);                  /* attempt */
+    w_str(w, worker);
+    w_long(w, outcome);
+    w_long(w, 0);                  /* exit_code: null */
+    if (error_class) {
+        w_long(w, 1);
+        w_str(w, error_class);
+    } else {
+        w_long(w, 0);
     }
+    w_long(w, 0);                  /* error: null */
+    w_str(w, output);
+    w_long(w, 1767225600000);      /* started_at */
+    w_long(w, 1767225600500);      /* finished_at */
+    w_str(w, "t-77");
+    w_byte(w, 1);                  /* retryable */
+}
+
+/* The new reader decodes records of the old writer schema (id 3): the
+ * kind it did not carry is inferred from the signals of that version. */
+static void test_attempt_id3_decodes(void **state) {
+    static const struct {
+        const char *worker;
+        int outcome;
+        const char *error_class, *output;
+        ax_attempt_kind_t kind;
+    } cases[] = {
+        {"host:1", AX_OUTCOME_FAILED, "exit", "boom", AX_ATTEMPT_RUN},
+        {"host:1", AX_OUTCOME_SUCCESS, NULL, "", AX_ATTEMPT_RUN},
+        {"ax-trigger", AX_OUTCOME_FAILED, "backlog_full", "", AX_ATTEMPT_BACKLOG_FULL},
+        {"host:1", AX_OUTCOME_FAILED, "backlog_full", "", AX_ATTEMPT_RUN},
+        {"host:1", AX_OUTCOME_SUCCESS, "probe", "12\n", AX_ATTEMPT_PROBE},
+        {"host:1", AX_OUTCOME_FAILED, "probe", "", AX_ATTEMPT_RUN},
+    };
+    char err[ERRLEN] = "";
+    wbuf_t w;
+
+    assert_true(ax_attempt_schema_known(AX_SCHEMA_ATTEMPT_ID3));
+    assert_true(ax_attempt_schema_known(AX_SCHEMA_ATTEMPT));
+    assert_false(ax_attempt_schema_known(AX_SCHEMA_RESULT));
+    for (size_t i = 0; i < AX_ARRAY_SIZE(cases); i++) {
+        ax_attempt_t m, m2;
+        void *buf;
+        size_t len;
+        w_attempt_id3(&w, cases[i].worker, cases[i].outcome, cases[i].error_class,
+                      cases[i].output);
+        if (ax_attempt_decode(w.b, w.n, &m, err, sizeof err))
+            fail_msg("case %zu: %s", i, err);
+        assert_int_equal(m.instance_id, 77);
+        assert_int_equal(m.attempt, 2);
+        assert_string_equal(m.worker, cases[i].worker);
+        assert_int_equal(m.outcome, cases[i].outcome);
+        assert_opt_str_eq(cases[i].error_class, m.error_class);
+        assert_string_equal(m.output, cases[i].output);
+        assert_int_equal(m.finished_at_ms, 1767225600500);
+        assert_string_equal(m.trace_id, "t-77");
+        assert_int_equal(m.retryable, 1);
+        assert_int_equal(m.kind, cases[i].kind);
+        /* written again, it is an id 5 record with the same content */
+        assert_int_equal(ax_attempt_encode(&m, &buf, &len), 0);
+        assert_int_equal(((uint8_t *)buf)[4], AX_SCHEMA_ATTEMPT);
+        assert_int_equal(len, w.n + 1); /* one byte more: the kind */
+        assert_int_equal(ax_attempt_decode(buf, len, &m2, err, sizeof err), 0);
+        assert_attempt_eq(&m, &m2);
+        free(buf);
+        ax_attempt_clear(&m);
+        ax_attempt_clear(&m2);
+    }
+
+    /* the framing stays strict: an id 3 record with a kind after it has
+     * a byte too many; an id 5 record without its kind is cut short */
+    w_attempt_id3(&w, "host:1", AX_OUTCOME_SUCCESS, NULL, "");
+    w_byte(&w, 0);
+    assert_int_equal(decode_any(AX_SCHEMA_ATTEMPT_ID3, w.b, w.n, err), AX_ERR_INVALID);
+    w_attempt_id3(&w, "host:1", AX_OUTCOME_SUCCESS, NULL, "");
+    w.b[4] = AX_SCHEMA_ATTEMPT;
+    assert_int_equal(decode_any(AX_SCHEMA_ATTEMPT, w.b, w.n, err), AX_ERR_INVALID);
+    /* and an Attempt decoder still refuses the other records' ids */
+    w_attempt_id3(&w, "host:1", AX_OUTCOME_SUCCESS, NULL, "");
+    w.b[4] = AX_SCHEMA_RESULT;
+    assert_int_equal(decode_any(AX_SCHEMA_ATTEMPT, w.b, w.n, err), AX_ERR_INVALID);
+    assert_string_equal(err, "schema id 4 is not ax.v1.Attempt (5)");
+}
+
+/* Every kind travels, and the encoder refuses one it does not know. */
+static void test_attempt_kind_roundtrip(void **state) {
+    char err[ERRLEN] = "";
+    ax_attempt_t in, out;
+    void *buf;
+    size_t len;
+
+    for (int k = AX_ATTEMPT_RUN; k <= AX_ATTEMPT_PROBE; k++) {
+        attempt_min(&in);
+        in.kind = (ax_attempt_kind_t)k;
+        assert_int_equal(ax_attempt_encode(&in, &buf, &len), 0);
+        assert_int_equal(ax_attempt_decode(buf, len, &out, err, sizeof err), 0);
+        assert_int_equal(out.kind, k);
+        assert_int_equal(((uint8_t *)buf)[len - 1], 2 * k); /* the last field, zig-zag */
+        ax_attempt_clear(&out);
+        free(buf);
+    }
+    assert_string_equal(ax_attempt_kind_name(AX_ATTEMPT_BACKLOG_FULL), "BACKLOG_FULL");
+    attempt_min(&in);
+    in.kind = (ax_attempt_kind_t)3;
+    assert_int_equal(ax_attempt_encode(&in, &buf, &len), AX_ERR_INVALID);
 }
 
 static void test_trailing_garbage(void **state) {
@@ -1252,6 +1378,8 @@ int main(void) {
         cmocka_unit_test(test_huge_lengths),
         cmocka_unit_test(test_huge_array_counts),
         cmocka_unit_test(test_bad_indexes),
+        cmocka_unit_test(test_attempt_id3_decodes),
+        cmocka_unit_test(test_attempt_kind_roundtrip),
         cmocka_unit_test(test_trailing_garbage),
         cmocka_unit_test(test_truncated_prefixes),
         cmocka_unit_test(test_bad_strings),

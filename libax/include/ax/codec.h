@@ -32,8 +32,9 @@
 typedef enum ax_schema_id {
     AX_SCHEMA_SUBMIT = 1,     /* ax.submit   — schemas/submit.avsc   */
     AX_SCHEMA_DISPATCH = 2,   /* ax.dispatch — schemas/dispatch.avsc */
-    AX_SCHEMA_ATTEMPT = 3,    /* ax.callback — schemas/attempt.avsc  */
+    AX_SCHEMA_ATTEMPT_ID3 = 3, /* ax.callback — schemas/attempt_id3.avsc: read, never written */
     AX_SCHEMA_RESULT = 4,     /* ax.results  — schemas/result.avsc   */
+    AX_SCHEMA_ATTEMPT = 5,    /* ax.callback — schemas/attempt.avsc (with kind) */
 } ax_schema_id_t;
 
 typedef enum ax_outcome {
@@ -83,7 +84,12 @@ typedef struct ax_dispatch {
 /* What an Attempt record reports (Attempt.kind): an attempt an executor
  * ran; the trigger finishing an instance it would not dispatch because its
  * lane's backlog was full; an executor's successful probe of a sharded
- * parent (the callback then splits the parent into its shards). */
+ * parent (the callback then splits the parent into its shards).
+ * ax_attempt_encode() writes schema id 5, which carries the kind;
+ * ax_attempt_decode() also reads id 3 (the record before the kind), whose
+ * kind it infers as earlier versions signalled it: BACKLOG_FULL for worker
+ * "ax-trigger" with error class "backlog_full", PROBE for a SUCCESS with
+ * error class "probe", RUN otherwise. */
 typedef enum ax_attempt_kind {
     AX_ATTEMPT_RUN = 0,
     AX_ATTEMPT_BACKLOG_FULL = 1,
@@ -157,6 +163,13 @@ void ax_dispatch_clear(ax_dispatch_t *m);
 
 int  ax_attempt_encode(const ax_attempt_t *m, void **ret_buf, size_t *ret_len);
 int  ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf, size_t errlen);
+/* 1 if `schema_id` is one ax_attempt_decode() reads (5, or the earlier 3). */
+int  ax_attempt_schema_known(int32_t schema_id);
+/* The kind the signals of schema id 3 name (see above): what
+ * ax_attempt_decode() sets for an id 3 record. */
+ax_attempt_kind_t ax_attempt_kind_legacy(const ax_attempt_t *m);
+/* "RUN", "BACKLOG_FULL", "PROBE" (the AttemptKind symbols); "UNKNOWN". */
+const char *ax_attempt_kind_name(ax_attempt_kind_t k);
 void ax_attempt_clear(ax_attempt_t *m);
 
 int  ax_result_encode(const ax_result_t *m, void **ret_buf, size_t *ret_len);

@@ -25,6 +25,7 @@
 extern const char ax_schema_json_submit[];
 extern const char ax_schema_json_dispatch[];
 extern const char ax_schema_json_attempt[];
+extern const char ax_schema_json_attempt_id3[];
 extern const char ax_schema_json_result[];
 
 #define HEADER_LEN 5
@@ -40,8 +41,9 @@ typedef struct codec_schema {
 static codec_schema_t g_schemas[] = {
     { AX_SCHEMA_SUBMIT, "ax.v1.Submit", ax_schema_json_submit, NULL, NULL },
     { AX_SCHEMA_DISPATCH, "ax.v1.Dispatch", ax_schema_json_dispatch, NULL, NULL },
-    { AX_SCHEMA_ATTEMPT, "ax.v1.Attempt", ax_schema_json_attempt, NULL, NULL },
+    { AX_SCHEMA_ATTEMPT_ID3, "ax.v1.Attempt", ax_schema_json_attempt_id3, NULL, NULL },
     { AX_SCHEMA_RESULT, "ax.v1.Result", ax_schema_json_result, NULL, NULL },
+    { AX_SCHEMA_ATTEMPT, "ax.v1.Attempt", ax_schema_json_attempt, NULL, NULL },
 };
 
 /* g_ready is read without the lock on every call (acquire), so the
@@ -774,6 +776,43 @@ out:
 
 /* ---- Attempt ---------------------------------------------------------- */
 
+static const char *const g_kinds[] = { "RUN", "BACKLOG_FULL", "PROBE" };
+
+static int kind_valid(ax_attempt_kind_t k) {
+    return (unsigned)k < AX_ARRAY_SIZE(g_kinds);
+}
+
+const char *ax_attempt_kind_name(ax_attempt_kind_t k) {
+    return kind_valid(k) ? g_kinds[k] : "UNKNOWN";
+}
+
+int ax_attempt_schema_known(int32_t schema_id) {
+    return schema_id == AX_SCHEMA_ATTEMPT || schema_id == AX_SCHEMA_ATTEMPT_ID3;
+}
+
+static int get_kind(avro_value_t *rec, ax_attempt_kind_t *ret) {
+    avro_value_t f;
+    int v, rc = avro_value_get_by_name(rec, "kind", &f, NULL);
+
+    if (rc || (rc = avro_value_get_enum(&f, &v)))
+        return rc;
+    if (!kind_valid((ax_attempt_kind_t)v))
+        return ERANGE;   /* the guard checked the index; belt and braces */
+    *ret = (ax_attempt_kind_t)v;
+    return 0;
+}
+
+/* A record of schema id 3 carries no kind: the signals the producers of
+ * that version used instead. */
+ax_attempt_kind_t ax_attempt_kind_legacy(const ax_attempt_t *m) {
+    if (m->error_class && strcmp(m->error_class, "backlog_full") == 0 && m->worker &&
+        strcmp(m->worker, "ax-trigger") == 0)
+        return AX_ATTEMPT_BACKLOG_FULL;
+    if (m->outcome == AX_OUTCOME_SUCCESS && m->error_class && strcmp(m->error_class, "probe") == 0)
+        return AX_ATTEMPT_PROBE;
+    return AX_ATTEMPT_RUN;
+}
+
 void ax_attempt_clear(ax_attempt_t *m) {
     if (!m)
         return;
@@ -790,7 +829,8 @@ int ax_attempt_encode(const ax_attempt_t *m, void **ret_buf, size_t *ret_len) {
     avro_value_t v;
     int rc;
 
-    if (!m || !ret_buf || !ret_len || check_outcome("Attempt.outcome", m->outcome, NULL, 0))
+    if (!m || !ret_buf || !ret_len || check_outcome("Attempt.outcome", m->outcome, NULL, 0) ||
+        !kind_valid(m->kind))
         return AX_ERR_INVALID;
     if (!(cs = lookup(AX_SCHEMA_ATTEMPT, NULL, 0)))
         return AX_ERR_INVALID;
@@ -807,7 +847,8 @@ int ax_attempt_encode(const ax_attempt_t *m, void **ret_buf, size_t *ret_len) {
         (rc = put_long(&v, "started_at", m->started_at_ms)) ||
         (rc = put_long(&v, "finished_at", m->finished_at_ms)) ||
         (rc = put_str(&v, "trace_id", m->trace_id)) ||
-        (rc = put_bool(&v, "retryable", m->retryable)))
+        (rc = put_bool(&v, "retryable", m->retryable)) ||
+        (rc = put_enum(&v, "kind", (int)m->kind)))
         goto out;
     rc = frame_value(cs, &v, ret_buf, ret_len);
 out:
@@ -818,11 +859,16 @@ out:
 int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf, size_t errlen) {
     ax_attempt_t m;
     avro_value_t v;
+    int32_t id = AX_SCHEMA_ATTEMPT;
     int rc;
 
     if (!ret)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
-    if ((rc = decode_begin(AX_SCHEMA_ATTEMPT, buf, len, &v, errbuf, errlen)))
+    /* id 3 is read with its own schema; anything else must be id 5
+     * (decode_begin says so) */
+    if (ax_codec_peek_schema(buf, len, &id, NULL, 0) == 0 && id != AX_SCHEMA_ATTEMPT_ID3)
+        id = AX_SCHEMA_ATTEMPT;
+    if ((rc = decode_begin(id, buf, len, &v, errbuf, errlen)))
         return rc;
     memset(&m, 0, sizeof m);
     if ((rc = get_long(&v, "instance_id", &m.instance_id)) ||
@@ -838,6 +884,10 @@ int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errb
         (rc = get_str(&v, "trace_id", &m.trace_id)) ||
         (rc = get_bool(&v, "retryable", &m.retryable)))
         goto out;
+    if (id == AX_SCHEMA_ATTEMPT)
+        rc = get_kind(&v, &m.kind);
+    else
+        m.kind = ax_attempt_kind_legacy(&m);
 out:
     avro_value_decref(&v);
     rc = decode_rc(rc, "ax.v1.Attempt", errbuf, errlen);

@@ -1,0 +1,249 @@
+/*
+ * outbox.c — the store's outbox family (ax/store_outbox.h): the results
+ * outbox, marking results published, the reconciled offsets of the results
+ * topic, and the publisher's advisory lock.
+ *
+ * "outbox.mark_published" / "outbox.mark_recovered" and "outbox.pending"
+ * are the publisher's hot path: their text is kept as it was in the
+ * callback.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ax/store_outbox.h"
+#include "store_int.h"
+
+static int ints_param(ax_strbuf_t *b, const int64_t *v, size_t n) {
+    int rc = ax_pgarr_begin(b);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = ax_pgarr_int(b, v[i]);
+    if (rc == 0)
+        rc = ax_pgarr_end(b);
+    return rc < 0 ? AX_ERR_NOMEM : 0;
+}
+
+static int nomem(char *errbuf, size_t errlen, const char *what) {
+    return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", what);
+}
+
+AX_STMT(st_add_finished, "outbox.add_finished",
+    "INSERT INTO ax_result_outbox (deployment, instance_id)"
+    " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
+    "  AND state = 'FINISHED' AND result_published_at IS NULL"
+    " ON CONFLICT DO NOTHING");
+
+int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
+                                 size_t errlen) {
+    ax_strbuf_t b = {0};
+    int rc = ints_param(&b, ids, n);
+    const char *p[] = {b.s};
+    if (rc == 0)
+        rc = ax_stmt_run(pg, &st_add_finished, 1, p, NULL, NULL, NULL, errbuf, errlen);
+    else
+        rc = nomem(errbuf, errlen, st_add_finished.name);
+    ax_strbuf_free(&b);
+    return rc;
+}
+
+AX_STMT(st_pending, "outbox.pending",
+    "SELECT o.instance_id, i.id IS NOT NULL, i.job_name, i.outcome, i.attempt, i.exit_code,"
+    "  i.error_class, i.error, coalesce(i.output, ''), i.trace_id, i.idempotency_key,"
+    "  (extract(epoch FROM i.nominal_time) * 1000)::bigint,"
+    "  (extract(epoch FROM i.scheduled_at) * 1000)::bigint,"
+    "  (extract(epoch FROM i.locked_at) * 1000)::bigint,"
+    "  (extract(epoch FROM i.running_at) * 1000)::bigint,"
+    "  (extract(epoch FROM i.finished_at) * 1000)::bigint"
+    " FROM ax_result_outbox o LEFT JOIN job_instance i ON i.id = o.instance_id"
+    "  AND i.state = 'FINISHED' AND i.result_published_at IS NULL"
+    " WHERE o.deployment = $1 ORDER BY o.instance_id LIMIT $2::int");
+enum { OB_ID, OB_PRESENT, OB_JOB, OB_OUTCOME, OB_ATTEMPTS, OB_EXIT, OB_ERROR_CLASS, OB_ERROR,
+       OB_OUTPUT, OB_TRACE, OB_IDEM, OB_NOMINAL, OB_SCHEDULED, OB_LOCKED, OB_RUNNING,
+       OB_FINISHED };
+
+static int outbox_row(const PGresult *r, int i, ax_outbox_row_t *o) {
+    ax_result_t *res = &o->res;
+    res->instance_id = ax_pg_int(r, i, OB_ID);
+    o->present = ax_pg_bool(r, i, OB_PRESENT);
+    if (!o->present)
+        return 0;
+    res->attempts = (int32_t)ax_pg_int(r, i, OB_ATTEMPTS);
+    res->exit_code = (int32_t)ax_pg_int(r, i, OB_EXIT);
+    res->exit_code_set = !PQgetisnull(r, i, OB_EXIT);
+    ax_outcome_parse(PQgetvalue(r, i, OB_OUTCOME), &res->outcome);
+    res->nominal_time_ms = ax_pg_int(r, i, OB_NOMINAL);
+    res->scheduled_at_ms = ax_pg_int(r, i, OB_SCHEDULED);
+    res->locked_at_ms = ax_pg_int(r, i, OB_LOCKED);
+    res->running_at_ms = ax_pg_int(r, i, OB_RUNNING);
+    res->finished_at_ms = ax_pg_int(r, i, OB_FINISHED);
+    /* output, trace id and idempotency key are never NULL here ("" then) */
+    res->job = ax_pg_strdup(r, i, OB_JOB);
+    res->error_class = ax_pg_strdup(r, i, OB_ERROR_CLASS);
+    res->error = ax_pg_strdup(r, i, OB_ERROR);
+    res->output = strdup(PQgetvalue(r, i, OB_OUTPUT));
+    res->trace_id = strdup(PQgetvalue(r, i, OB_TRACE));
+    res->idempotency_key = strdup(PQgetvalue(r, i, OB_IDEM));
+    if ((!res->job && !PQgetisnull(r, i, OB_JOB)) ||
+        (!res->error_class && !PQgetisnull(r, i, OB_ERROR_CLASS)) ||
+        (!res->error && !PQgetisnull(r, i, OB_ERROR)) || !res->output || !res->trace_id ||
+        !res->idempotency_key)
+        return AX_ERR_NOMEM;
+    return 0;
+}
+
+int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,
+                            ax_outbox_row_t **ret, size_t *ret_n, char *errbuf, size_t errlen) {
+    *ret = NULL;
+    *ret_n = 0;
+    ax_num_t nl;
+    const char *p[] = {deployment, ax_num(&nl, limit)};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_pending, 2, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    ax_outbox_row_t *v = rows ? calloc((size_t)rows, sizeof *v) : NULL;
+    if (rows && !v)
+        rc = AX_ERR_NOMEM;
+    for (int i = 0; rc == 0 && i < rows; i++)
+        rc = outbox_row(r, i, &v[i]);
+    PQclear(r);
+    if (rc < 0) {
+        ax_outbox_rows_free(v, (size_t)rows);
+        return nomem(errbuf, errlen, st_pending.name);
+    }
+    *ret = v;
+    *ret_n = (size_t)rows;
+    return 0;
+}
+
+void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++)
+        ax_result_clear(&v[i].res);
+    free(v);
+}
+
+/* One statement (atomic): the instances leave the outbox and are marked
+ * published (locked in id order), and the reconciled offsets advance. */
+#define SQL_MARK \
+    "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1" \
+    "  AND instance_id = ANY($2::bigint[])" \
+    "), l AS (SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'" \
+    "  AND result_published_at IS NULL ORDER BY id FOR UPDATE" \
+    "), m AS (UPDATE job_instance i SET result_published_at = now() FROM l WHERE i.id = l.id" \
+    "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)" \
+    "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)" \
+    "  ON CONFLICT (topic, partition) DO UPDATE" \
+    "  SET next_offset = greatest(ax_results_offset.next_offset, excluded.next_offset)," \
+    "    updated_at = now()" \
+    ") SELECT count(*) FROM l"
+/* The same statement, named for pg_stat_activity / pg_stat_statements by
+ * who sends it: the publisher after its Kafka commit, or a recovery. */
+AX_STMT(st_mark_published, "outbox.mark_published", "/* ax: results published */ " SQL_MARK);
+AX_STMT(st_mark_recovered, "outbox.mark_recovered", "/* ax: results recovered */ " SQL_MARK);
+
+int ax_store_outbox_mark(ax_pg_t *pg, ax_outbox_marker_t who, const char *deployment,
+                         const int64_t *ids, size_t nids, const char *topic, const int64_t *next,
+                         int nparts, char *errbuf, size_t errlen) {
+    ax_stmt_t *st = who == AX_OUTBOX_RECOVERED ? &st_mark_recovered : &st_mark_published;
+    ax_strbuf_t is = {0}, ps = {0}, os = {0};
+    int rc = ints_param(&is, ids, nids);
+    if (rc == 0 && (ax_pgarr_begin(&ps) < 0 || ax_pgarr_begin(&os) < 0))
+        rc = AX_ERR_NOMEM;
+    for (int k = 0; rc == 0 && k < nparts; k++)
+        if (next[k] >= 0 && (ax_pgarr_int(&ps, k) < 0 || ax_pgarr_int(&os, next[k]) < 0))
+            rc = AX_ERR_NOMEM;
+    if (rc == 0 && (ax_pgarr_end(&ps) < 0 || ax_pgarr_end(&os) < 0))
+        rc = AX_ERR_NOMEM;
+    PGresult *r = NULL;
+    if (rc == 0) {
+        const char *p[] = {deployment, is.s, topic, ps.s, os.s};
+        rc = ax_stmt_run(pg, st, 5, p, NULL, NULL, &r, errbuf, errlen);
+    } else {
+        rc = nomem(errbuf, errlen, st->name);
+    }
+    ax_strbuf_free(&is);
+    ax_strbuf_free(&ps);
+    ax_strbuf_free(&os);
+    if (rc < 0)
+        return rc;
+    int n = (int)ax_pg_int(r, 0, 0);
+    PQclear(r);
+    return n;
+}
+
+AX_STMT(st_offsets, "outbox.offsets",
+        "SELECT partition, next_offset FROM ax_results_offset WHERE topic = $1");
+enum { OFF_PARTITION, OFF_NEXT };
+
+int ax_store_outbox_offsets(ax_pg_t *pg, const char *topic, int64_t **ret_next, int *ret_n,
+                            char *errbuf, size_t errlen) {
+    *ret_next = NULL;
+    *ret_n = 0;
+    const char *p[] = {topic};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_offsets, 1, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r), n = 0;
+    for (int i = 0; i < rows; i++) {
+        int64_t part = ax_pg_int(r, i, OFF_PARTITION);
+        if (part >= 0 && part < 1 << 20 && part + 1 > n)
+            n = (int)part + 1;
+    }
+    int64_t *v = n ? malloc((size_t)n * sizeof *v) : NULL;
+    if (n && !v) {
+        PQclear(r);
+        return nomem(errbuf, errlen, st_offsets.name);
+    }
+    for (int k = 0; k < n; k++)
+        v[k] = -1;
+    for (int i = 0; i < rows; i++) {
+        int64_t part = ax_pg_int(r, i, OFF_PARTITION);
+        if (part >= 0 && part < n)
+            v[part] = ax_pg_int(r, i, OFF_NEXT);
+    }
+    PQclear(r);
+    *ret_next = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* ---- the publisher's lock ------------------------------------------------------------ */
+
+AX_STMT(st_lock_try, "outbox.lock_try",
+        "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0))"
+        " THEN set_config('idle_session_timeout', $2, false) IS NOT NULL"
+        " ELSE false END");
+
+int ax_store_outbox_lock_try(ax_pg_t *pg, const char *name, const char *idle, int *ret_got,
+                             char *errbuf, size_t errlen) {
+    *ret_got = 0;
+    const char *p[] = {name, idle};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_lock_try, 2, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    *ret_got = PQntuples(r) == 1 && ax_pg_bool(r, 0, 0);
+    PQclear(r);
+    return 0;
+}
+
+AX_STMT(st_lock_release, "outbox.lock_release",
+        "SELECT pg_advisory_unlock(hashtextextended($1, 0)),"
+        " set_config('idle_session_timeout', '0', false)");
+
+int ax_store_outbox_lock_release(ax_pg_t *pg, const char *name, char *errbuf, size_t errlen) {
+    const char *p[] = {name};
+    return ax_stmt_run(pg, &st_lock_release, 1, p, NULL, NULL, NULL, errbuf, errlen);
+}
+
+AX_STMT(st_lock_ping, "outbox.lock_ping", "SELECT 1");
+
+int ax_store_outbox_lock_ping(ax_pg_t *pg, char *errbuf, size_t errlen) {
+    return ax_stmt_run(pg, &st_lock_ping, 0, NULL, NULL, NULL, NULL, errbuf, errlen);
+}
+
+int ax_store_session_pid(ax_pg_t *pg) {
+    PGconn *c = pg ? ax_pg_conn(pg) : NULL;
+    return c && PQstatus(c) == CONNECTION_OK ? PQbackendPID(c) : 0;
+}

@@ -1,0 +1,548 @@
+/*
+ * outcome.c — the store's outcome family (ax/store_outcome.h): how
+ * ax-callback persists the results of attempts, the job rows a batch
+ * updates, what its retry and size-probe policies read, and the shards and
+ * flow runs an ended instance advances.
+ *
+ * "outcome.finish" and "outcome.jobs" run for every batch of results: hot
+ * path, their text is kept as it was in the callback.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outcome_params.h"
+
+/* ---- array parameters ------------------------------------------------------------------ */
+
+
+static int arrs_begin(ax_strbuf_t *a, int n) {
+    memset(a, 0, (size_t)n * sizeof *a);
+    for (int k = 0; k < n; k++)
+        if (ax_pgarr_begin(&a[k]) < 0)
+            return AX_ERR_NOMEM;
+    return 0;
+}
+
+static int arrs_end(ax_strbuf_t *a, int n, const char **p) {
+    for (int k = 0; k < n; k++) {
+        if (ax_pgarr_end(&a[k]) < 0)
+            return AX_ERR_NOMEM;
+        p[k] = a[k].s;
+    }
+    return 0;
+}
+
+static void arrs_free(ax_strbuf_t *a, int n) {
+    for (int k = 0; k < n; k++)
+        ax_strbuf_free(&a[k]);
+}
+
+static int ints_param(ax_strbuf_t *b, const int64_t *v, size_t n) {
+    int rc = ax_pgarr_begin(b);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = ax_pgarr_int(b, v[i]);
+    if (rc == 0)
+        rc = ax_pgarr_end(b);
+    return rc < 0 ? AX_ERR_NOMEM : 0;
+}
+
+static int nomem(char *errbuf, size_t errlen, const char *what) {
+    return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", what);
+}
+
+/* ---- the finish statement -------------------------------------------------------------- */
+
+/* One statement persists a batch: CAS FINISHED fenced by (instance,
+ * attempt) — stale and duplicate results match nothing — plus the
+ * job_attempt rows and the results outbox. Its rows say what changed:
+ *   'i', instance, retried        every result that ended its attempt
+ *   'f', instance, success        flow stages that ended for good
+ *   'c', instance, ''             shards that ended for good
+ *   's', job, "slots,n,ok,bad[,mean_ms]"   per job, for "outcome.jobs" */
+AX_STMT(st_finish, "outcome.finish",
+    "WITH u AS ("
+    "  SELECT * FROM unnest($1::bigint[], $2::int[], $3::ax_outcome[], $4::int[], $5::text[],"
+    "    $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])"
+    "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms,"
+    "      retry_ms)"
+    "), old AS ("
+    /* primary-key lookups (id = ANY), locked in id order like every other
+     * multi-row update of job_instance, so batches never deadlock */
+    "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
+    "  WHERE i.id = ANY($1::bigint[])"
+    "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
+    /* an instance cut by the trigger's backlog cap, or cancelled by axctl
+     * before it was claimed, is finished from SCHEDULED */
+    "    AND CASE WHEN (($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
+    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger')"
+    "          OR (($5::text[])[array_position($1::bigint[], i.id)] = 'cancelled'"
+    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'axctl')"
+    "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
+    "    ORDER BY i.id FOR UPDATE"
+    "), fin AS ("
+    /* a retry: back to SCHEDULED as the next attempt, due after its delay,
+     * for the trigger to dispatch; otherwise FINISHED */
+    "  UPDATE job_instance i SET"
+    "    state = CASE WHEN u.retry_ms IS NULL THEN 'FINISHED' ELSE 'SCHEDULED' END"
+    "      ::ax_instance_state,"
+    "    outcome = CASE WHEN u.retry_ms IS NULL THEN u.outcome END,"
+    "    finished_at = CASE WHEN u.retry_ms IS NULL THEN clock_timestamp() END,"
+    "    attempt = i.attempt + CASE WHEN u.retry_ms IS NULL THEN 0 ELSE 1 END,"
+    "    due_at = CASE WHEN u.retry_ms IS NULL THEN i.due_at"
+    "             ELSE now() + u.retry_ms * interval '1 millisecond' END,"
+    "    dispatched_at = CASE WHEN u.retry_ms IS NULL THEN i.dispatched_at END,"
+    /* a retry waits for its backoff, not for backpressure */
+    "    deferred_at = CASE WHEN u.retry_ms IS NULL THEN i.deferred_at END,"
+    "    worker = CASE WHEN u.retry_ms IS NULL THEN i.worker END,"
+    "    locked_at = CASE WHEN u.retry_ms IS NULL THEN i.locked_at END,"
+    "    running_at = CASE WHEN u.retry_ms IS NULL THEN i.running_at END,"
+    "    exit_code = u.exit_code, error_class = u.error_class,"
+    "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
+    "  FROM u JOIN old ON old.id = u.id"
+    "  WHERE i.id = u.id AND i.attempt = u.attempt"
+    "  AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
+    "      OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
+    "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
+    "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
+    "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
+    "    u.started_ms, u.retry_ms, i.flow_run_id, i.parent_id, i.deployment"
+    "), ob AS ("
+    /* ended for good: to be published (the outbox, same transaction) */
+    "  INSERT INTO ax_result_outbox (deployment, instance_id)"
+    "  SELECT deployment, id FROM fin WHERE retry_ms IS NULL ON CONFLICT DO NOTHING"
+    "), att AS ("
+    "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
+    "    error, started_at, finished_at)"
+    "  SELECT id, attempt, worker, outcome, exit_code, error_class, error,"
+    "    to_timestamp(started_ms / 1000.0), finished_at FROM fin"
+    "  ON CONFLICT DO NOTHING"
+    "), s AS ("
+    /* an instance cut by the backlog cap never ran: not a run, not a
+     * failure of the job (its circuit stays as it is) */
+    "  SELECT job_id, count(*) FILTER (WHERE holds_slot) AS slots,"
+    "    count(*) FILTER (WHERE error_class IS DISTINCT FROM 'backlog_full'"
+    "      AND (worker IS DISTINCT FROM 'axctl' OR error_class IS DISTINCT FROM 'cancelled')) AS n,"
+    "    count(*) FILTER (WHERE outcome = 'SUCCESS') AS ok,"
+    "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')"
+    "      AND error_class IS DISTINCT FROM 'backlog_full') AS bad,"
+    "    avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
+    "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
+    ")"
+    " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
+    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM fin"
+    "   WHERE retry_ms IS NULL AND flow_run_id IS NOT NULL"
+    " UNION ALL SELECT 'c', id::text, '' FROM fin WHERE retry_ms IS NULL AND parent_id IS NOT NULL"
+    /* per job: slots given back, results, successes, failures, mean run
+     * time — applied by sql_jobs just before the commit */
+    " UNION ALL SELECT 's', job_id::text, concat_ws(',', slots, n, ok, bad, mean_ms) FROM s");
+
+enum { FIN_KIND, FIN_ID, FIN_VAL };
+enum { FIN_ARGS = AX__FIN_ARGS };
+
+int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n) {
+    int rc = arrs_begin(a, FIN_ARGS);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ax_outcome_in_t *o = &in[i];
+        if (ax_pgarr_int(&a[0], o->instance_id) < 0 || ax_pgarr_int(&a[1], o->attempt) < 0 ||
+            ax_pgarr_text(&a[2], ax_outcome_name(o->outcome)) < 0 ||
+            (o->exit_code_set ? ax_pgarr_int(&a[3], o->exit_code)
+                              : ax_pgarr_text(&a[3], NULL)) < 0 ||
+            ax_pgarr_text(&a[4], o->error_class) < 0 || ax_pgarr_text(&a[5], o->error) < 0 ||
+            ax_pgarr_text(&a[6], o->output) < 0 || ax_pgarr_text(&a[7], o->worker) < 0 ||
+            (o->started_ms > 0 ? ax_pgarr_int(&a[8], o->started_ms)
+                               : ax_pgarr_text(&a[8], NULL)) < 0 ||
+            (o->retry_ms >= 0 ? ax_pgarr_int(&a[9], o->retry_ms)
+                              : ax_pgarr_text(&a[9], NULL)) < 0)
+            rc = AX_ERR_NOMEM;
+    }
+    if (rc == 0)
+        for (int k = 0; k < FIN_ARGS; k++)
+            if (ax_pgarr_end(&a[k]) < 0)
+                rc = AX_ERR_NOMEM;
+    return rc;
+}
+
+void ax__outcome_parse_jobstat(const char *t, ax_outcome_jobstat_t *j) {
+    int64_t v[4] = {0};
+    char *end = NULL;
+    for (int k = 0; k < 4; k++) {
+        v[k] = strtoll(t, &end, 10);
+        t = *end == ',' ? end + 1 : end;
+    }
+    j->slots = v[0];
+    j->n = v[1];
+    j->ok = v[2];
+    j->bad = v[3];
+    j->has_mean = *t != '\0';
+    j->mean_ms = j->has_mean ? strtod(t, NULL) : 0;
+}
+
+static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
+    size_t rows = (size_t)PQntuples(r);
+    f->ended = calloc(rows + 1, sizeof *f->ended);
+    f->flows = calloc(rows + 1, sizeof *f->flows);
+    f->children = calloc(rows + 1, sizeof *f->children);
+    f->jobs = calloc(rows + 1, sizeof *f->jobs);
+    if (!f->ended || !f->flows || !f->children || !f->jobs)
+        return AX_ERR_NOMEM;
+    for (int i = 0; i < (int)rows; i++) {
+        const char *val = PQgetvalue(r, i, FIN_VAL);
+        int64_t id = ax_pg_int(r, i, FIN_ID);
+        switch (PQgetvalue(r, i, FIN_KIND)[0]) {
+        case 'i':
+            f->ended[f->nended++] = (ax_outcome_ended_t){id, strcmp(val, "true") == 0};
+            break;
+        case 'f':
+            f->flows[f->nflows++] = (ax_outcome_flow_t){id, strcmp(val, "true") == 0};
+            break;
+        case 'c':
+            f->children[f->nchildren++] = id;
+            break;
+        case 's':
+            f->jobs[f->njobs].job_id = id;
+            ax__outcome_parse_jobstat(val, &f->jobs[f->njobs++]);
+            break;
+        }
+    }
+    return 0;
+}
+
+int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n,
+                            ax_outcome_finished_t *ret, char *errbuf, size_t errlen) {
+    memset(ret, 0, sizeof *ret);
+    ax_strbuf_t a[FIN_ARGS];
+    const char *p[FIN_ARGS];
+    int rc = ax__outcome_finish_params(a, in, n);
+    for (int k = 0; k < FIN_ARGS; k++)
+        p[k] = a[k].s;
+    if (rc < 0) {
+        arrs_free(a, FIN_ARGS);
+        return nomem(errbuf, errlen, st_finish.name);
+    }
+    PGresult *r = NULL;
+    rc = ax_stmt_run(pg, &st_finish, FIN_ARGS, p, NULL, NULL, &r, errbuf, errlen);
+    arrs_free(a, FIN_ARGS);
+    if (rc < 0)
+        return rc;
+    rc = finish_rows(r, ret);
+    PQclear(r);
+    if (rc < 0) {
+        ax_outcome_finished_free(ret);
+        return nomem(errbuf, errlen, st_finish.name);
+    }
+    return 0;
+}
+
+void ax_outcome_finished_free(ax_outcome_finished_t *f) {
+    if (!f)
+        return;
+    free(f->ended);
+    free(f->flows);
+    free(f->children);
+    free(f->jobs);
+    memset(f, 0, sizeof *f);
+}
+
+/* ---- the jobs of a batch --------------------------------------------------------------- */
+
+/* The jobs touched by a batch, in the batch's transaction but as its last
+ * statement, so the job rows — shared by every callback process finishing
+ * the same job — stay locked only until the commit that follows (locked
+ * in id order).
+ * Its circuit_state / circuit_opened_at / consecutive_failures CASEs are
+ * ax_circuit_on_results() (core/circuit.c) in SQL, kept here so the batch
+ * needs no extra round trip while it holds the job rows:
+ * tests/unit/test_circuit.c checks the module against these CASEs. Change
+ * both together. */
+AX_STMT(st_jobs, "outcome.jobs",
+    "WITH s AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],"
+    "  $5::bigint[], $6::float8[]) AS s(job_id, slots, n, ok, bad, mean_ms)),"
+    " l AS (SELECT j.id FROM job j JOIN s ON s.job_id = j.id ORDER BY j.id FOR UPDATE OF j"
+    "), jobs AS ("
+    /* statistics, concurrency slots, and the circuit breaker: a success
+     * closes it; failures count, and open it at the threshold (a failed
+     * half-open probe opens it again) */
+    "  UPDATE job j SET running_count = j.running_count - s.slots, runs = j.runs + s.n,"
+    "    avg_run_ms = CASE WHEN s.mean_ms IS NULL THEN j.avg_run_ms"
+    "                      WHEN j.avg_run_ms IS NULL THEN s.mean_ms"
+    "                      ELSE j.avg_run_ms * 0.7 + s.mean_ms * 0.3 END,"
+    "    consecutive_failures = CASE WHEN s.ok > 0 THEN 0"
+    "                                ELSE j.consecutive_failures + s.bad END,"
+    "    circuit_state = CASE"
+    "      WHEN s.ok > 0 THEN 'closed'"
+    /* a half-open probe that did not succeed (failed, or was cancelled)
+     * opens the circuit again */
+    "      WHEN j.circuit_state = 'half_open' THEN 'open'"
+    "      WHEN s.bad > 0 AND j.circuit_threshold > 0"
+    "        AND j.consecutive_failures + s.bad >= j.circuit_threshold THEN 'open'"
+    "      ELSE j.circuit_state END,"
+    "    circuit_opened_at = CASE"
+    "      WHEN s.ok > 0 THEN NULL"
+    "      WHEN j.circuit_state = 'half_open' THEN now()"
+    "      WHEN s.bad > 0 AND j.circuit_threshold > 0 AND j.circuit_state = 'closed'"
+    "        AND j.consecutive_failures + s.bad >= j.circuit_threshold THEN now()"
+    "      ELSE j.circuit_opened_at END"
+    "  FROM s JOIN l ON l.id = s.job_id WHERE j.id = s.job_id"
+    "  RETURNING j.name, j.circuit_state, j.consecutive_failures,"
+    "    j.circuit_opened_at = now() AS opened_now"
+    ")"
+    " SELECT 'j', name, consecutive_failures::text FROM jobs WHERE opened_now");
+
+enum { JOBS_KIND, JOBS_NAME, JOBS_FAILURES };
+enum { JOBS_ARGS = 6 };
+
+int ax_store_outcome_jobs(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n,
+                          ax_outcome_opened_t **ret_opened, size_t *ret_nopened, char *errbuf,
+                          size_t errlen) {
+    *ret_opened = NULL;
+    *ret_nopened = 0;
+    ax_strbuf_t a[JOBS_ARGS];
+    const char *p[JOBS_ARGS];
+    int rc = arrs_begin(a, JOBS_ARGS);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ax_outcome_jobstat_t *j = &jobs[i];
+        char mean[40];
+        snprintf(mean, sizeof mean, "%.17g", j->mean_ms);
+        if (ax_pgarr_int(&a[0], j->job_id) < 0 || ax_pgarr_int(&a[1], j->slots) < 0 ||
+            ax_pgarr_int(&a[2], j->n) < 0 || ax_pgarr_int(&a[3], j->ok) < 0 ||
+            ax_pgarr_int(&a[4], j->bad) < 0 ||
+            ax_pgarr_text(&a[5], j->has_mean ? mean : NULL) < 0) /* if any ran */
+            rc = AX_ERR_NOMEM;
+    }
+    if (rc == 0)
+        rc = arrs_end(a, JOBS_ARGS, p);
+    if (rc < 0) {
+        arrs_free(a, JOBS_ARGS);
+        return nomem(errbuf, errlen, st_jobs.name);
+    }
+    PGresult *r = NULL;
+    rc = ax_stmt_run(pg, &st_jobs, JOBS_ARGS, p, NULL, NULL, &r, errbuf, errlen);
+    arrs_free(a, JOBS_ARGS);
+    if (rc < 0)
+        return rc;
+    size_t rows = (size_t)PQntuples(r);
+    ax_outcome_opened_t *v = rows ? calloc(rows, sizeof *v) : NULL;
+    if (rows && !v) {
+        PQclear(r);
+        return nomem(errbuf, errlen, st_jobs.name);
+    }
+    for (size_t i = 0; i < rows; i++) {
+        v[i].job = ax_pg_strdup(r, (int)i, JOBS_NAME);
+        v[i].consecutive_failures = ax_pg_int(r, (int)i, JOBS_FAILURES);
+    }
+    PQclear(r);
+    *ret_opened = v;
+    *ret_nopened = rows;
+    return 0;
+}
+
+void ax_outcome_opened_free(ax_outcome_opened_t *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].job);
+    free(v);
+}
+
+/* ---- what the policies read ------------------------------------------------------------ */
+
+AX_STMT(st_retry_jobs, "outcome.retry_jobs",
+        "SELECT i.id, i.attempt, j.retry_max, j.retry_initial_ms, j.retry_multiplier,"
+        "  j.retry_max_ms, j.retry_jitter_ms, j.retry_rules::text, j.name,"
+        /* pending retries, counted only up to the budget */
+        "  (SELECT count(*) FROM (SELECT 1 FROM job_instance q"
+        "    WHERE q.state = 'SCHEDULED' AND q.attempt > 1 AND q.deployment = $2"
+        "    LIMIT $3::bigint + 1) b)"
+        " FROM job_instance i JOIN job j ON j.id = i.job_id"
+        " WHERE i.id = ANY($1::bigint[]) AND i.state IN ('LOCKED', 'RUNNING')");
+enum { RJ_ID, RJ_ATTEMPT, RJ_MAX, RJ_INITIAL, RJ_MULT, RJ_MAX_MS, RJ_JITTER, RJ_RULES, RJ_NAME,
+       RJ_PENDING };
+
+int ax_store_outcome_retry_jobs(ax_pg_t *pg, const int64_t *ids, size_t n,
+                                const char *deployment, int64_t budget,
+                                ax_outcome_retry_jobs_t *ret, char *errbuf, size_t errlen) {
+    memset(ret, 0, sizeof *ret);
+    ax_strbuf_t b = {0};
+    ax_num_t nb;
+    if (ints_param(&b, ids, n) < 0) {
+        ax_strbuf_free(&b);
+        return nomem(errbuf, errlen, st_retry_jobs.name);
+    }
+    const char *p[] = {b.s, deployment, ax_num(&nb, budget)};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_retry_jobs, 3, p, NULL, NULL, &r, errbuf, errlen);
+    ax_strbuf_free(&b);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    ret->rows = rows ? calloc((size_t)rows, sizeof *ret->rows) : NULL;
+    if (rows && !ret->rows) {
+        PQclear(r);
+        return nomem(errbuf, errlen, st_retry_jobs.name);
+    }
+    ret->pending = rows ? ax_pg_int(r, 0, RJ_PENDING) : 0;
+    for (int i = 0; i < rows; i++) {
+        ax_outcome_retry_job_t *o = &ret->rows[i];
+        o->instance_id = ax_pg_int(r, i, RJ_ID);
+        o->attempt = (int32_t)ax_pg_int(r, i, RJ_ATTEMPT);
+        o->retry_max = (int32_t)ax_pg_int(r, i, RJ_MAX);
+        o->initial_ms = ax_pg_int(r, i, RJ_INITIAL);
+        o->multiplier = atof(PQgetvalue(r, i, RJ_MULT));
+        o->max_ms = ax_pg_int(r, i, RJ_MAX_MS);
+        o->jitter_ms = ax_pg_int(r, i, RJ_JITTER);
+        o->rules = ax_pg_strdup(r, i, RJ_RULES);
+        o->job = ax_pg_strdup(r, i, RJ_NAME);
+        ret->n++;
+    }
+    PQclear(r);
+    return 0;
+}
+
+void ax_outcome_retry_jobs_free(ax_outcome_retry_jobs_t *r) {
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->rows[i].rules);
+        free(r->rows[i].job);
+    }
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+AX_STMT(st_probe_jobs, "outcome.probe_jobs",
+        "SELECT i.id, i.attempt, j.shard_base, j.max_shards FROM job_instance i"
+        " JOIN job j ON j.id = i.job_id WHERE i.id = ANY($1::bigint[])"
+        " AND i.shard_mode = 'probe' AND i.shards_pending IS NULL"
+        " AND i.state IN ('LOCKED', 'RUNNING')");
+enum { PJ_ID, PJ_ATTEMPT, PJ_BASE, PJ_MAX };
+
+int ax_store_outcome_probe_jobs(ax_pg_t *pg, const int64_t *ids, size_t n,
+                                ax_outcome_probe_job_t **ret, size_t *ret_n, char *errbuf,
+                                size_t errlen) {
+    *ret = NULL;
+    *ret_n = 0;
+    ax_strbuf_t b = {0};
+    if (ints_param(&b, ids, n) < 0) {
+        ax_strbuf_free(&b);
+        return nomem(errbuf, errlen, st_probe_jobs.name);
+    }
+    const char *p[] = {b.s};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_probe_jobs, 1, p, NULL, NULL, &r, errbuf, errlen);
+    ax_strbuf_free(&b);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    ax_outcome_probe_job_t *v = rows ? calloc((size_t)rows, sizeof *v) : NULL;
+    if (rows && !v) {
+        PQclear(r);
+        return nomem(errbuf, errlen, st_probe_jobs.name);
+    }
+    for (int i = 0; i < rows; i++)
+        v[i] = (ax_outcome_probe_job_t){ax_pg_int(r, i, PJ_ID),
+                                        (int32_t)ax_pg_int(r, i, PJ_ATTEMPT),
+                                        ax_pg_int(r, i, PJ_BASE), ax_pg_int(r, i, PJ_MAX)};
+    PQclear(r);
+    *ret = v;
+    *ret_n = (size_t)rows;
+    return 0;
+}
+
+/* ---- shards and flows -------------------------------------------------------------------- */
+
+AX_STMT(st_shards_done, "outcome.shards_done",
+        "SELECT d FROM (SELECT ax_shard_child_done(x) AS d"
+        "  FROM unnest($1::bigint[]) AS x ORDER BY x) s WHERE d IS NOT NULL");
+
+int ax_store_outcome_shards_done(ax_pg_t *pg, const int64_t *children, size_t n,
+                                 int64_t **ret_parents, size_t *ret_n, char *errbuf,
+                                 size_t errlen) {
+    *ret_parents = NULL;
+    *ret_n = 0;
+    ax_strbuf_t b = {0};
+    if (ints_param(&b, children, n) < 0) {
+        ax_strbuf_free(&b);
+        return nomem(errbuf, errlen, st_shards_done.name);
+    }
+    const char *p[] = {b.s};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_shards_done, 1, p, NULL, NULL, &r, errbuf, errlen);
+    ax_strbuf_free(&b);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    int64_t *v = rows ? malloc((size_t)rows * sizeof *v) : NULL;
+    if (rows && !v) {
+        PQclear(r);
+        return nomem(errbuf, errlen, st_shards_done.name);
+    }
+    for (int i = 0; i < rows; i++)
+        v[i] = ax_pg_int(r, i, 0);
+    PQclear(r);
+    *ret_parents = v;
+    *ret_n = (size_t)rows;
+    return 0;
+}
+
+AX_STMT(st_probes_split, "outcome.probes_split",
+        "WITH x AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[],"
+        "  $4::bigint[]) AS x(id, n, worker, started_ms)),"
+        " p AS (SELECT x.* FROM x JOIN job_instance i ON i.id = x.id"
+        "  AND i.state IN ('LOCKED', 'RUNNING') AND i.shard_mode = 'probe'"
+        "  AND i.shards_pending IS NULL FOR UPDATE OF i),"
+        " a AS (INSERT INTO job_attempt (instance_id, attempt, worker, outcome,"
+        "  error_class, error, started_at, finished_at)"
+        "  SELECT p.id, i.attempt, p.worker, 'SUCCESS', 'probe',"
+        "   'size probe: ' || p.n || ' shard(s)', to_timestamp(p.started_ms / 1000.0),"
+        "   clock_timestamp() FROM p JOIN job_instance i ON i.id = p.id"
+        "  ON CONFLICT DO NOTHING)"
+        " SELECT ax_shard_expand(id, n) FROM p ORDER BY id");
+
+int ax_store_outcome_probes_split(ax_pg_t *pg, const ax_outcome_probe_t *pr, size_t n,
+                                  char *errbuf, size_t errlen) {
+    ax_strbuf_t a[4];
+    const char *p[4];
+    int rc = arrs_begin(a, 4);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (ax_pgarr_int(&a[0], pr[i].instance_id) < 0 || ax_pgarr_int(&a[1], pr[i].shards) < 0 ||
+            ax_pgarr_text(&a[2], pr[i].worker) < 0 || ax_pgarr_int(&a[3], pr[i].started_ms) < 0)
+            rc = AX_ERR_NOMEM;
+    if (rc == 0)
+        rc = arrs_end(a, 4, p);
+    if (rc == 0)
+        rc = ax_stmt_run(pg, &st_probes_split, 4, p, NULL, NULL, NULL, errbuf, errlen);
+    else
+        rc = nomem(errbuf, errlen, st_probes_split.name);
+    arrs_free(a, 4);
+    return rc;
+}
+
+AX_STMT(st_flows_done, "outcome.flows_done",
+        "SELECT ax_flow_stage_done(x.id, x.ok)"
+        " FROM unnest($1::bigint[], $2::boolean[]) AS x(id, ok) ORDER BY x.id");
+
+int ax_store_outcome_flows_done(ax_pg_t *pg, const ax_outcome_flow_t *f, size_t n, char *errbuf,
+                                size_t errlen) {
+    ax_strbuf_t a[2];
+    const char *p[2];
+    int rc = arrs_begin(a, 2);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (ax_pgarr_int(&a[0], f[i].instance_id) < 0 ||
+            ax_pgarr_text(&a[1], f[i].ok ? "true" : "false") < 0)
+            rc = AX_ERR_NOMEM;
+    if (rc == 0)
+        rc = arrs_end(a, 2, p);
+    if (rc == 0)
+        rc = ax_stmt_run(pg, &st_flows_done, 2, p, NULL, NULL, NULL, errbuf, errlen);
+    else
+        rc = nomem(errbuf, errlen, st_flows_done.name);
+    arrs_free(a, 2);
+    return rc;
+}
+
+AX_STMT(st_notify_due, "outcome.notify_due", "SELECT pg_notify('ax_due', $1)");
+
+int ax_store_outcome_notify_due(ax_pg_t *pg, const char *deployment, char *errbuf,
+                                size_t errlen) {
+    const char *p[] = {deployment};
+    return ax_stmt_run(pg, &st_notify_due, 1, p, NULL, NULL, NULL, errbuf, errlen);
+}

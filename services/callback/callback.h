@@ -1,0 +1,166 @@
+/*
+ * callback.h — the parts of ax-callback and the state they share.
+ *
+ * ax-callback closes the loop: it persists each attempt's result as
+ * FINISHED + outcome with a CAS fenced by (instance, attempt) — a result
+ * for an attempt that is not the current one, or for an instance already
+ * finished, is stale and only counted. An instance ended for good goes into
+ * the results outbox in the same transaction; the batch's offsets are
+ * committed then. One callback process per deployment publishes the outbox:
+ * one final-outcome event per instance on the results topic, exactly once
+ * as read_committed consumers see it (publish.c).
+ *
+ * The files, and the one direction of their calls:
+ *   main.c     configuration, SIGHUP, wiring                -> consume, publish
+ *   consume.c  a batch from ax.callback: decode, decide, persist
+ *                                                           -> decide, finish, publish
+ *   decide.c   the retry and size-probe policies of a batch -> alerts
+ *   finish.c   the batch's transaction (the finish CAS, the job rows)
+ *                                                           -> flows, alerts
+ *   flows.c    shards, size probes and flow runs an ended instance advances
+ *   publish.c  the results publisher (lock, Kafka transactions, marks)
+ *                                                           -> recover
+ *   recover.c  reading the results topic back after a takeover or a doubt
+ *   alerts.c   the alerts the callback raises
+ * State lives in callback_t (one per process, owned by main()).
+ */
+#ifndef AX_CALLBACK_H
+#define AX_CALLBACK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ax/codec.h"
+#include "ax/common.h"
+#include "ax/service.h"
+#include "ax/store_outcome.h"
+
+/* ---- the results publisher (publish.c, recover.c) ---------------------------------- */
+
+/* Delivery reports of one Kafka transaction. */
+typedef struct pub_dlv {
+    ax_delivery_t d; /* first: the delivery report's opaque */
+    const char *topic;
+    int64_t *next;   /* per results partition: highest delivered offset + 1, or -1 */
+    int32_t nparts;
+    /* records Kafka refused for their size in this transaction (their
+     * instance, the value's length) */
+    struct pub_refusal {
+        int64_t id;
+        size_t len;
+    } *refused;
+    size_t nrefused, caprefused;
+} pub_dlv_t;
+
+/* An instance whose result Kafka refused: produced again cut (level 1:
+ * without its output; 2: without output and error; 3: given up). */
+struct pub_cut {
+    int64_t id;
+    int level;
+};
+
+typedef struct publisher {
+    int holder; /* holds the advisory lock lock_name ... */
+    int pg_pid; /* ... in this PostgreSQL session (of lockpg) */
+    /* The lock's own connection, used for nothing else; a thread runs a
+     * statement on it every PUB_PING_MS while the holder's event loop turns
+     * (cb_pub_tick) at least every PUB_HUNG_MS, so its idle_session_timeout
+     * ends it only when the process is stopped or hung, never during a
+     * Kafka wait. The thread sets lock_lost when the session is gone. */
+    ax_pg_t *lockpg;
+    pthread_t ping_thr;
+    int ping_started;
+    pthread_mutex_t lock_mu;
+    atomic_int lock_lost, ping_stop, ping_holder;
+    atomic_llong loop_ms; /* the event loop's last turn (ax_mono_ms) */
+    int need_recover;     /* read the topic to its end before producing */
+    /* the recovery in progress (read in slices between event-loop turns):
+     * its reader, per partition the position reached (saved with every
+     * chunk marked) and whether its end was reached, the instances found
+     * since the last save */
+    rd_kafka_t *rrk;
+    int rparts, rneof;
+    int64_t *rpos;
+    char *reof;
+    int64_t *rids;
+    size_t nrids, caprids;
+    int64_t rfound, rmarked, rsaved_ms;
+    struct pub_cut *cuts;
+    size_t ncuts, capcuts;
+    int64_t next_try_ms, next_init_ms;
+    rd_kafka_t *txp; /* transactional producer (txn_id), while the holder */
+    pub_dlv_t dlv;
+    char lock_name[300], txn_id[300];
+    struct event *timer;
+} publisher_t;
+
+/* ---- the service ------------------------------------------------------------------- */
+
+/* The successful size probes of the batch at hand (decide.c finds them,
+ * flows.c splits their parents in the batch's transaction). */
+typedef struct probes {
+    ax_outcome_probe_t *v;
+    size_t *msg; /* the message each came from (to dead-letter it) */
+    size_t n, cap;
+} probes_t;
+
+typedef struct callback {
+    ax_svc_t svc;
+    int64_t finished, stale, published, retried;
+    probes_t probes;
+    publisher_t pub;
+} callback_t;
+
+/* The error class the store's statements and the retry rules know an
+ * attempt by: the kind on the wire, mapped to the class its earlier
+ * string signal used. */
+static inline const char *cb_error_class(const ax_attempt_t *a) {
+    return a->kind == AX_ATTEMPT_BACKLOG_FULL ? "backlog_full" : a->error_class;
+}
+
+/* consume.c: the batch function of ax.callback (ax_svc_consume). */
+int cb_on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg);
+
+/* decide.c. Successful size probes among as[0..n) (not skip[]): their
+ * parent's shard count into cb->probes, is_probe[i] set; a probe that
+ * printed no number becomes a failure. */
+int cb_find_probes(callback_t *cb, ax_attempt_t *as, const char *skip, char *is_probe, size_t n,
+                   char *err, size_t errlen);
+/* Which failed results are retried, and after how long (retry_ms[i] >= 0;
+ * -1 final); a final failure gets the reason appended to its error. */
+int cb_decide_retries(callback_t *cb, ax_attempt_t *as, const char *skip, size_t n,
+                      int64_t *retry_ms, char *err, size_t errlen);
+
+/* finish.c. The store's form of result `a` (retry_ms < 0: final). */
+ax_outcome_in_t cb_outcome_in(const ax_attempt_t *a, int64_t retry_ms);
+/* Persist in[0..n) and the pending probes in one transaction. Returns the
+ * number of results that ended an attempt (finished or rescheduled), or
+ * < 0 (rolled back; AX_ERR_INVALID / AX_ERR_CONFLICT: bad data). Adds the
+ * retries to *retried; alerts circuits that opened. */
+int cb_finish(callback_t *cb, const ax_outcome_in_t *in, size_t n, int64_t *retried, char *err,
+              size_t errlen);
+
+/* flows.c: inside the batch's transaction, what its ended instances
+ * advance (shards, the pending probes, flow runs). */
+int cb_advance(callback_t *cb, const ax_outcome_finished_t *f, char *err, size_t errlen);
+
+/* publish.c */
+int cb_pub_init(callback_t *cb, char *err, size_t errlen);
+void cb_pub_fini(callback_t *cb);
+/* Publish what the outbox holds, if this process is (or can become) the
+ * publisher. */
+void cb_pub_tick(callback_t *cb);
+
+/* recover.c. One slice of the recovery: 1 when the topic was read to its
+ * end (need_recover cleared), 0 to go on at the next turn, < 0 on failure. */
+int cb_recover_step(callback_t *cb);
+void cb_recover_end(publisher_t *pb);
+
+/* alerts.c */
+void cb_alert(callback_t *cb, const char *kind, const char *job, const char *text);
+void cb_alert_circuits(callback_t *cb, const ax_outcome_opened_t *v, size_t n);
+
+#endif

@@ -1,0 +1,506 @@
+/*
+ * publish.c — the results publisher: each final outcome exactly once on
+ * the results topic.
+ *
+ * The finish statement writes every instance it ends for good into
+ * ax_result_outbox (same PostgreSQL transaction). One callback process of a
+ * deployment at a time publishes: the holder of a session advisory lock,
+ * with a transactional producer of a stable transactional.id — its
+ * init_transactions fences the previous holder's producer (whose open
+ * transaction is aborted: read_committed consumers never see it). A batch of
+ * outbox rows is produced in one Kafka transaction (results and the
+ * dead-letter copies of final failures), and once committed one statement
+ * deletes the rows from the outbox, sets result_published_at and advances,
+ * per results-topic partition, the offset up to which the topic is
+ * reconciled with the rows (ax_results_offset).
+ *
+ * A holder that starts, takes over, or does not know whether its last
+ * transaction was committed and marked (a failed commit or mark: PostgreSQL
+ * or Kafka down, a crash) first recovers from the topic itself (recover.c):
+ * it reads it read_committed from the stored offsets to its end, marks every
+ * instance it finds there published and advances the offsets, and only then
+ * publishes anything new. So a result already on the topic is never produced
+ * again. The lock lives on a connection of its own, kept alive by a thread
+ * while the event loop turns (Kafka waits never idle it out).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ax/log.h"
+#include "ax/store_outbox.h"
+#include "callback.h"
+
+#define PUB_IDLE_S "10s"
+enum { PUB_BATCH = 5000, PUB_ROUNDS = 8, PUB_TICK_MS = 100, PUB_TRY_MS = 1000,
+       PUB_PING_MS = 1000, PUB_HUNG_MS = 90000 };
+
+static const char cut_both[] = "result output and error cut: the results topic refused the record";
+
+static int is_size_refusal(rd_kafka_resp_err_t e) {
+    return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+           e == RD_KAFKA_RESP_ERR_INVALID_RECORD || e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE;
+}
+
+/* Refused for its size: noted, so the batch produced again after the
+ * failed commit carries a cut result for this instance. */
+static void note_refusal(pub_dlv_t *pd, const rd_kafka_message_t *m) {
+    char key[24];
+    if (!is_size_refusal(m->err) || !m->key || m->key_len == 0 || m->key_len >= sizeof key)
+        return;
+    memcpy(key, m->key, m->key_len);
+    key[m->key_len] = 0;
+    long long id = strtoll(key, NULL, 10);
+    if (id <= 0)
+        return;
+    if (pd->nrefused == pd->caprefused) {
+        size_t cap = pd->caprefused ? pd->caprefused * 2 : 16;
+        struct pub_refusal *v = realloc(pd->refused, cap * sizeof *v);
+        if (!v)
+            return;
+        pd->refused = v;
+        pd->caprefused = cap;
+    }
+    pd->refused[pd->nrefused++] = (struct pub_refusal){id, m->len};
+}
+
+static void pub_on_message(ax_delivery_t *d, const rd_kafka_message_t *m) {
+    pub_dlv_t *pd = (pub_dlv_t *)d;
+    if (m->err) {
+        note_refusal(pd, m);
+        return;
+    }
+    if (m->partition < 0 || strcmp(rd_kafka_topic_name(m->rkt), pd->topic) != 0)
+        return;
+    if (m->partition >= pd->nparts) {
+        int64_t *n = realloc(pd->next, (size_t)(m->partition + 1) * sizeof *n);
+        if (!n)
+            return; /* the offset stays behind: recovery reads a little more */
+        for (int32_t p = pd->nparts; p <= m->partition; p++)
+            n[p] = -1;
+        pd->next = n;
+        pd->nparts = m->partition + 1;
+    }
+    if (pd->next[m->partition] < m->offset + 1)
+        pd->next[m->partition] = m->offset + 1;
+}
+
+static void pub_dlv_reset(pub_dlv_t *pd) {
+    pd->d.pending = pd->d.failed = 0;
+    pd->d.err = 0;
+    pd->nrefused = 0;
+    for (int32_t p = 0; p < pd->nparts; p++)
+        pd->next[p] = -1;
+}
+
+/* ---- results cut because Kafka refused them ----------------------------------------- */
+
+static int pub_cut_level(publisher_t *pb, int64_t id) {
+    for (size_t k = 0; k < pb->ncuts; k++)
+        if (pb->cuts[k].id == id)
+            return pb->cuts[k].level;
+    return 0;
+}
+
+/* The result of `id` is produced cut one level more from now on. */
+static int pub_cut_more(publisher_t *pb, int64_t id) {
+    for (size_t k = 0; k < pb->ncuts; k++)
+        if (pb->cuts[k].id == id)
+            return pb->cuts[k].level < 3 ? ++pb->cuts[k].level : 3;
+    if (pb->ncuts == pb->capcuts) {
+        size_t cap = pb->capcuts ? pb->capcuts * 2 : 16;
+        struct pub_cut *v = realloc(pb->cuts, cap * sizeof *v);
+        if (!v)
+            return 3; /* out of memory: given up */
+        pb->cuts = v;
+        pb->capcuts = cap;
+    }
+    pb->cuts[pb->ncuts++] = (struct pub_cut){id, 1};
+    return 1;
+}
+
+static void pub_cut_forget(publisher_t *pb, int64_t id) {
+    for (size_t k = 0; k < pb->ncuts; k++)
+        if (pb->cuts[k].id == id) {
+            pb->cuts[k] = pb->cuts[--pb->ncuts];
+            return;
+        }
+}
+
+/* ---- the lock ------------------------------------------------------------------------ */
+
+/* The lock connection's keeper (see publisher_t). */
+static void *pub_ping_main(void *arg) {
+    publisher_t *pb = arg;
+    while (!atomic_load(&pb->ping_stop)) {
+        usleep(PUB_PING_MS * 1000);
+        if (!atomic_load(&pb->ping_holder) || atomic_load(&pb->lock_lost))
+            continue;
+        if (ax_mono_ms() - atomic_load(&pb->loop_ms) > PUB_HUNG_MS)
+            continue; /* hung: the session times out, the lock goes to another */
+        pthread_mutex_lock(&pb->lock_mu);
+        char err[256];
+        if (atomic_load(&pb->ping_holder) &&
+            (ax_store_session_pid(pb->lockpg) != pb->pg_pid ||
+             ax_store_outbox_lock_ping(pb->lockpg, err, sizeof err) < 0))
+            atomic_store(&pb->lock_lost, 1);
+        pthread_mutex_unlock(&pb->lock_mu);
+    }
+    return NULL;
+}
+
+/* Give up publishing: the producer goes (a fenced or failed one is of no
+ * use), and the lock too when this session still holds it. */
+static void pub_drop(callback_t *cb, const char *why) {
+    publisher_t *pb = &cb->pub;
+    if (pb->txp) {
+        rd_kafka_destroy(pb->txp);
+        pb->txp = NULL;
+    }
+    cb_recover_end(pb);
+    if (!pb->holder)
+        return;
+    ax_warn("results publisher: %s; no longer publishing", why);
+    atomic_store(&pb->ping_holder, 0);
+    pthread_mutex_lock(&pb->lock_mu);
+    char err[256];
+    if (ax_store_session_pid(pb->lockpg) == pb->pg_pid)
+        ax_store_outbox_lock_release(pb->lockpg, pb->lock_name, err, sizeof err);
+    pthread_mutex_unlock(&pb->lock_mu);
+    pb->holder = 0;
+    pb->next_try_ms = ax_mono_ms() + PUB_TRY_MS;
+}
+
+/* Take the lock if it is free (in the lock connection's session — a new
+ * session after a PostgreSQL restart holds nothing). 1 when taken. */
+static int pub_take_lock(callback_t *cb) {
+    publisher_t *pb = &cb->pub;
+    char err[1024];
+    if (ax_mono_ms() < pb->next_try_ms)
+        return 0;
+    pb->next_try_ms = ax_mono_ms() + PUB_TRY_MS;
+    /* The lock's session ends when it sits idle for PUB_IDLE_S (the keeper
+     * thread runs a statement every PUB_PING_MS while the event loop
+     * turns): a stopped (SIGSTOP) or hung holder loses the lock, and the
+     * next one fences it. */
+    pthread_mutex_lock(&pb->lock_mu);
+    int got = 0;
+    if (ax_pg_ensure(pb->lockpg, err, sizeof err) == 0 &&
+        ax_store_outbox_lock_try(pb->lockpg, pb->lock_name, PUB_IDLE_S, &got, err,
+                                 sizeof err) < 0)
+        got = 0;
+    if (got) {
+        pb->pg_pid = ax_store_session_pid(pb->lockpg);
+        atomic_store(&pb->lock_lost, 0);
+        atomic_store(&pb->ping_holder, 1);
+    }
+    pthread_mutex_unlock(&pb->lock_mu);
+    if (!got)
+        return 0;
+    pb->holder = 1;
+    pb->need_recover = 1;
+    ax_info("results publisher: this process publishes (lock %s)", pb->lock_name);
+    return 1;
+}
+
+/* A producer whose init fenced every earlier one of the id. 1 when there. */
+static int pub_producer(callback_t *cb) {
+    publisher_t *pb = &cb->pub;
+    char err[1024], cid[300];
+    /* Recovery reads only after a fresh init_transactions: it returns once
+     * every earlier transaction of the id — ours too — is decided and its
+     * markers written, so the topic's last stable offset is past all of it. */
+    if (pb->need_recover && pb->txp && !pb->rrk) {
+        rd_kafka_destroy(pb->txp);
+        pb->txp = NULL;
+    }
+    if (pb->txp)
+        return 1;
+    if (ax_mono_ms() < pb->next_init_ms)
+        return 0;
+    snprintf(cid, sizeof cid, "%s-results", cb->svc.worker_id);
+    /* fences every older producer of this id: its open transaction is
+     * aborted, its commit fails */
+    pb->txp = ax_kafka_txn_producer_new(&cb->svc.conf, cid, pb->txn_id, 10000, err, sizeof err);
+    if (!pb->txp) {
+        ax_warn("results publisher: %s", err);
+        pb->next_init_ms = ax_mono_ms() + 5 * PUB_TRY_MS;
+        return 0;
+    }
+    return 1;
+}
+
+/* Be the publisher if we can: hold the lock, have a fencing producer, and
+ * have recovered. 1 when ready. */
+static int pub_ready(callback_t *cb) {
+    publisher_t *pb = &cb->pub;
+    if (pb->holder && atomic_load(&pb->lock_lost))
+        pub_drop(cb, "the PostgreSQL session holding the lock is gone");
+    if (!pb->holder && !pub_take_lock(cb))
+        return 0;
+    if (!pub_producer(cb))
+        return 0;
+    if (pb->need_recover) {
+        int rc = cb_recover_step(cb);
+        if (rc < 0) {
+            /* tried again after a new init, from the positions saved */
+            rd_kafka_destroy(pb->txp);
+            pb->txp = NULL;
+            pb->next_init_ms = ax_mono_ms() + PUB_TRY_MS;
+        }
+        if (rc <= 0)
+            return 0;
+    }
+    rd_kafka_poll(pb->txp, 0);
+    return 1;
+}
+
+/* ---- one Kafka transaction ------------------------------------------------------------- */
+
+static void dead_letter(callback_t *cb, const char *key, int klen, const void *buf, size_t len,
+                        const char *reason, const char *kind, int64_t id) {
+    char err[1024];
+    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+    rd_kafka_header_add(h, "ax.reason", -1, reason, -1);
+    rd_kafka_header_add(h, "ax.kind", -1, kind, -1);
+    rd_kafka_header_add(h, "ax.instance.id", -1, key, klen);
+    rd_kafka_header_add(h, "ax.service", -1, cb->svc.name, -1);
+    if (ax_kafka_produce(cb->pub.txp, cb->svc.topic_dlq, key, (size_t)klen, buf, len, h,
+                         &cb->pub.dlv.d, err, sizeof err) < 0) {
+        rd_kafka_headers_destroy(h);
+        ax_error("instance %lld: %s not dead-lettered: %s", (long long)id,
+                 strcmp(kind, "final_failure") == 0 ? "final failure" : "result", err);
+    }
+}
+
+/* Produce `res` (a copy the cuts may change), cut as far as Kafka made us.
+ * 1 produced (*ret_buf / *ret_len the record, *ret_level its cut), 0 not. */
+static int produce_cut(callback_t *cb, ax_result_t *res, const char *key, int klen,
+                       char **cut_err, void **ret_buf, size_t *ret_len, int *ret_level) {
+    char err[1024];
+    int level = pub_cut_level(&cb->pub, res->instance_id);
+    for (; level < 3; level = pub_cut_more(&cb->pub, res->instance_id)) {
+        free(*cut_err);
+        *cut_err = NULL;
+        if (level == 1) {
+            res->output = "";
+            if (asprintf(cut_err, "%s%sresult output cut: the results topic refused the record",
+                         res->error ? res->error : "", res->error ? "; " : "") < 0)
+                *cut_err = NULL;
+            res->error = *cut_err ? *cut_err : "result output cut";
+        } else if (level == 2) {
+            res->output = "";
+            res->error = (char *)cut_both;
+        }
+        if (ax_result_encode(res, ret_buf, ret_len) < 0) {
+            ax_error("instance %lld: cannot encode result; not published",
+                     (long long)res->instance_id);
+            break;
+        }
+        /* a failed delivery fails the commit (and the batch is produced
+         * again, the refused record cut) */
+        if (ax_kafka_produce(cb->pub.txp, cb->svc.topic_results, key, (size_t)klen, *ret_buf,
+                             *ret_len, NULL, &cb->pub.dlv.d, err, sizeof err) == 0) {
+            *ret_level = level;
+            return 1;
+        }
+        ax_error("instance %lld: result refused: %s", (long long)res->instance_id, err);
+        free(*ret_buf);
+        *ret_buf = NULL;
+    }
+    *ret_level = level;
+    return 0;
+}
+
+/* One outbox row's result into the transaction. A result Kafka refused (a
+ * results topic accepting less than this one's size) goes out cut: without
+ * its output, then without its error too, the cut noted in the error; one
+ * refused at once by the producer is cut at once. Given up (dead-lettered,
+ * only leaves the outbox) when even that is refused. 1 if produced. */
+static int pub_one(callback_t *cb, const ax_result_t *row) {
+    ax_result_t res = *row; /* the cuts point its strings elsewhere */
+    void *buf = NULL;
+    size_t len;
+    char key[32], *cut_err = NULL;
+    int klen = snprintf(key, sizeof key, "%lld", (long long)res.instance_id), level;
+    int sent = produce_cut(cb, &res, key, klen, &cut_err, &buf, &len, &level);
+    if (!sent) {
+        if (level >= 3) {
+            ax_error("instance %lld: result not published: the results topic refused it "
+                     "even cut; dead-lettered",
+                     (long long)res.instance_id);
+            res.output = "";
+            res.error = (char *)cut_both;
+            if (ax_result_encode(&res, &buf, &len) == 0)
+                dead_letter(cb, key, klen, buf, len,
+                            "the results topic refused this result, even cut", "result_refused",
+                            res.instance_id);
+        }
+        free(cut_err);
+        free(buf);
+        return 0;
+    }
+    if (level > 0)
+        ax_warn("instance %lld: result published cut (%s)", (long long)res.instance_id,
+                level == 1 ? "without its output" : "without output and error");
+    /* A final failure is also recorded on the dead-letter topic (the same
+     * Result record, the reason in headers) for `axctl dlq`, in the same
+     * transaction. */
+    if (res.outcome != AX_OUTCOME_SUCCESS && res.outcome != AX_OUTCOME_CANCELLED)
+        dead_letter(cb, key, klen, buf, len, res.error ? res.error : ax_outcome_name(res.outcome),
+                    "final_failure", res.instance_id);
+    free(buf);
+    free(cut_err);
+    return 1;
+}
+
+/* The transaction failed: aborted — or not known, the commit may have
+ * gone through. A new producer (fencing this one) and a recovery from the
+ * topic decide. */
+static void pub_failed(callback_t *cb, int rc, int produced, const char *err) {
+    pub_dlv_t *pd = &cb->pub.dlv;
+    ax_warn("results: %d not published (%s); recovering from the topic first", produced, err);
+    /* The largest record Kafka refused for its size is cut from now on
+     * (one per failed transaction: a record set refused as a whole names
+     * every record in it). */
+    struct pub_refusal *big = NULL;
+    for (size_t k = 0; k < pd->nrefused; k++)
+        if (!big || pd->refused[k].len > big->len)
+            big = &pd->refused[k];
+    if (big) {
+        int lv = pub_cut_more(&cb->pub, big->id);
+        ax_warn("instance %lld: Kafka refused its result of %zu bytes; produced again %s",
+                (long long)big->id, big->len,
+                lv == 1 ? "without its output" : lv == 2 ? "without output and error"
+                                                       : "not at all (given up)");
+    }
+    cb->pub.need_recover = 1;
+    if (rc == AX_ERR_CONFLICT)
+        pub_drop(cb, "the producer was fenced");
+}
+
+/* Committed on Kafka: the rows leave the outbox, marked published. */
+static int pub_mark(callback_t *cb, const ax_outbox_row_t *rows, size_t nrows, int64_t *ids) {
+    char err[1024];
+    pub_dlv_t *pd = &cb->pub.dlv;
+    int n = ax_store_outbox_mark(cb->svc.pg, AX_OUTBOX_PUBLISHED, cb->svc.conf.topic_prefix, ids,
+                                 nrows, cb->svc.topic_results, pd->next, (int)pd->nparts, err,
+                                 sizeof err);
+    if (n < 0) {
+        /* nothing more is produced before the topic itself says what is
+         * published */
+        ax_warn("mark published: %s; recovering from the topic first", err);
+        cb->pub.need_recover = 1;
+        return n;
+    }
+    for (size_t i = 0; i < nrows; i++)
+        pub_cut_forget(&cb->pub, rows[i].res.instance_id);
+    cb->published += n;
+    return 0;
+}
+
+/* One Kafka transaction: up to PUB_BATCH outbox rows. Returns the number of
+ * outbox rows handled (0: the outbox is empty), or < 0. */
+static int pub_batch(callback_t *cb) {
+    char err[1024];
+    ax_outbox_row_t *rows = NULL;
+    size_t nrows = 0;
+    int rc = ax_store_outbox_pending(cb->svc.pg, cb->svc.conf.topic_prefix, PUB_BATCH, &rows,
+                                     &nrows, err, sizeof err);
+    if (rc < 0) {
+        ax_warn("results: %s", err);
+        return rc;
+    }
+    if (nrows == 0)
+        return 0;
+    int64_t *ids = malloc(nrows * sizeof *ids);
+    if (!ids) {
+        ax_outbox_rows_free(rows, nrows);
+        return AX_ERR_NOMEM;
+    }
+    int produced = 0;
+    pub_dlv_reset(&cb->pub.dlv);
+    rc = ax_kafka_txn_begin(cb->pub.txp, err, sizeof err);
+    for (size_t i = 0; rc == 0 && i < nrows; i++) {
+        ids[i] = rows[i].res.instance_id;
+        /* deleted, or published already: only leaves the outbox */
+        if (rows[i].present)
+            produced += pub_one(cb, &rows[i].res);
+    }
+    if (rc == 0)
+        rc = ax_kafka_txn_commit(cb->pub.txp, 35000, err, sizeof err);
+    else
+        ax_kafka_txn_abort(cb->pub.txp, 10000);
+    if (rc == 0 && cb->pub.dlv.d.failed) /* cannot be: a failed delivery fails the commit */
+        rc = ax_seterr(err, sizeof err, AX_ERR_IO, "%d result(s) not delivered",
+                       cb->pub.dlv.d.failed);
+    if (rc < 0)
+        pub_failed(cb, rc, produced, err);
+    else
+        rc = pub_mark(cb, rows, nrows, ids);
+    free(ids);
+    ax_outbox_rows_free(rows, nrows);
+    return rc < 0 ? AX_ERR_IO : (int)nrows;
+}
+
+void cb_pub_tick(callback_t *cb) {
+    atomic_store(&cb->pub.loop_ms, ax_mono_ms());
+    if (cb->svc.stopping || !pub_ready(cb))
+        return;
+    for (int round = 0; round < PUB_ROUNDS; round++) {
+        int n = pub_batch(cb);
+        if (n < PUB_BATCH)
+            return;
+    }
+}
+
+static void pub_timer(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    cb_pub_tick(arg);
+}
+
+int cb_pub_init(callback_t *cb, char *err, size_t errlen) {
+    ax_svc_t *svc = &cb->svc;
+    publisher_t *pb = &cb->pub;
+    char buf[256];
+    /* one publisher per deployment: the lock's name and the producer's
+     * transactional.id are the deployment's */
+    snprintf(pb->lock_name, sizeof pb->lock_name, "ax-callback results publisher %s",
+             svc->conf.topic_prefix);
+    snprintf(pb->txn_id, sizeof pb->txn_id, "%s",
+             ax_conf_topic(&svc->conf, "callback-results", buf, sizeof buf));
+    pb->lockpg = ax_pg_new(&svc->conf, "ax-callback results lock", err, errlen);
+    if (!pb->lockpg)
+        return AX_ERR_INVALID;
+    atomic_store(&pb->loop_ms, ax_mono_ms());
+    if (pthread_mutex_init(&pb->lock_mu, NULL) != 0 ||
+        pthread_create(&pb->ping_thr, NULL, pub_ping_main, pb) != 0)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot start the lock keeper thread");
+    pb->ping_started = 1;
+    pb->dlv.topic = svc->topic_results;
+    pb->dlv.d.on_message = pub_on_message;
+    pb->timer = ax_svc_every(svc, PUB_TICK_MS, pub_timer, cb);
+    if (!pb->timer)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot add the publisher's timer");
+    return 0;
+}
+
+void cb_pub_fini(callback_t *cb) {
+    publisher_t *pb = &cb->pub;
+    if (pb->timer)
+        event_free(pb->timer);
+    if (pb->ping_started) {
+        atomic_store(&pb->ping_stop, 1);
+        pthread_join(pb->ping_thr, NULL);
+        pthread_mutex_destroy(&pb->lock_mu);
+    }
+    cb_recover_end(pb);
+    if (pb->txp)
+        rd_kafka_destroy(pb->txp);
+    ax_pg_destroy(pb->lockpg);
+    free(pb->dlv.next);
+    free(pb->dlv.refused);
+    free(pb->cuts);
+}
