@@ -239,24 +239,12 @@ static int produce_rows(trigger_t *t, const ax_dispatch_rows_t *rows, hold_list_
     return produced;
 }
 
-/* "{1,2,3}" of ids (hold_record's argument as it stands; malloc'd). */
-static char *ids_text(const int64_t *ids, size_t n) {
-    ax_strbuf_t b = {0};
-    ax_pgarr_begin(&b);
-    for (size_t i = 0; i < n; i++)
-        ax_pgarr_int(&b, ids[i]);
-    ax_pgarr_end(&b);
-    return b.s;
-}
-
 /* Hold the held rows, settling the pending rows of ids[]. */
 static void record_holds(trigger_t *t, const int64_t *ids, size_t n, const hold_list_t *holds,
                          const char *what) {
     char err[512];
-    char *lit = ids_text(ids, n);
-    if (!lit || hold_record(t, lit, holds, err, sizeof err) < 0)
-        ax_warn("%s: %s", what, lit ? err : "out of memory");
-    free(lit);
+    if (hold_record(t, ids, n, holds, err, sizeof err) < 0)
+        ax_warn("%s: %s", what, err);
 }
 
 /* The commit failed: if because of one record Kafka refused, hold it (the
@@ -327,17 +315,6 @@ int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows) {
     hold_list_free(&holds);
     free(ids);
     return produced;
-}
-
-int produce_settle(trigger_t *t, void *pgresult, int skip_col) {
-    ax_dispatch_rows_t rows;
-    if (ax_store_dispatch_rows_bridge(pgresult, skip_col, &rows) < 0) {
-        ax_warn("dispatch: out of memory (recovered later)");
-        return AX_ERR_NOMEM;
-    }
-    int rc = dispatch_produce(t, &rows);
-    ax_dispatch_rows_free(&rows);
-    return rc;
 }
 
 void recover_pending(trigger_t *t) {

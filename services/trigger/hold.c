@@ -30,7 +30,7 @@
 #include "ax/alert.h"
 #include "ax/kafka.h"
 #include "ax/log.h"
-#include "ax/pg.h"
+#include "ax/store_hold.h"
 #include "trigger.h"
 
 #define HOLD_REFRESH_MS 1000
@@ -252,36 +252,18 @@ void hold_list_free(hold_list_t *l) {
     memset(l, 0, sizeof *l);
 }
 
-/* The statement that settles a dispatch batch with holds: the pending rows
- * of the batch ($1) go, the held ones ($2..$4) are recorded. */
-static const char sql_hold[] =
-    "WITH d AS (DELETE FROM dispatch_pending WHERE instance_id = ANY($1::bigint[]))"
-    " INSERT INTO instance_hold AS h (instance_id, deployment, topic, reason)"
-    " SELECT u.id, $5, nullif(u.topic, ''), u.reason"
-    " FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, topic, reason)"
-    " ON CONFLICT (instance_id) DO UPDATE SET topic = excluded.topic,"
-    "  reason = excluded.reason, held_at = now()";
-
-int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, char *err,
-                size_t errlen) {
-    ax_svc_t *svc = &t->svc;
-    ax_strbuf_t ids = {0}, topics = {0}, reasons = {0};
-    ax_pgarr_begin(&ids);
-    ax_pgarr_begin(&topics);
-    ax_pgarr_begin(&reasons);
-    for (size_t i = 0; i < l->n; i++) {
-        ax_pgarr_int(&ids, l->v[i].id);
-        ax_pgarr_text(&topics, l->v[i].topic);
-        ax_pgarr_text(&reasons, l->v[i].reason);
+int hold_record(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
+                char *err, size_t errlen) {
+    ax_store_hold_t *v = calloc(l->n + 1, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "recording holds: out of memory");
+        return AX_ERR_NOMEM;
     }
-    ax_pgarr_end(&ids);
-    ax_pgarr_end(&topics);
-    ax_pgarr_end(&reasons);
-    const char *p[] = {pending_ids, ids.s, topics.s, reasons.s, svc->conf.topic_prefix};
-    int rc = ax_pg_exec(svc->pg, sql_hold, 5, p, NULL, NULL, NULL, err, errlen);
-    ax_strbuf_free(&ids);
-    ax_strbuf_free(&topics);
-    ax_strbuf_free(&reasons);
+    for (size_t i = 0; i < l->n; i++)
+        v[i] = (ax_store_hold_t){l->v[i].id, l->v[i].topic, l->v[i].reason};
+    int rc = ax_store_hold_record(t->svc.pg, pending, npending, v, l->n, t->svc.conf.topic_prefix,
+                                  err, errlen);
+    free(v);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < l->n; i++) {
@@ -302,71 +284,59 @@ int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, cha
     return 0;
 }
 
+/* Held instances whose topic exists now go back to the due scan. */
+static void release_topics(trigger_t *t) {
+    ax_svc_t *svc = &t->svc;
+    char err[512];
+    ax_store_strs_t held = {0}, released = {0};
+    if (ax_store_hold_topics(svc->pg, svc->conf.topic_prefix, &held, err, sizeof err) < 0) {
+        ax_warn("held instances: %s", err);
+        return;
+    }
+    size_t nready = 0; /* the ready ones first */
+    for (size_t i = 0; i < held.n; i++)
+        if (hold_topic_known(t, held.v[i]) == 1) {
+            hold_unalert(t, held.v[i]);
+            char *x = held.v[nready];
+            held.v[nready++] = held.v[i];
+            held.v[i] = x;
+        }
+    if (nready && ax_store_hold_release(svc->pg, svc->conf.topic_prefix,
+                                        (const char *const *)held.v, nready, &released, err,
+                                        sizeof err) < 0) {
+        ax_warn("releasing held instances: %s", err);
+    } else if (released.n > 0) {
+        ax_info("%zu held instance(s) released: topic %s exists now", released.n, released.v[0]);
+        arm_scan(t, 0);
+    }
+    ax_store_strs_free(&released);
+    ax_store_strs_free(&held);
+}
+
 /* Held instances whose topic exists now, and holds of instances that are no
  * longer SCHEDULED (cancelled, finished), go. */
 void hold_tick(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
     struct holds *h = t->holds;
-    char err[512];
     if (!h || svc->stopping || !lead_active(t))
         return;
-    PGresult *r;
-    const char *p[] = {svc->conf.topic_prefix};
-    if (ax_pg_exec(svc->pg,
-                   "SELECT DISTINCT topic FROM instance_hold WHERE deployment = $1"
-                   " AND topic IS NOT NULL",
-                   1, p, NULL, NULL, &r, err, sizeof err) < 0) {
+    release_topics(t);
+    int64_t now = ax_mono_ms();
+    if (now - h->last_clean_ms < 10000)
+        return;
+    h->last_clean_ms = now;
+    char err[512];
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (ax_store_hold_clean(svc->pg, svc->conf.topic_prefix, &ids, &n, err, sizeof err) < 0) {
         ax_warn("held instances: %s", err);
         return;
     }
-    ax_strbuf_t ready = {0};
-    ax_pgarr_begin(&ready);
-    int nready = 0;
-    for (int i = 0; i < PQntuples(r); i++)
-        if (hold_topic_known(t, PQgetvalue(r, i, 0)) == 1) {
-            ax_pgarr_text(&ready, PQgetvalue(r, i, 0));
-            hold_unalert(t, PQgetvalue(r, i, 0));
-            nready++;
-        }
-    PQclear(r);
-    ax_pgarr_end(&ready);
-    if (nready) {
-        const char *q[] = {svc->conf.topic_prefix, ready.s};
-        if (ax_pg_exec(svc->pg,
-                       "WITH r AS (DELETE FROM instance_hold WHERE deployment = $1"
-                       "  AND topic = ANY($2::text[]) RETURNING instance_id, topic)"
-                       " UPDATE job_instance i SET dispatched_at = NULL FROM r"
-                       " WHERE i.id = r.instance_id AND i.state = 'SCHEDULED'"
-                       " RETURNING r.topic",
-                       2, q, NULL, NULL, &r, err, sizeof err) < 0) {
-            ax_warn("releasing held instances: %s", err);
-        } else {
-            if (PQntuples(r) > 0) {
-                ax_info("%d held instance(s) released: topic %s exists now", PQntuples(r),
-                        PQgetvalue(r, 0, 0));
-                arm_scan(t, 0);
-            }
-            PQclear(r);
-        }
+    /* their alert keys go: the list keeps only holds that last */
+    for (size_t i = 0; i < n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "instance:%lld", (long long)ids[i]);
+        hold_unalert(t, key);
     }
-    ax_strbuf_free(&ready);
-    int64_t now = ax_mono_ms();
-    if (now - h->last_clean_ms >= 10000) {
-        h->last_clean_ms = now;
-        if (ax_pg_exec(svc->pg,
-                       "DELETE FROM instance_hold h WHERE deployment = $1 AND NOT EXISTS"
-                       " (SELECT 1 FROM job_instance i WHERE i.id = h.instance_id"
-                       "  AND i.state = 'SCHEDULED') RETURNING instance_id",
-                       1, p, NULL, NULL, &r, err, sizeof err) < 0) {
-            ax_warn("held instances: %s", err);
-            return;
-        }
-        /* their alert keys go: the list keeps only holds that last */
-        for (int i = 0; i < PQntuples(r); i++) {
-            char key[64];
-            snprintf(key, sizeof key, "instance:%s", PQgetvalue(r, i, 0));
-            hold_unalert(t, key);
-        }
-        PQclear(r);
-    }
+    free(ids);
 }

@@ -7,8 +7,9 @@
  *   sweep.c    the lease sweep: lost executors' instances -> TIMEOUT
  *   lag.c      consumer lag per lane, the release plan (backpressure)
  *   backlog.c  backlog caps: instances beyond a job's cap -> FAILED
- *   sched.c    schedules in memory on the timing wheel, fire decisions and
- *              the ledger, job reloads on NOTIFY
+ *   sched*.c   schedules in memory on the timing wheel, fire decisions and
+ *              the ledger, job reloads on NOTIFY (sched_int.h says which
+ *              file holds what)
  *   dispatch.c producing dispatch records, settling or undoing their marks
  *   hold.c     instances not produced, with their reason
  *   leader.c   leader lease with epoch, transactional producer, the clock;
@@ -181,17 +182,6 @@ static inline void arm_scan(trigger_t *t, int64_t ms) {
  * failure the instances are made undispatched again (the due scan retries
  * them). Returns rows produced, or <0. */
 int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
-/* The dispatch column layout, for sched.c's fire statement until it moves
- * into the store (which has its own copy: libax/src/store/dispatch_int.h). */
-#define DISPATCH_COLS                                                                     \
-    "id, attempt, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"  \
-    " (extract(epoch FROM nominal_time) * 1000)::bigint,"                                \
-    " (extract(epoch FROM due_at) * 1000)::bigint, priority, trace_id, idempotency_key,"    \
-    " executor_group, routing_field"
-/* A bridge for sched.c until its fire statement returns typed rows: the
- * rows of a libpq result (dispatch columns first; rows whose column skip_col,
- * if >= 0, is not NULL are skipped), through dispatch_produce. */
-int produce_settle(trigger_t *t, void *pgresult, int skip_col);
 /* Make undispatched again what a failed or abandoned Kafka transaction
  * left in dispatch_pending: of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
@@ -228,10 +218,10 @@ int hold_topic_known(trigger_t *t, const char *topic);
 void hold_add(hold_list_t *l, int64_t id, const char *job, const char *topic, int alert,
               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void hold_list_free(hold_list_t *l);
-/* Delete the dispatch_pending rows `pending_ids` (a PostgreSQL array) and
+/* Delete the dispatch_pending rows of the npending instances pending[] and
  * record the holds of l (their instances keep dispatched_at); log and alert. */
-int hold_record(trigger_t *t, const char *pending_ids, const hold_list_t *l, char *err,
-                size_t errlen);
+int hold_record(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
+                char *err, size_t errlen);
 void hold_tick(trigger_t *t); /* release holds whose topic exists now */
 
 /* lag.c */

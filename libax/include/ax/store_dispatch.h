@@ -49,11 +49,6 @@ typedef struct ax_dispatch_rows {
 } ax_dispatch_rows_t;
 void ax_dispatch_rows_free(ax_dispatch_rows_t *rows);
 
-/* A bridge for the fire statement until it lives in the store: the rows of
- * a PGresult (passed as void *; the dispatch columns first, hold_col >= 0
- * names the column whose non-NULL value sets .hold). Remove with it. */
-int ax_store_dispatch_rows_bridge(const void *pgresult, int hold_col, ax_dispatch_rows_t *out);
-
 /* ---- ingest --------------------------------------------------------------- */
 
 /* One submission to insert. A job name, or argv_json (inline command). */

@@ -88,10 +88,6 @@ int ax__dispatch_rows_read(const PGresult *r, int hold_col, ax_dispatch_rows_t *
     return 0;
 }
 
-int ax_store_dispatch_rows_bridge(const void *pgresult, int hold_col, ax_dispatch_rows_t *out) {
-    return ax__dispatch_rows_read(pgresult, hold_col, out);
-}
-
 char *ax__int_array(const int64_t *v, size_t n) {
     ax_strbuf_t b = {0};
     ax_pgarr_begin(&b);
