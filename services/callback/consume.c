@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ax/log.h"
+#include "ax/store_counter.h"
 #include "callback.h"
 
 typedef struct batch {
@@ -153,7 +154,7 @@ static void account(callback_t *cb, int64_t done, int64_t offered, int64_t retri
     cb->stale += stale;
     if (stale) {
         ax_info("%lld stale or duplicate result(s) ignored", (long long)stale);
-        ax_pg_count(svc->pg, "callback.stale_results", stale);
+        ax_store_counter_add(svc->pg, "callback.stale_results", stale, NULL, 0);
     }
 }
 

@@ -14,6 +14,7 @@
 #include "ax/common.h"
 #include "ax/log.h"
 #include "ax/store_run.h"
+#include "ax/store_counter.h"
 #include "executor.h"
 
 typedef struct claim_ctx {
@@ -150,7 +151,7 @@ int claim_new(executor_t *ex) {
     free(runs);
     free(items);
     if (lost)
-        ax_pg_count(svc->pg, "executor.claims_lost", lost);
+        ax_store_counter_add(svc->pg, "executor.claims_lost", lost, NULL, 0);
     if (rc == 0)
         ex->claim_failures = 0;
     return rc;

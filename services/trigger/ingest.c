@@ -16,6 +16,7 @@
 #include "ax/common.h"
 #include "ax/log.h"
 #include "ax/service.h"
+#include "ax/store_counter.h"
 #include "trigger.h"
 
 typedef struct ingest_row {
@@ -254,7 +255,7 @@ int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) 
     t->duplicates += dups;
     if (dups) {
         ax_info("%lld duplicate submission(s) ignored", (long long)dups);
-        ax_pg_count(svc->pg, "trigger.duplicate_submissions", dups);
+        ax_store_counter_add(svc->pg, "trigger.duplicate_submissions", dups, NULL, 0);
     }
     if (added)
         ax_debug("%lld instance(s) scheduled", (long long)added);

@@ -20,7 +20,7 @@
 #include "ax/common.h"
 #include "ax/conf.h"
 #include "ax/kafka.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 
 static int64_t query_int(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
     char err[512];

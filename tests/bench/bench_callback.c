@@ -96,7 +96,7 @@
 #include "bench_common.h"
 #include "ax/conf.h"
 #include "ax/kafka.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 
 extern char **environ;
 

@@ -17,7 +17,7 @@
 #include "ax/common.h"
 #include "ax/conf.h"
 #include "ax/kafka.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 
 int main(int argc, char **argv) {
     ax_conf_t conf;

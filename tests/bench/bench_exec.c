@@ -67,7 +67,7 @@
 #include "bench_common.h"
 #include "ax/conf.h"
 #include "ax/kafka.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 
 #define MAX_EXECUTORS 64
 #define NPROC (MAX_EXECUTORS + 2)

@@ -81,7 +81,7 @@
 #include "ax/conf.h"
 #include "ax/kafka.h"
 #include "ax/lane.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 #include "bench_common.h"
 
 #define ME "bench_flood"

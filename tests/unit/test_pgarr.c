@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "ax/common.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 
 /* ---- a fixed-seed PRNG (xorshift64*) so runs are reproducible --------- */
 

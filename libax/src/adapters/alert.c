@@ -26,6 +26,7 @@
 #include "ax/hmac.h"
 #include "ax/log.h"
 #include "ax/pg.h"
+#include "ax/store_counter.h"
 
 typedef struct delivery delivery_t;
 
@@ -64,7 +65,7 @@ struct delivery {
 };
 
 static void count(alert_sender_t *s, const char *name) {
-    ax_pg_count(s->svc->pg, name, 1);
+    ax_store_counter_add(s->svc->pg, name, 1, NULL, 0);
 }
 
 static void delivery_free(delivery_t *d) {
@@ -416,6 +417,6 @@ void alert_raise(struct ax_pg *pg, const char *kind, const char *job, const char
     ax_warn("ALERT %s%s%s: %s", kind, job ? " job " : "", job ? job : "", text);
     snprintf(name, sizeof name, "alerts.%s", kind);
     if (pg)
-        ax_pg_count(pg, name, 1);
+        ax_store_counter_add(pg, name, 1, NULL, 0);
     alert_send(kind, job, text); /* asynchronous, best effort; no-op without a URL */
 }

@@ -11,7 +11,7 @@
 
 #include "ax/common.h"
 #include "ax/log.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 
 struct ax_pg {
     PGconn *conn;

@@ -21,11 +21,6 @@ int ax_store_counter_add(ax_pg_t *pg, const char *name, int64_t delta, char *err
     return ax_stmt_run(pg, &st_add, 2, p, NULL, NULL, NULL, errbuf, errlen);
 }
 
-/* Compatibility: the adapter's old name (ax/pg.h), for its callers. */
-int ax_pg_count(ax_pg_t *pg, const char *name, int64_t delta) {
-    return ax_store_counter_add(pg, name, delta, NULL, 0);
-}
-
 int ax_store_counter_list(ax_pg_t *pg, ax_counter_t **ret_rows, size_t *ret_n, char *errbuf,
                           size_t errlen) {
     PGresult *r;

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "ax/common.h"
-#include "ax/pg.h"
+#include "adapters/pg_raw.h"
 #include "ax/store.h"
 
 typedef struct ax_stmt {
