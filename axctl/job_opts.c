@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ax/common.h"
+#include "ax/fire.h"
 #include "ax/retry.h"
 #include "ax/schedule.h"
 #include "axctl.h"
@@ -24,20 +25,16 @@
  * is meant; a threshold of 0 turns the breaker off). */
 #define CIRCUIT_COOLDOWN_MAX_MS INT64_C(31536000000)
 
-/* The names an option's value may take (NULL-terminated). The misfire and
- * overlap policy names are to come from the core's fire decision module
- * (ax/fire.h): this function is the one place to switch. */
+/* The names an option's value may take (NULL-terminated): the policies'
+ * from the core's one table of each (ax/fire.h), which the trigger parses
+ * with too. */
 static const char *const *option_names(const char *opt) {
-    static const char *const gap[] = {"shift", "skip", NULL};
-    static const char *const dst_overlap[] = {"once", "twice", NULL};
-    static const char *const misfire[] = {"fire_once", "skip", "catch_up", NULL};
-    static const char *const overlap[] = {"allow", "skip", "queue", "cancel", NULL};
     static const char *const handler[] = {"command", "http", "plugin", NULL};
     static const char *const none[] = {NULL};
-    return strcmp(opt, "--dst-gap") == 0       ? gap
-           : strcmp(opt, "--dst-overlap") == 0 ? dst_overlap
-           : strcmp(opt, "--misfire") == 0     ? misfire
-           : strcmp(opt, "--overlap") == 0     ? overlap
+    return strcmp(opt, "--dst-gap") == 0       ? ax_dst_gap_names
+           : strcmp(opt, "--dst-overlap") == 0 ? ax_dst_overlap_names
+           : strcmp(opt, "--misfire") == 0     ? ax_misfire_names
+           : strcmp(opt, "--overlap") == 0     ? ax_overlap_names
            : strcmp(opt, "--handler") == 0     ? handler
                                                : none;
 }
@@ -330,8 +327,8 @@ void job_validate(int kind, const char *cron, const char *tz, const char *gap,
     ax_tz_destroy(z);
     if (kind != AX_SCHED_CRON)
         return;
-    ax_dst_policy_t dst = (gap && strcmp(gap, "skip") == 0 ? AX_DST_GAP_SKIP : 0) |
-                          (overlap && strcmp(overlap, "twice") == 0 ? AX_DST_OVERLAP_TWICE : 0);
+    int g = gap ? ax_dst_gap_parse(gap) : 0, o = overlap ? ax_dst_overlap_parse(overlap) : 0;
+    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
     ax_schedule_t s;
     rc = ax_schedule_init(&s, AX_SCHED_CRON, cron, tz, dst, 0, 0, err, sizeof err);
     if (rc < 0) {

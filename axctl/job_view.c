@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ax/fire.h"
 #include "ax/common.h"
 #include "ax/schedule.h"
 #include "job_int.h"
@@ -44,8 +45,8 @@ const char *job_dst_mark(int flags) {
 static int kind_of(const ax_job_t *j) { return ax_sched_kind_parse(j->schedule_kind); }
 
 static ax_dst_policy_t dst_of(const ax_job_t *j) {
-    return (strcmp(j->dst_gap, "skip") == 0 ? AX_DST_GAP_SKIP : AX_DST_GAP_SHIFT) |
-           (strcmp(j->dst_overlap, "twice") == 0 ? AX_DST_OVERLAP_TWICE : AX_DST_OVERLAP_ONCE);
+    int g = ax_dst_gap_parse(j->dst_gap), o = ax_dst_overlap_parse(j->dst_overlap);
+    return (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
 }
 
 /* schedule_from as the trigger will see it: a disabled job gets a new one

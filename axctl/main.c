@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ax/fire.h"
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/conf.h"
@@ -389,15 +390,15 @@ static int cmd_cron(int argc, char **argv) {
             if (n < 1 || n > 100000)
                 die_usage("-n must be 1..100000");
         } else if (strcmp(a, "--dst") == 0) {
-            if (strcmp(v, "skip") == 0)
-                dst |= AX_DST_GAP_SKIP;
-            else if (strcmp(v, "shift") != 0)
+            int g = ax_dst_gap_parse(v);
+            if (g < 0)
                 die_usage("--dst must be shift or skip");
+            dst |= (ax_dst_policy_t)g;
         } else {
-            if (strcmp(v, "twice") == 0)
-                dst |= AX_DST_OVERLAP_TWICE;
-            else if (strcmp(v, "once") != 0)
+            int o = ax_dst_overlap_parse(v);
+            if (o < 0)
                 die_usage("--overlap must be once or twice");
+            dst |= (ax_dst_policy_t)o;
         }
     }
     if (!elen)
