@@ -52,8 +52,13 @@ static int decide_one(callback_t *cb, ax_attempt_t *a, const ax_outcome_retry_jo
                       int64_t *budget, int64_t *retry_ms) {
     ax_retry_policy_t pol;
     policy_of(j, &pol);
-    ax_retry_decision_t d = ax_retry_decide(&pol, cb_error_class(a), a->retryable, a->attempt,
-                                            drand48());
+    /* the trigger's backlog cap (by the attempt's kind): never retried, a
+     * retry would rejoin the backlog it was cut from, whatever the job's
+     * rules say (retry.c refuses its error class too) */
+    ax_retry_decision_t d =
+        a->kind == AX_ATTEMPT_BACKLOG_FULL
+            ? (ax_retry_decision_t){.alert = 1, .reason = AX_RETRY_REASON_FATAL}
+            : ax_retry_decide(&pol, cb_error_class(a), a->retryable, a->attempt, drand48());
     const char *why = d.reason;
     int over = 0;
     if (d.retry && *budget <= 0) {
