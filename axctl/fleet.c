@@ -361,7 +361,7 @@ static int valid_group(const char *s) {
     if (n < 1 || n > 64)
         return 0;
     /* dispatch.p0 .. dispatch.p4 are the default group's priority lanes */
-    if (n == 2 && s[0] == 'p' && s[1] >= '0' && s[1] <= '9')
+    if (ax_conf_group_reserved(s))
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];

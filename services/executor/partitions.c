@@ -256,7 +256,7 @@ void on_lane_tick(evutil_socket_t fd, short what, void *arg) { lanes_tick(arg, 1
 static int group_check(const char *g, char *err, size_t errlen) {
     size_t len = strlen(g), okchars = strspn(g, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                                 "abcdefghijklmnopqrstuvwxyz0123456789_-");
-    if (g[0] == 'p' && g[1] >= '0' && g[1] <= '9' && g[2] == 0)
+    if (ax_conf_group_reserved(g))
         return ax_seterr(err, errlen, AX_ERR_INVALID,
                          "executor.groups: '%s' is not a group name: p0..p9 name the "
                          "priority lanes (<prefix>dispatch.%s is lane %c of the default "

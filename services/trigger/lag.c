@@ -59,21 +59,6 @@ struct lagmon {
     int depth_alerted[AX_PRIORITIES];
 };
 
-/* The lane of a dispatch topic name, or -1 when it is not one of ours. */
-static int topic_lane(const char *prefix, const char *name) {
-    size_t n = strlen(prefix);
-    if (strncmp(name, prefix, n) != 0)
-        return -1;
-    const char *rest = name + n;
-    if (*rest != '\0' && *rest != '.')
-        return -1;
-    size_t rl = strlen(rest);
-    if (rl >= 3 && rest[rl - 3] == '.' && rest[rl - 2] == 'p' && rest[rl - 1] >= '0' &&
-        rest[rl - 1] < '0' + AX_PRIORITIES)
-        return rest[rl - 1] - '0';
-    return AX_PRIORITY_DEFAULT;
-}
-
 /* The partitions of every dispatch topic of the deployment. */
 static rd_kafka_topic_partition_list_t *list_partitions(struct lagmon *m, char *err,
                                                         size_t errlen) {
@@ -86,7 +71,7 @@ static rd_kafka_topic_partition_list_t *list_partitions(struct lagmon *m, char *
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(64);
     int nt = 0;
     for (int i = 0; i < md->topic_cnt && nt < MAX_TOPICS; i++) {
-        int lane = topic_lane(m->prefix, md->topics[i].topic);
+        int lane = ax_lane_of_topic(m->prefix, md->topics[i].topic);
         if (lane < 0 || md->topics[i].err)
             continue;
         for (int p = 0; p < md->topics[i].partition_cnt; p++)
@@ -122,7 +107,7 @@ static int sample(struct lagmon *m, rd_kafka_topic_partition_list_t *parts,
         rc = -1;
     } else {
         for (int i = 0; i < parts->cnt; i++) {
-            int lane = topic_lane(m->prefix, parts->elems[i].topic);
+            int lane = ax_lane_of_topic(m->prefix, parts->elems[i].topic);
             int64_t hi = end->elems[i].offset, at = com->elems[i].offset;
             if (end->elems[i].err || hi < 0 || lane < 0)
                 continue;

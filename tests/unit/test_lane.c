@@ -32,6 +32,16 @@ static void topics(void **state) {
     /* out of range falls back to the default lane */
     assert_string_equal(ax_lane_topic("x", 9, b, sizeof b), "x");
     assert_string_equal(ax_lane_topic("x", -1, b, sizeof b), "x");
+    /* and back: every lane's topic reads as its lane */
+    for (int p = 0; p < AX_PRIORITIES; p++) {
+        assert_int_equal(ax_lane_of_topic("ax.dispatch", ax_lane_topic("ax.dispatch", p, b, sizeof b)), p);
+        assert_int_equal(
+            ax_lane_of_topic("ax.dispatch", ax_lane_topic("ax.dispatch.orders", p, b, sizeof b)), p);
+    }
+    assert_int_equal(ax_lane_of_topic("ax.dispatch", "ax.dispatch.orders"), AX_PRIORITY_DEFAULT);
+    assert_int_equal(ax_lane_of_topic("ax.dispatch", "ax.dispatch.p9"), AX_PRIORITY_DEFAULT);
+    assert_int_equal(ax_lane_of_topic("ax.dispatch", "ax.dispatchx"), -1);
+    assert_int_equal(ax_lane_of_topic("ax.dispatch", "ax.results"), -1);
 }
 
 static void hysteresis(void **state) {

@@ -29,6 +29,11 @@
  * sets a priority uses one topic per group); the others append ".p<N>"
  * (ax.dispatch.p0, ax.dispatch.orders.p3). Returns buf. */
 char *ax_lane_topic(const char *base, int prio, char *buf, size_t len);
+/* The inverse: the lane of topic `name` if it is `base` (lane
+ * AX_PRIORITY_DEFAULT) or any group's lane topic under it ("<base>.p3",
+ * "<base>.<group>.p3"; "<base>.<group>" is the default lane); -1 when the
+ * name is not under `base`. */
+int ax_lane_of_topic(const char *base, const char *name);
 
 /* The trigger's view of one lane. */
 typedef struct ax_lane {

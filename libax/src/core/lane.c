@@ -6,6 +6,21 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+int ax_lane_of_topic(const char *base, const char *name) {
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0)
+        return -1;
+    const char *rest = name + n;
+    if (*rest != '\0' && *rest != '.')
+        return -1;
+    size_t rl = strlen(rest);
+    if (rl >= 3 && rest[rl - 3] == '.' && rest[rl - 2] == 'p' && rest[rl - 1] >= '0' &&
+        rest[rl - 1] < '0' + AX_PRIORITIES)
+        return rest[rl - 1] - '0';
+    return AX_PRIORITY_DEFAULT;
+}
 
 char *ax_lane_topic(const char *base, int prio, char *buf, size_t len) {
     if (prio < 0 || prio >= AX_PRIORITIES)
