@@ -686,22 +686,57 @@ static int spawn_as(pid_t *pid, char *const *argv, char *const *env,
 
 /* ---- public API ----------------------------------------------------------- */
 
-ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
-                       ax_cmd_done_cb cb, void *arg, char *errbuf, size_t errlen) {
-    ax_cmd_t *cmd = NULL;
-    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int fa_ok = 0, attr_ok = 0, err;
+/* The file actions and attributes of the child: the pipes as stdin and
+ * stdout/stderr, a process group of its own, no blocked signals, default
+ * dispositions. 0, or the errno of the step that failed (nothing left to
+ * destroy then). */
+static int spawn_setup(posix_spawn_file_actions_t *fa, posix_spawnattr_t *attr, int child_in,
+                       int child_out, int parent_in, int parent_out) {
     sigset_t empty, dflt;
-    pid_t pid = 0;
-
-    if (!base || !spec || !spec->argv || !spec->argv[0] || !cb ||
-        (spec->stdin_len > 0 && !spec->stdin_data)) {
-        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "spawn: missing base, argv, callback or stdin data");
-        return NULL;
+    int err = posix_spawn_file_actions_init(fa);
+    if (err != 0)
+        return err;
+    if ((err = posix_spawnattr_init(attr)) != 0) {
+        posix_spawn_file_actions_destroy(fa);
+        return err;
     }
-    cmd = calloc(1, sizeof(*cmd));
+    sigemptyset(&empty);
+    sigemptyset(&dflt);
+    sigaddset(&dflt, SIGPIPE);
+    sigaddset(&dflt, SIGTERM);
+    sigaddset(&dflt, SIGINT);
+    sigaddset(&dflt, SIGHUP);
+    sigaddset(&dflt, SIGCHLD);
+    /* The originals are O_CLOEXEC; the explicit closes just state intent and
+     * cover the parent's ends too. */
+    if ((err = posix_spawn_file_actions_adddup2(fa, child_in, STDIN_FILENO)) != 0 ||
+        (err = posix_spawn_file_actions_adddup2(fa, child_out, STDOUT_FILENO)) != 0 ||
+        (err = posix_spawn_file_actions_adddup2(fa, child_out, STDERR_FILENO)) != 0 ||
+        (err = posix_spawn_file_actions_addclose(fa, child_in)) != 0 ||
+        (err = posix_spawn_file_actions_addclose(fa, child_out)) != 0 ||
+        (err = posix_spawn_file_actions_addclose(fa, parent_in)) != 0 ||
+        (err = posix_spawn_file_actions_addclose(fa, parent_out)) != 0 ||
+        (err = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                  POSIX_SPAWN_SETSIGDEF)) != 0 ||
+        (err = posix_spawnattr_setpgroup(attr, 0)) != 0 ||
+        (err = posix_spawnattr_setsigmask(attr, &empty)) != 0 ||
+        (err = posix_spawnattr_setsigdefault(attr, &dflt)) != 0) {
+        posix_spawn_file_actions_destroy(fa);
+        posix_spawnattr_destroy(attr);
+        return err;
+    }
+    return 0;
+}
+
+/* A command not started yet: its stdin copied, the parent's pipe ends
+ * (in_pipe/out_pipe: the child's ends stay there for the spawn) non-
+ * blocking with their events, the timeout armed, the SIGCHLD registry
+ * attached. Everything that can fail for lack of resources happens here,
+ * before the spawn, so a NULL return really means nothing was started. */
+static ax_cmd_t *cmd_prepare(struct event_base *base, const ax_cmd_spec_t *spec,
+                             ax_cmd_done_cb cb, void *arg, int in_pipe[2], int out_pipe[2],
+                             char *errbuf, size_t errlen) {
+    ax_cmd_t *cmd = calloc(1, sizeof(*cmd));
     if (!cmd) {
         ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "spawn: out of memory");
         return NULL;
@@ -722,7 +757,6 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
         memcpy(cmd->in_data, spec->stdin_data, spec->stdin_len);
         cmd->in_len = spec->stdin_len;
     }
-
     if (pipe_cloexec(in_pipe) != 0 || pipe_cloexec(out_pipe) != 0) {
         ax_seterr(errbuf, errlen, AX_ERR_IO, "spawn: pipe: %s", strerror(errno));
         goto fail;
@@ -734,9 +768,6 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
         ax_seterr(errbuf, errlen, AX_ERR_IO, "spawn: fcntl: %s", strerror(errno));
         goto fail;
     }
-
-    /* Everything that can fail for lack of resources happens before the
-     * spawn, so a NULL return really means nothing was started. */
     cmd->timer = evtimer_new(base, cmd_timer_cb, cmd);
     cmd->out_ev = event_new(base, cmd->out_fd, EV_READ | EV_PERSIST, cmd_stdout_cb, cmd);
     if (cmd->in_len > 0)
@@ -758,36 +789,34 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
     }
     if (reg_attach(cmd, errbuf, errlen) != AX_OK)
         goto fail;
+    return cmd;
+fail:
+    cmd_free(cmd);
+    return NULL;
+}
 
-    if ((err = posix_spawn_file_actions_init(&fa)) != 0)
-        goto spawn_setup_fail;
-    fa_ok = 1;
-    if ((err = posix_spawnattr_init(&attr)) != 0)
-        goto spawn_setup_fail;
-    attr_ok = 1;
-    sigemptyset(&empty);
-    sigemptyset(&dflt);
-    sigaddset(&dflt, SIGPIPE);
-    sigaddset(&dflt, SIGTERM);
-    sigaddset(&dflt, SIGINT);
-    sigaddset(&dflt, SIGHUP);
-    sigaddset(&dflt, SIGCHLD);
-    /* The originals are O_CLOEXEC; the explicit closes just state intent and
-     * cover the parent's ends too. */
-    if ((err = posix_spawn_file_actions_adddup2(&fa, in_pipe[0], STDIN_FILENO)) != 0 ||
-        (err = posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO)) != 0 ||
-        (err = posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDERR_FILENO)) != 0 ||
-        (err = posix_spawn_file_actions_addclose(&fa, in_pipe[0])) != 0 ||
-        (err = posix_spawn_file_actions_addclose(&fa, out_pipe[1])) != 0 ||
-        (err = posix_spawn_file_actions_addclose(&fa, cmd->in_fd)) != 0 ||
-        (err = posix_spawn_file_actions_addclose(&fa, cmd->out_fd)) != 0 ||
-        (err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                   POSIX_SPAWN_SETSIGDEF)) != 0 ||
-        (err = posix_spawnattr_setpgroup(&attr, 0)) != 0 ||
-        (err = posix_spawnattr_setsigmask(&attr, &empty)) != 0 ||
-        (err = posix_spawnattr_setsigdefault(&attr, &dflt)) != 0)
-        goto spawn_setup_fail;
+/* ---- public API ----------------------------------------------------------- */
 
+ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
+                       ax_cmd_done_cb cb, void *arg, char *errbuf, size_t errlen) {
+    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    pid_t pid = 0;
+
+    if (!base || !spec || !spec->argv || !spec->argv[0] || !cb ||
+        (spec->stdin_len > 0 && !spec->stdin_data)) {
+        ax_seterr(errbuf, errlen, AX_ERR_INVALID, "spawn: missing base, argv, callback or stdin data");
+        return NULL;
+    }
+    ax_cmd_t *cmd = cmd_prepare(base, spec, cb, arg, in_pipe, out_pipe, errbuf, errlen);
+    if (!cmd)
+        goto fail;
+    int err = spawn_setup(&fa, &attr, in_pipe[0], out_pipe[1], cmd->in_fd, cmd->out_fd);
+    if (err != 0) {
+        ax_seterr(errbuf, errlen, AX_ERR_IO, "spawn: posix_spawn setup: %s", strerror(err));
+        goto fail;
+    }
     cmd->start_ms = ax_mono_ms();
     if (spec->creds)
         err = spawn_as(&pid, spec->argv, spec->env ? spec->env : environ, spec->creds,
@@ -822,12 +851,6 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
         close_fd(&cmd->in_fd);  /* immediate EOF on the child's stdin */
     return cmd;
 
-spawn_setup_fail:
-    ax_seterr(errbuf, errlen, AX_ERR_IO, "spawn: posix_spawn setup: %s", strerror(err));
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok)
-        posix_spawnattr_destroy(&attr);
 fail:
     close_fd(&in_pipe[0]);
     close_fd(&in_pipe[1]);
