@@ -27,6 +27,7 @@
 #   --out DIR        logs, runs.tsv and table.md (default /tmp/ab.<time>)
 #   --list           the benchmarks, their commands and estimates, and exit
 #   --dry-run        print the plan and the time estimate, run nothing
+#   --table DIR      print the table of an earlier (or interrupted) run's DIR
 #
 # Which build each program comes from. The services under test (ax-trigger,
 # ax-executor, ax-callback), axctl and the plugins always come from the
@@ -70,36 +71,38 @@ die() { echo "$ME: $*" >&2; exit 2; }
 # name|set|estimate of one run at the documented size, s|estimate with --quick, s|section
 # set d = the default set (every section of BENCHMARKS.md at its headline
 # command), a = only with --all or --only. Estimates: from the figures in
-# BENCHMARKS.md plus start-up, warm-up and cleanup; the quick ones measured.
+# BENCHMARKS.md plus start-up, warm-up and cleanup (not measured at these
+# sizes: the machine was shared when this script was written); the quick
+# ones measured (2026-12-01, busy machine).
 REGISTRY="
-e2e|d|25|12|End to end (bench_e2e)
-wheel|d|75|25|Timing wheel (bench_wheel)
-trigger10k|a|45|20|Trigger, offered 10,000/s (bench_trigger)
-trigger20k|d|50|20|Trigger, offered 20,000/s (bench_trigger)
-trigger40k|d|80|20|Trigger, offered 40,000/s (bench_trigger)
-cron0|a|40|12|100,000 cron jobs at rest: baseline (bench_trigger --cron)
-cron100k|d|55|14|100,000 cron jobs at rest (bench_trigger --cron)
-tol0|d|35|15|Mixed precision: precise (bench_trigger --tolerance 0)
-tol100|d|35|15|Mixed precision: tolerant (bench_trigger --tolerance 100)
-exec_noop1|d|35|18|Executor: noop, 1 executor (bench_exec)
-exec_noop2|d|40|20|Executor: noop, 2 executors (bench_exec)
-exec_noop4|a|45|24|Executor: noop, 4 executors (bench_exec)
-exec_sleep1|a|40|18|Executor: sleep10, 1 executor (bench_exec)
-exec_sleep2|d|45|20|Executor: sleep10, 2 executors (bench_exec)
-exec_sleep4|a|50|24|Executor: sleep10, 4 executors (bench_exec)
-exec_lat|d|35|18|Executor: fire-to-start at 1,000 jobs/s (bench_exec)
-cb1|d|60|15|Callback: 1 process, batch 1000 (bench_callback)
-cb5000|a|60|15|Callback: 1 process, batch 5000 (bench_callback)
-cb2|d|100|20|Callback: 2 processes, batch 1000 (bench_callback)
-cb_fail10|a|60|15|Callback: 10 % FAILED, retried (bench_callback --fail-pct)
-cb_live10k|a|55|18|Callback: live at 10,000/s offered (bench_callback --live)
-flood|d|160|45|Flood: backpressure and priorities (bench_flood)
-overlap|d|45|22|overlap=cancel: request to CANCELLED (overlap_cancel.sh)
-burst50k|d|55|25|The burst end to end, 50,000 (burst.sh)
-burst500k|a|230|25|The burst end to end, 500,000 (burst.sh)
-explain10k|d|40|15|Leader's statements at 10k undispatched rows (explain_leader.sh)
-explain100k|a|160|15|Leader's statements at 100k undispatched rows (explain_leader.sh)
-explain1m|a|330|15|Leader's statements at 1M undispatched rows (explain_leader.sh)
+e2e|d|20|7|End to end (bench_e2e)
+wheel|d|65|11|Timing wheel (bench_wheel)
+trigger10k|a|40|9|Trigger, offered 10,000/s (bench_trigger)
+trigger20k|d|50|9|Trigger, offered 20,000/s (bench_trigger)
+trigger40k|d|70|9|Trigger, offered 40,000/s (bench_trigger)
+cron0|a|35|6|100,000 cron jobs at rest: baseline (bench_trigger --cron)
+cron100k|d|45|6|100,000 cron jobs at rest (bench_trigger --cron)
+tol0|d|30|9|Mixed precision: precise (bench_trigger --tolerance 0)
+tol100|d|30|9|Mixed precision: tolerant (bench_trigger --tolerance 100)
+exec_noop1|d|25|6|Executor: noop, 1 executor (bench_exec)
+exec_noop2|d|25|9|Executor: noop, 2 executors (bench_exec)
+exec_noop4|a|30|8|Executor: noop, 4 executors (bench_exec)
+exec_sleep1|a|20|7|Executor: sleep10, 1 executor (bench_exec)
+exec_sleep2|d|22|7|Executor: sleep10, 2 executors (bench_exec)
+exec_sleep4|a|28|6|Executor: sleep10, 4 executors (bench_exec)
+exec_lat|d|20|7|Executor: fire-to-start at 1,000 jobs/s (bench_exec)
+cb1|d|45|10|Callback: 1 process, batch 1000 (bench_callback)
+cb5000|a|45|10|Callback: 1 process, batch 5000 (bench_callback)
+cb2|d|60|14|Callback: 2 processes, batch 1000 (bench_callback)
+cb_fail10|a|45|10|Callback: 10 % FAILED, retried (bench_callback --fail-pct)
+cb_live10k|a|50|10|Callback: live at 10,000/s offered (bench_callback --live)
+flood|d|140|12|Flood: backpressure and priorities (bench_flood)
+overlap|d|40|9|overlap=cancel: request to CANCELLED (overlap_cancel.sh)
+burst50k|d|45|10|The burst end to end, 50,000 (burst.sh)
+burst500k|a|215|11|The burst end to end, 500,000 (burst.sh)
+explain10k|d|35|5|Leader's statements at 10k undispatched rows (explain_leader.sh)
+explain100k|a|140|5|Leader's statements at 100k undispatched rows (explain_leader.sh)
+explain1m|a|230|5|Leader's statements at 1M undispatched rows (explain_leader.sh)
 "
 reg_names() { awk -F'|' 'NF > 1 { print $1 }' <<<"$REGISTRY"; }
 reg_field() { awk -F'|' -v n="$1" -v f="$2" '$1 == n { print $f }' <<<"$REGISTRY"; }
@@ -156,7 +159,7 @@ if [[ ${1:-} == __e2e ]]; then
 fi
 
 # ---- options -----------------------------------------------------------------
-ONLY="" ROUNDS=3 ALL=0 QUICK=0 DRIVER=new OUT="" LIST=0 DRY=0
+ONLY="" ROUNDS=3 ALL=0 QUICK=0 DRIVER=new OUT="" LIST=0 DRY=0 TABLE=""
 POS=()
 while (($#)); do
     case $1 in
@@ -171,6 +174,7 @@ while (($#)); do
         --out) OUT=${2:?--out DIR}; shift 2 ;;
         --list) LIST=1; shift ;;
         --dry-run) DRY=1; shift ;;
+        --table) TABLE=${2:?--table DIR}; shift 2 ;;
         -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         --*) die "unknown option $1 (see --help)" ;;
         *) POS+=("$1"); shift ;;
@@ -249,10 +253,10 @@ cmd() {
         CMD=("$d/tests/bench_exec" --config "$C" "${w[@]}" "$b" noop 1 "$(sz 10000 300)" "$(sz 1000 100)")
         DOC="$Dd/tests/bench_exec --config C ${w[*]}${w:+ }B noop 1 $(sz 10000 300) $(sz 1000 100)" ;;
     cb1|cb5000|cb2|cb_fail10|cb_live10k)
-        local k=1 nn=200000 bt=1000 x=() qn=5000
+        local k=1 nn=200000 bt=1000 x=() qn=20000
         case $n in
             cb5000) bt=5000 ;;
-            cb2) k=2 nn=400000 qn=10000 ;;
+            cb2) k=2 nn=400000 qn=30000 ;;
             cb_fail10) x=(--fail-pct 10) ;;
             cb_live10k) x=(--live "$(sz 10000 2000)") ;;
         esac
@@ -385,9 +389,71 @@ figures() {
     esac
 }
 
+# ---- the table ---------------------------------------------------------------
+# table DIR: the markdown table of DIR/runs.tsv (DIR/docs.tsv: each
+# benchmark's command, DIR/head.md: the heading). Figures in the order they
+# were first printed; runs in round order, "fail" for a run without the
+# figure; the median of the numeric runs; new/old of the medians.
+table() {
+    local dir=$1 n doc
+    cat "$dir/head.md"
+    echo
+    echo "| benchmark | command | figure | old runs | old median | new runs | new median | new/old |"
+    echo "|---|---|---|---|---|---|---|---|"
+    while IFS=$'\t' read -r n doc; do
+        awk -F'\t' -v n="$n" -v doc="$doc" '
+            function isnum(x) { return x ~ /^-?[0-9]+(\.[0-9]+)?$/ }
+            function med(list,   a, k, i, j, t, m) {
+                k = 0
+                m = split(list, a, " ")
+                for (i = 1; i <= m; i++) if (isnum(a[i])) v[++k] = a[i] + 0
+                if (k == 0) return ""
+                for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+                return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+            }
+            function fmt(x,   a) {
+                if (x == "") return "—"
+                if (!isnum(x)) return x
+                x += 0
+                a = x < 0 ? -x : x
+                return x == int(x) ? sprintf("%d", x) : a >= 100 ? sprintf("%.0f", x) : a >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x)
+            }
+            NR > 1 && $1 == n {
+                if ($3 > R) R = $3
+                if ($4 == "(run)") next
+                if (!($4 in seen)) { seen[$4] = 1; order[++nf] = $4 }
+                val[$4, $2, $3] = $5
+            }
+            END {
+                if (R == 0) exit
+                if (nf == 0) order[++nf] = "(every run failed)"
+                for (i = 1; i <= nf; i++) {
+                    f = order[i]
+                    for (s = 1; s <= 2; s++) {
+                        side = s == 1 ? "old" : "new"; runs[s] = ""; raw = ""
+                        for (r = 1; r <= R; r++) {
+                            x = ((f, side, r) in val) ? val[f, side, r] : "fail"
+                            raw = raw " " x
+                            runs[s] = runs[s] (r > 1 ? ", " : "") fmt(x)
+                        }
+                        m[s] = med(raw)
+                    }
+                    ratio = (m[1] != "" && m[2] != "" && m[1] != 0) ? sprintf("%.3f", m[2] / m[1]) : "—"
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", i == 1 ? n : "", i == 1 ? "`" doc "`" : "",
+                        f, runs[1], fmt(m[1]), runs[2], fmt(m[2]), ratio
+                }
+            }' "$dir/runs.tsv"
+    done <"$dir/docs.tsv"
+}
+
 # ---- list / plan -------------------------------------------------------------
 est_of() { if ((QUICK)); then reg_field "$1" 4; else reg_field "$1" 3; fi; }
 fmt_s() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
+if [[ -n $TABLE ]]; then
+    [[ -r $TABLE/runs.tsv && -r $TABLE/docs.tsv && -r $TABLE/head.md ]] || die "--table $TABLE: no runs.tsv, docs.tsv, head.md there"
+    table "$TABLE"
+    exit 0
+fi
 if ((LIST)); then
     OLD_BUILD=OLD_BUILD NEW_BUILD=NEW_BUILD OLD_SRC=OLD_SRC NEW_SRC=NEW_SRC OUT=DIR
     printf '| name | set | one run (s) | --quick (s) | what | command |\n|---|---|---|---|---|---|\n'
@@ -431,7 +497,7 @@ cmp -s "$OLD_SRC/tests/integration/lib.sh" "$NEW_SRC/tests/integration/lib.sh" |
     echo "ab: tests/integration/lib.sh differs between OLD and NEW"
 diff -rq "$OLD_SRC/infra/migrations" "$NEW_SRC/infra/migrations" >/dev/null ||
     echo "ab: infra/migrations differ between OLD and NEW: both run on the database of AX_CONFIG as it is migrated (explain: each side's own)"
-echo "ab: ${#SEL[@]} benchmark(s) x $ROUNDS round(s) x 2 builds; estimated $(fmt_s "$total") (at the documented sizes on a quiet machine):"
+echo "ab: ${#SEL[@]} benchmark(s) x $ROUNDS round(s) x 2 builds; estimated $(fmt_s "$total")$( ((QUICK)) || echo " (documented sizes, quiet machine)"):"
 for n in "${SEL[@]}"; do
     printf 'ab:   %-12s %4d s x %d = %s\n' "$n" "$(est_of "$n")" $((2 * ROUNDS)) "$(fmt_s $((2 * ROUNDS * $(est_of "$n"))))"
 done
@@ -473,17 +539,45 @@ fi
 # ---- the runs ----------------------------------------------------------------
 RUNS=$OUT/runs.tsv
 printf 'bench\tside\tround\tfigure\tvalue\n' >"$RUNS"
+t_start=$(date +%s)
+head_md() {
+    echo "## ab.sh: OLD $(git -C "$OLD_SRC" rev-parse --short HEAD 2>/dev/null) vs NEW $(git -C "$NEW_SRC" rev-parse --short HEAD 2>/dev/null), $(date -u +%F), $ROUNDS round(s)$( ((QUICK)) && echo ', --quick (figures mean nothing)')"
+    echo
+    echo "B = the side's build, C = AX_CONFIG, NEW = NEW's build; (↑) higher is better, (↓) lower is better. Runs $(date -u -d "@$t_start" +%H:%M)–$(date -u +%H:%M) UTC; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+}
+: >"$OUT/docs.tsv"
+for n in "${SEL[@]}"; do
+    cmd "$n" new
+    printf '%s\t%s\n' "$n" "$(sed "s|$AX_CONFIG|C|g; s|$NEW_BUILD|NEW|g" <<<"$DOC")" >>"$OUT/docs.tsv"
+done
+head_md >"$OUT/head.md"
 CUR=""
+# leftovers NAME: burst.sh and overlap_cancel.sh (tests/integration/lib.sh)
+# delete their jobs but leave instances (all of them when interrupted),
+# leader rows and lane rows of their prefix it.<script>.<pid>.<n>. behind;
+# no such run is active now, so every row of those prefixes goes.
+leftovers() {
+    local t
+    case $1 in burst*) t=burst ;; overlap) t=overlap_cancel ;; *) return 0 ;; esac
+    q -c "DELETE FROM job_instance WHERE deployment LIKE 'it.$t.%'" \
+      -c "DELETE FROM dispatch_pending WHERE deployment LIKE 'it.$t.%'" \
+      -c "DELETE FROM lane_status WHERE deployment LIKE 'it.$t.%'" \
+      -c "DELETE FROM ax_leader WHERE role LIKE 'it.$t.%'" >/dev/null 2>&1 ||
+        echo "$ME: could not delete the rows left by $1 (deployment it.$t.*)" >&2
+}
 on_signal() {
     echo "$ME: interrupted; stopping the current run" >&2
     # TERM, not INT: the run is an asynchronous command, which ignores SIGINT
     # (a shell script such as burst.sh could not trap it); timeout passes
     # TERM on to the run's process group.
     [[ -n $CUR ]] && kill -TERM "$CUR" 2>/dev/null && wait "$CUR" 2>/dev/null
+    [[ -n ${n:-} ]] && leftovers "$n"
+    head_md >"$OUT/head.md"
+    table "$OUT" | tee "$OUT/table.md"
+    echo "$ME: the runs so far; logs, runs.tsv and table.md in $OUT" >&2
     exit 130
 }
 trap on_signal INT TERM
-t_start=$(date +%s)
 done_est=0
 for n in "${SEL[@]}"; do
     est=$(est_of "$n")
@@ -503,6 +597,7 @@ for n in "${SEL[@]}"; do
             wait "$CUR"
             rc=$?
             CUR=""
+            leftovers "$n"
             dt=$(($(date +%s) - t0))
             figs=$(figures "$n" "$log")
             if ((rc != 0)) || [[ -z $figs ]]; then
@@ -515,7 +610,7 @@ for n in "${SEL[@]}"; do
                 status="ok, $(head -n 1 <<<"$figs" | tr '\t' ' ')"
             fi
             done_est=$((done_est + est))
-            left=$((total - 2 * done_est))
+            left=$((total - done_est))
             ((left < 0)) && left=0
             printf '[%s] %-12s %s %d/%d: %ds, %s; about %s left\n' "$(date +%H:%M:%S)" "$n" "$side" "$r" \
                 "$ROUNDS" "$dt" "$status" "$(fmt_s "$left")" >&2
@@ -524,52 +619,6 @@ for n in "${SEL[@]}"; do
 done
 trap - INT TERM
 
-# ---- the table ---------------------------------------------------------------
-# Figures in the order they were first printed; runs in round order; "fail"
-# for a run without the figure; the median of the numeric runs; new/old of
-# the medians.
-{
-    echo "## ab.sh: OLD $(git -C "$OLD_SRC" rev-parse --short HEAD 2>/dev/null) vs NEW $(git -C "$NEW_SRC" rev-parse --short HEAD 2>/dev/null), $(date -u +%F), $ROUNDS rounds$( ((QUICK)) && echo ', --quick (figures mean nothing)')"
-    echo
-    echo "B = the side's build, C = AX_CONFIG; (↑) higher is better, (↓) lower is better. Run $(date -u -d "@$t_start" +%H:%M)–$(date -u +%H:%M) UTC, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
-    echo
-    echo "| benchmark | command | figure | old runs | old median | new runs | new median | new/old |"
-    echo "|---|---|---|---|---|---|---|---|"
-    for n in "${SEL[@]}"; do
-        cmd "$n" new
-        doc=$(sed "s|$AX_CONFIG|C|g" <<<"$DOC")
-        awk -F'\t' -v n="$n" -v R="$ROUNDS" -v doc="$doc" '
-            function med(list,   a, k, i, j, t, m) {
-                k = 0
-                m = split(list, a, " ")
-                for (i = 1; i <= m; i++) if (a[i] ~ /^-?[0-9]+(\.[0-9]+)?$/) v[++k] = a[i] + 0
-                if (k == 0) return ""
-                for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-                return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-            }
-            function fmt(x) { return x == "" ? "—" : (x == int(x) ? sprintf("%d", x) : sprintf("%.4g", x)) }
-            NR > 1 && $1 == n {
-                if ($4 == "(run)") { failed[$2, $3] = 1; next }
-                if (!($4 in seen)) { seen[$4] = 1; order[++nf] = $4 }
-                val[$4, $2, $3] = $5
-            }
-            END {
-                if (nf == 0) { order[++nf] = "(every run failed)" }
-                for (i = 1; i <= nf; i++) {
-                    f = order[i]
-                    for (s = 1; s <= 2; s++) {
-                        side = s == 1 ? "old" : "new"; runs[s] = ""
-                        for (r = 1; r <= R; r++) {
-                            x = ((f, side, r) in val) ? val[f, side, r] : "fail"
-                            runs[s] = runs[s] (r > 1 ? ", " : "") x
-                        }
-                        gsub(/, /, " ", runs[s]); m[s] = med(runs[s]); gsub(/ /, ", ", runs[s])
-                    }
-                    ratio = (m[1] != "" && m[2] != "" && m[1] != 0) ? sprintf("%.3f", m[2] / m[1]) : "—"
-                    printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", i == 1 ? n : "", i == 1 ? "`" doc "`" : "",
-                        f, runs[1], fmt(m[1]), runs[2], fmt(m[2]), ratio
-                }
-            }' "$RUNS"
-    done
-} | tee "$OUT/table.md"
+head_md >"$OUT/head.md"
+table "$OUT" | tee "$OUT/table.md"
 echo "ab: logs, runs.tsv and table.md in $OUT" >&2
