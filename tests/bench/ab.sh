@@ -108,6 +108,12 @@ reg_names() { awk -F'|' 'NF > 1 { print $1 }' <<<"$REGISTRY"; }
 reg_field() { awk -F'|' -v n="$1" -v f="$2" '$1 == n { print $f }' <<<"$REGISTRY"; }
 
 # ---- configuration -----------------------------------------------------------
+for a in "$@"; do
+    case $a in
+        -h|--help) sed -n '2,/^set -uo/p' "$SELF" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        --list) : "${AX_CONFIG:=C}"; [[ -r $AX_CONFIG ]] || AX_CONFIG=/dev/null ;;
+    esac
+done
 : "${AX_CONFIG:?$ME: set AX_CONFIG (the configuration of the running servers)}"
 [[ -r $AX_CONFIG ]] || die "AX_CONFIG=$AX_CONFIG: not readable"
 export AX_CONFIG
@@ -175,7 +181,6 @@ while (($#)); do
         --list) LIST=1; shift ;;
         --dry-run) DRY=1; shift ;;
         --table) TABLE=${2:?--table DIR}; shift 2 ;;
-        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         --*) die "unknown option $1 (see --help)" ;;
         *) POS+=("$1"); shift ;;
     esac
@@ -379,13 +384,16 @@ figures() {
         fig "peak RSS executor MB (↓)" "$(kv executor "$f.line")"
         rm -f "$f.line" ;;
     explain*)
-        # Per "=== name (N=..., ...)" block: its (last) Execution Time, or
-        # "timeout" when the statement was cancelled.
-        awk '/^=== / { if (name != "") print name "\t" (t != "" ? t : "timeout")
+        # Per "=== name (N=..., ...)" block: its (last) Execution Time;
+        # "timeout" when the statement was cancelled by EXPLAIN_TIMEOUT,
+        # "error" when it failed otherwise.
+        awk 'function out() { if (name != "") print name "\t" (t != "" ? t : to ? "timeout" : "error") }
+             /^=== / { out()
                        name = $0; sub(/^=== /, "", name); sub(/ \(N=[0-9]+, [a-z]+ statistics\)$/, "", name)
-                       name = name " ms (↓)"; t = ""; next }
+                       name = name " ms (↓)"; t = ""; to = 0; next }
+             /canceling statement due to statement timeout/ { to = 1 }
              /Execution Time: / { t = $0; sub(/.*Execution Time: /, "", t); sub(/ ms.*/, "", t) }
-             END { if (name != "") print name "\t" (t != "" ? t : "timeout") }' "$f" ;;
+             END { out() }' "$f" ;;
     esac
 }
 
