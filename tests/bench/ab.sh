@@ -149,7 +149,7 @@ if [[ ${1:-} == __e2e ]]; then
     "$B/axctl/axctl" --config "$AX_CONFIG" topics create --partitions 6 >/dev/null || exit 1
     for s in trigger executor callback; do
         "$B/services/$s/ax-$s" --config "$AX_CONFIG" --set log.level=warn \
-            --set "worker.id=ab-$$-$s" >"/tmp/ab_e2e.$$.$s.log" 2>&1 &
+            --set "worker.id=ab-$$-$s" >"${AB_OUT:-/tmp}/ab_e2e.$$.$s.log" 2>&1 &
         pids+=($!)
     done
     for _ in $(seq 1 300); do
@@ -158,7 +158,7 @@ if [[ ${1:-} == __e2e ]]; then
         sleep 0.2
     done
     sleep 2
-    echo "ab: services of $B on prefix $P; logs /tmp/ab_e2e.$$.*.log" >&2
+    echo "ab: services of $B on prefix $P; logs ${AB_OUT:-/tmp}/ab_e2e.$$.*.log" >&2
     "$D/tests/bench_e2e" --config "$AX_CONFIG" "$N"
     rc=$?
     exit $rc
@@ -513,6 +513,7 @@ done
 
 mkdir -p "$OUT" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
+export AB_OUT=$OUT
 # AX_BIN of burst.sh and overlap_cancel.sh: the side's services, axctl and
 # plugins; tests/ (bench_burst) of the driver build.
 for side in old new; do
@@ -586,6 +587,20 @@ on_signal() {
     exit 130
 }
 trap on_signal INT TERM
+# servers_up: PostgreSQL answers and the Kafka bootstrap server accepts a
+# connection; else wait for them up to 5 minutes (a restart of the shared
+# servers would otherwise fail every run in a row).
+KAFKA_HP=$(conf_get kafka.bootstrap.servers | cut -d, -f1)
+servers_up() {
+    local i
+    for i in $(seq 1 60); do
+        q -c "SELECT 1" >/dev/null 2>&1 &&
+            (exec 3<>"/dev/tcp/${KAFKA_HP%:*}/${KAFKA_HP##*:}") 2>/dev/null && return 0
+        ((i == 1)) && echo "$ME: PostgreSQL or Kafka does not answer; waiting up to 5 min" >&2
+        sleep 5
+    done
+    echo "$ME: still no PostgreSQL or Kafka; running anyway" >&2
+}
 done_est=0
 for n in "${SEL[@]}"; do
     est=$(est_of "$n")
@@ -593,6 +608,7 @@ for n in "${SEL[@]}"; do
     for r in $(seq 1 "$ROUNDS"); do
         for side in old new; do
             cmd "$n" "$side"
+            servers_up
             log=$OUT/$n.$side.$r.log
             {
                 echo "# ab: $n $side round $r, $(date -u +%FT%TZ), loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
