@@ -56,8 +56,8 @@
 # Each run is one invocation of the documented command (burst.sh with
 # RUNS=1), limited to max(600 s, 5 x its estimate) (SIGTERM, SIGKILL 60 s
 # later; the benchmarks clean up on SIGTERM).
-# A run that fails or prints no figure counts as "fail" and is left out of
-# the median; its log is kept in DIR. Output: the table on stdout and in
+# A run that fails, prints no figure, or whose first figure is a rate of 0
+# (it measured nothing) counts as "fail" and is left out of the median; its log is kept in DIR. Output: the table on stdout and in
 # DIR/table.md, each run's figures in DIR/runs.tsv, each run's output in
 # DIR/<bench>.<side>.<round>.log.
 set -uo pipefail
@@ -343,8 +343,8 @@ figures() {
         fig "commits/job (↓)" "$(kv pg_commits_per_job "$f")"
         fig "WAL records/job (↓)" "$(kv pg_wal_records_per_job "$f")" ;;
     cb*)
-        fig "persisted/s per-second median (↑)" "$(kv persisted_per_s_median "$f")"
         fig "persisted/s overall (↑)" "$(kv persisted_per_s_overall "$f")"
+        fig "persisted/s per-second median (↑)" "$(kv persisted_per_s_median "$f")"
         if [[ $n == cb_live10k ]]; then
             v=$(kv produced_to_persisted_ms_p50_p99_max "$f")
             fig "produced→persisted p50 ms (↓)" "$(part "$v" 1 /)"
@@ -424,7 +424,7 @@ table() {
                 if (!isnum(x)) return x
                 x += 0
                 a = x < 0 ? -x : x
-                return x == int(x) ? sprintf("%d", x) : a >= 100 ? sprintf("%.0f", x) : a >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x)
+                return x == int(x) ? sprintf("%d", x) : a >= 100 ? sprintf("%.0f", x) : a >= 10 ? sprintf("%.1f", x) : a >= 1 ? sprintf("%.2f", x) : sprintf("%.2g", x)
             }
             NR > 1 && $1 == n {
                 if ($3 > R) R = $3
@@ -624,9 +624,15 @@ for n in "${SEL[@]}"; do
             leftovers "$n"
             dt=$(($(date +%s) - t0))
             figs=$(figures "$n" "$log")
-            if ((rc != 0)) || [[ -z $figs ]]; then
+            # A run whose first figure is a rate (↑) of 0 or less measured
+            # nothing (bench_trigger exits 0 when PostgreSQL went away).
+            first=$(head -n 1 <<<"$figs")
+            if ((rc != 0)) || [[ -z $figs ]] ||
+                { [[ ${first%%$'\t'*} == *"(↑)" ]] && awk -v v="${first#*$'\t'}" 'BEGIN { exit !(v + 0 <= 0) }'; }; then
                 printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$side" "$r" "(run)" "fail" >>"$RUNS"
-                status="FAILED (exit $rc; see $log)"
+                if ((rc != 0)); then status="FAILED (exit $rc; see $log)"
+                elif [[ -z $figs ]]; then status="FAILED (no figure in the output; see $log)"
+                else status="FAILED (${first/$'\t'/ }: measured nothing; see $log)"; fi
             else
                 while IFS=$'\t' read -r k v; do
                     printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$side" "$r" "$k" "$v" >>"$RUNS"
