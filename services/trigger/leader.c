@@ -33,6 +33,7 @@
 
 #include "ax/common.h"
 #include "ax/log.h"
+#include "ax/store.h"
 #include "ax/store_leader.h"
 #include "trigger.h"
 
@@ -171,7 +172,9 @@ static void lease_renew(trigger_t *t, int64_t e) {
     if (rc == 0)
         rc = ax_store_leader_renew(t->lease_pg, &k, svc->conf.trigger_lease_ms, &pg_ms, err,
                                    sizeof err);
-    int64_t m1 = ax_mono_ms();
+    int64_t m1 = ax_mono_ms(), x0 = m0, x1 = m1;
+    if (rc == 0) /* PostgreSQL's clock is dated by the execution alone */
+        ax_store_last_exec(&x0, &x1);
     pthread_mutex_lock(&t->lease_mu);
     if (rc == AX_ERR_NOTFOUND) {
         if (t->lease_epoch == e) {
@@ -187,8 +190,8 @@ static void lease_renew(trigger_t *t, int64_t e) {
         t->lease_until_mono = lease_until(m0, svc->conf.trigger_lease_ms);
         t->lease_renewed_mono = m0;
         t->clk_pg = pg_ms;
-        t->clk_m0 = m0;
-        t->clk_m1 = m1;
+        t->clk_m0 = x0;
+        t->clk_m1 = x1;
     }
     pthread_mutex_unlock(&t->lease_mu);
 }
@@ -307,7 +310,9 @@ static int try_take(trigger_t *t) {
     int64_t m0 = ax_mono_ms(), e = 0, pg_ms = 0;
     int rc = ax_store_leader_take(svc->pg, t->role, t->holder, svc->conf.trigger_lease_ms, &e,
                                   &pg_ms, err, sizeof err);
-    int64_t m1 = ax_mono_ms();
+    int64_t m1 = ax_mono_ms(), x0 = m0, x1 = m1;
+    if (rc == 0) /* PostgreSQL's clock is dated by the execution alone */
+        ax_store_last_exec(&x0, &x1);
     if (rc == AX_ERR_NOTFOUND)
         return 0;
     if (rc < 0) {
@@ -316,7 +321,7 @@ static int try_take(trigger_t *t) {
     }
     t->lease_until_mono = lease_until(m0, svc->conf.trigger_lease_ms);
     t->clock_base = 0;
-    clock_sync(t, pg_ms, m0, m1);
+    clock_sync(t, pg_ms, x0, x1);
     become_leader(t, e);
     return 1;
 }
@@ -374,9 +379,11 @@ void lead_tick(trigger_t *t) {
     if (now >= t->acquire_after_mono && try_take(t))
         return;
     /* Still a standby: keep the clock in step anyway. */
-    int64_t m0 = ax_mono_ms(), pg_ms;
-    if (ax_store_clock_ms(svc->pg, &pg_ms, err, sizeof err) == 0)
-        clock_sync(t, pg_ms, m0, ax_mono_ms());
+    int64_t pg_ms, x0, x1;
+    if (ax_store_clock_ms(svc->pg, &pg_ms, err, sizeof err) == 0) {
+        ax_store_last_exec(&x0, &x1); /* the execution alone dates the clock */
+        clock_sync(t, pg_ms, x0, x1);
+    }
 }
 
 int lead_check_in_tx(trigger_t *t, char *err, size_t errlen) {

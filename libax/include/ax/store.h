@@ -32,4 +32,10 @@ typedef struct ax_store_stat {
  * copied into out[]); returns how many statements there are. */
 size_t ax_store_stats(ax_store_stat_t *out, size_t max);
 
+/* The CLOCK_MONOTONIC ms just before and just after this thread's last
+ * statement execution (its round trip alone: a first run's prepare is not
+ * in it), for callers that date a value the server computed, such as its
+ * clock (0, 0 before any). */
+void ax_store_last_exec(int64_t *ret_mono0, int64_t *ret_mono1);
+
 #endif

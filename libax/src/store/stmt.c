@@ -31,6 +31,13 @@ static int stmt_id(ax_stmt_t *st) {
     return id;
 }
 
+static __thread int64_t t_exec_m0, t_exec_m1; /* ax_store_last_exec */
+
+void ax_store_last_exec(int64_t *ret_mono0, int64_t *ret_mono1) {
+    *ret_mono0 = t_exec_m0;
+    *ret_mono1 = t_exec_m1;
+}
+
 static uint64_t now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -108,7 +115,9 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
             PQclear(pr);
             *prepared = 1;
         }
+        t_exec_m0 = ax_mono_ms();
         PGresult *r = PQexecPrepared(conn, pname, nparams, params, lengths, formats, 0);
+        t_exec_m1 = ax_mono_ms();
         ExecStatusType es = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
         if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
             uint64_t rows = es == PGRES_TUPLES_OK ? (uint64_t)PQntuples(r)
