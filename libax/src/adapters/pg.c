@@ -293,6 +293,19 @@ int ax_pgarr_text(ax_strbuf_t *b, const char *s) {
 
 int ax_pgarr_end(ax_strbuf_t *b) { return ax_strbuf_add(b, "}", 1); }
 
+int ax_pgarr_ints(ax_strbuf_t *b, const int64_t *v, size_t n) {
+    int rc = ax_pgarr_begin(b);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = ax_pgarr_int(b, v[i]);
+    if (rc == 0)
+        rc = ax_pgarr_end(b);
+    if (rc < 0) {
+        ax_strbuf_free(b);
+        return AX_ERR_NOMEM;
+    }
+    return 0;
+}
+
 int64_t ax_pg_int(const PGresult *r, int row, int col) {
     if (PQgetisnull(r, row, col))
         return 0;

@@ -35,6 +35,9 @@ int ax_pgarr_begin(ax_strbuf_t *b);
 int ax_pgarr_int(ax_strbuf_t *b, int64_t v);
 int ax_pgarr_text(ax_strbuf_t *b, const char *s);
 int ax_pgarr_end(ax_strbuf_t *b);
+/* "{v0,v1,...}" of v[0..n) in b from its start; AX_ERR_NOMEM (b freed) if
+ * it could not grow. */
+int ax_pgarr_ints(ax_strbuf_t *b, const int64_t *v, size_t n);
 
 /* Parse the text form of an int8 column; 0 if NULL. */
 int64_t ax_pg_int(const PGresult *r, int row, int col);

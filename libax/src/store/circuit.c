@@ -43,18 +43,11 @@ int ax_store_circuit_load(ax_pg_t *pg, const int64_t *job_ids, size_t n, ax_circ
     *ret = NULL;
     *ret_n = 0;
     ax_strbuf_t b = {0};
-    int rc = ax_pgarr_begin(&b);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = ax_pgarr_int(&b, job_ids[i]);
-    if (rc == 0)
-        rc = ax_pgarr_end(&b);
-    if (rc < 0) {
-        ax_strbuf_free(&b);
+    if (ax_pgarr_ints(&b, job_ids, n) < 0)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st_load.name);
-    }
     const char *p[] = {b.s};
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_load, 1, p, NULL, NULL, &r, errbuf, errlen);
+    int rc = ax_stmt_run(pg, &st_load, 1, p, NULL, NULL, &r, errbuf, errlen);
     ax_strbuf_free(&b);
     if (rc < 0)
         return rc;

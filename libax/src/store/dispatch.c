@@ -90,14 +90,7 @@ int ax__dispatch_rows_read(const PGresult *r, int hold_col, ax_dispatch_rows_t *
 
 char *ax__int_array(const int64_t *v, size_t n) {
     ax_strbuf_t b = {0};
-    ax_pgarr_begin(&b);
-    for (size_t i = 0; i < n; i++)
-        ax_pgarr_int(&b, v[i]);
-    if (ax_pgarr_end(&b) < 0) {
-        ax_strbuf_free(&b);
-        return NULL;
-    }
-    return b.s;
+    return ax_pgarr_ints(&b, v, n) < 0 ? NULL : b.s;
 }
 
 /* The per-priority release plan as an array: NULL = held (INT64_MAX). */

@@ -54,18 +54,11 @@ int ax_store_instance_cancel_request(ax_pg_t *pg, const int64_t *ids, size_t n,
                                      ax_cancel_row_t **ret_rows, size_t *ret_n, char *errbuf,
                                      size_t errlen) {
     ax_strbuf_t arr = {0};
-    int rc = ax_pgarr_begin(&arr);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = ax_pgarr_int(&arr, ids[i]);
-    if (rc == 0)
-        rc = ax_pgarr_end(&arr);
-    if (rc < 0) {
-        ax_strbuf_free(&arr);
+    if (ax_pgarr_ints(&arr, ids, n) < 0)
         return nomem(errbuf, errlen);
-    }
     const char *p[] = {arr.s};
     PGresult *r;
-    rc = ax_stmt_run(pg, &st_cancel_request, 1, p, NULL, NULL, &r, errbuf, errlen);
+    int rc = ax_stmt_run(pg, &st_cancel_request, 1, p, NULL, NULL, &r, errbuf, errlen);
     ax_strbuf_free(&arr);
     if (rc < 0)
         return rc;

@@ -13,15 +13,6 @@
 #include "ax/store_outbox.h"
 #include "store_int.h"
 
-static int ints_param(ax_strbuf_t *b, const int64_t *v, size_t n) {
-    int rc = ax_pgarr_begin(b);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = ax_pgarr_int(b, v[i]);
-    if (rc == 0)
-        rc = ax_pgarr_end(b);
-    return rc < 0 ? AX_ERR_NOMEM : 0;
-}
-
 static int nomem(char *errbuf, size_t errlen, const char *what) {
     return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", what);
 }
@@ -35,7 +26,7 @@ AX_STMT(st_add_finished, "outbox.add_finished",
 int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
                                  size_t errlen) {
     ax_strbuf_t b = {0};
-    int rc = ints_param(&b, ids, n);
+    int rc = ax_pgarr_ints(&b, ids, n);
     const char *p[] = {b.s};
     if (rc == 0)
         rc = ax_stmt_run(pg, &st_add_finished, 1, p, NULL, NULL, NULL, errbuf, errlen);
@@ -146,7 +137,7 @@ int ax_store_outbox_mark(ax_pg_t *pg, ax_outbox_marker_t who, const char *deploy
                          int nparts, char *errbuf, size_t errlen) {
     ax_stmt_t *st = who == AX_OUTBOX_RECOVERED ? &st_mark_recovered : &st_mark_published;
     ax_strbuf_t is = {0}, ps = {0}, os = {0};
-    int rc = ints_param(&is, ids, nids);
+    int rc = ax_pgarr_ints(&is, ids, nids);
     if (rc == 0 && (ax_pgarr_begin(&ps) < 0 || ax_pgarr_begin(&os) < 0))
         rc = AX_ERR_NOMEM;
     for (int k = 0; rc == 0 && k < nparts; k++)

@@ -38,15 +38,6 @@ static void arrs_free(ax_strbuf_t *a, int n) {
         ax_strbuf_free(&a[k]);
 }
 
-static int ints_param(ax_strbuf_t *b, const int64_t *v, size_t n) {
-    int rc = ax_pgarr_begin(b);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = ax_pgarr_int(b, v[i]);
-    if (rc == 0)
-        rc = ax_pgarr_end(b);
-    return rc < 0 ? AX_ERR_NOMEM : 0;
-}
-
 static int nomem(char *errbuf, size_t errlen, const char *what) {
     return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", what);
 }
@@ -363,7 +354,7 @@ int ax_store_outcome_retry_jobs(ax_pg_t *pg, const int64_t *ids, size_t n,
     memset(ret, 0, sizeof *ret);
     ax_strbuf_t b = {0};
     ax_num_t nb;
-    if (ints_param(&b, ids, n) < 0) {
+    if (ax_pgarr_ints(&b, ids, n) < 0) {
         ax_strbuf_free(&b);
         return nomem(errbuf, errlen, st_retry_jobs.name);
     }
@@ -421,7 +412,7 @@ int ax_store_outcome_probe_jobs(ax_pg_t *pg, const int64_t *ids, size_t n,
     *ret = NULL;
     *ret_n = 0;
     ax_strbuf_t b = {0};
-    if (ints_param(&b, ids, n) < 0) {
+    if (ax_pgarr_ints(&b, ids, n) < 0) {
         ax_strbuf_free(&b);
         return nomem(errbuf, errlen, st_probe_jobs.name);
     }
@@ -459,7 +450,7 @@ int ax_store_outcome_shards_done(ax_pg_t *pg, const int64_t *children, size_t n,
     *ret_parents = NULL;
     *ret_n = 0;
     ax_strbuf_t b = {0};
-    if (ints_param(&b, children, n) < 0) {
+    if (ax_pgarr_ints(&b, children, n) < 0) {
         ax_strbuf_free(&b);
         return nomem(errbuf, errlen, st_shards_done.name);
     }

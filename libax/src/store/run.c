@@ -88,15 +88,8 @@ AX_STMT(st_release, "run.release",
 
 /* "{1,2,3}" of ids[0..n) in b (free with ax_strbuf_free). */
 static int id_array(ax_strbuf_t *b, const int64_t *ids, size_t n, char *errbuf, size_t errlen) {
-    int rc = ax_pgarr_begin(b);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = ax_pgarr_int(b, ids[i]);
-    if (rc == 0)
-        rc = ax_pgarr_end(b);
-    if (rc < 0) {
-        ax_strbuf_free(b);
+    if (ax_pgarr_ints(b, ids, n) < 0)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory");
-    }
     return 0;
 }
 
