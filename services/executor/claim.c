@@ -22,20 +22,6 @@ typedef struct claim_ctx {
     ax_run_lease_t lease;
 } claim_ctx_t;
 
-static const ax_run_claimed_t *claimed_find(const ax_run_claimed_t *v, size_t n, int64_t id) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].instance_id == id)
-            return &v[mid];
-        if (v[mid].instance_id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
 static int op_claim_batch(void *arg, ax_claim_item_t *items, size_t n, char *err, size_t errlen) {
     claim_ctx_t *c = arg;
     ax_svc_t *svc = &c->ex->svc;
@@ -57,7 +43,7 @@ static int op_claim_batch(void *arg, ax_claim_item_t *items, size_t n, char *err
     free(ids);
     free(att);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const ax_run_claimed_t *w = claimed_find(rows, nrows, items[i].instance_id);
+        const ax_run_claimed_t *w = ax_run_find(rows, nrows, sizeof *rows, items[i].instance_id);
         if (!w)
             continue;
         items[i].verdict = AX_CLAIM_CLAIMED;

@@ -235,20 +235,6 @@ static size_t take_wave(executor_t *ex, run_t ***ret_wave) {
     return n;
 }
 
-static const ax_run_held_t *held_find(const ax_run_held_t *v, size_t n, int64_t id) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].instance_id == id)
-            return &v[mid];
-        if (v[mid].instance_id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
 /* Mark RUNNING (one statement) and start as many waiting runs as the pools
  * have free slots. */
 void start_ready(executor_t *ex) {
@@ -285,7 +271,7 @@ void start_ready(executor_t *ex) {
     }
     for (size_t i = 0; i < n; i++) {
         run_t *r = wave[i];
-        const ax_run_held_t *f = held_find(mine, rows, r->d.instance_id);
+        const ax_run_held_t *f = ax_run_find(mine, rows, sizeof *mine, r->d.instance_id);
         if (!f) { /* lost meanwhile (lease swept, cancelled) */
             ax_info("instance %lld: no longer ours before it started; dropped",
                     (long long)r->d.instance_id);

@@ -39,6 +39,11 @@ int ax_run_claim(ax_pg_t *pg, const char *worker, const int64_t *ids, const int3
                  size_t n, const ax_run_lease_t *lease, ax_run_claimed_t **ret_rows,
                  size_t *ret_n, char *errbuf, size_t errlen);
 
+/* The row of instance `id` among rows[0..n) of `size` bytes each, sorted
+ * by id as this family returns them (ax_run_claimed_t, ax_run_held_t: both
+ * begin with their instance_id); NULL if absent. */
+const void *ax_run_find(const void *rows, size_t n, size_t size, int64_t id);
+
 typedef enum ax_run_limited {
     AX_RUN_LIMITED_GONE = 0, /* not SCHEDULED at that attempt: nothing changed */
     AX_RUN_LIMITED_CLAIMED,  /* LOCKED by worker, holding a slot of job.running_count */

@@ -86,6 +86,15 @@ AX_STMT(st_release, "run.release",
         "  locked_at = NULL, lease_expires_at = NULL, holds_slot = false"
         " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1");
 
+static int id_first_cmp(const void *key, const void *row) {
+    int64_t a = *(const int64_t *)key, b = *(const int64_t *)row;
+    return a < b ? -1 : a > b;
+}
+
+const void *ax_run_find(const void *rows, size_t n, size_t size, int64_t id) {
+    return n ? bsearch(&id, rows, n, size, id_first_cmp) : NULL;
+}
+
 /* "{1,2,3}" of ids[0..n) in b (free with ax_strbuf_free). */
 static int id_array(ax_strbuf_t *b, const int64_t *ids, size_t n, char *errbuf, size_t errlen) {
     if (ax_pgarr_ints(b, ids, n) < 0)
