@@ -17,6 +17,7 @@
 #   AX_CACHE                  download cache (default: $AX_ROOT/.cache)
 #   AX_KAFKA_PORT             Kafka client listener (default: 19092)
 #   AX_KAFKA_CONTROLLER_PORT  KRaft controller listener (default: 19093)
+#   AX_KAFKA_JMX_PORT         broker JMX on 127.0.0.1 for benchmarks (default: off)
 #   AX_PG_PORT                PostgreSQL TCP port (default: 15432)
 #   AX_PARTITIONS             partitions per ax topic (default: 6)
 #   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
@@ -493,6 +494,16 @@ ax_kafka_java_opts() {
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
     -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
     "-Dlog4j.configuration=file:$AX_STATE/kafka/log4j.properties"
+  # AX_KAFKA_JMX_PORT=N: the broker's JMX on 127.0.0.1:N only, for benchmark
+  # programs that read its request metrics (kafka.tools.JmxTool); off by default.
+  if [[ -n ${AX_KAFKA_JMX_PORT:-} ]]; then
+    printf '%s\n' -Dcom.sun.management.jmxremote \
+      "-Dcom.sun.management.jmxremote.port=$AX_KAFKA_JMX_PORT" \
+      "-Dcom.sun.management.jmxremote.rmi.port=$AX_KAFKA_JMX_PORT" \
+      -Dcom.sun.management.jmxremote.host=127.0.0.1 -Djava.rmi.server.hostname=127.0.0.1 \
+      -Dcom.sun.management.jmxremote.authenticate=false -Dcom.sun.management.jmxremote.ssl=false \
+      -Dcom.sun.management.jmxremote.local.only=true
+  fi
 }
 
 # ax_kafka_format -- format the KRaft storage once (meta.properties exists
