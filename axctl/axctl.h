@@ -43,6 +43,10 @@ void need_utf8(const char *s, const char *what);
 int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t n, const char *why,
                         int *ret_stopping, int *ret_scheduled);
 
+/* axctl migrate status | apply, axctl config check (migrate.c) */
+int cmd_migrate(int argc, char **argv);
+int cmd_config_check(int argc, char **argv);
+
 /* axctl job ... (job.c) */
 int cmd_job(int argc, char **argv);
 /* axctl submit (submit.c) */

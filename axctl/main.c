@@ -157,6 +157,15 @@ static const char usage[] =
     "      carries an idempotency key of the record, so replaying it again makes no\n"
     "      second instance (and says so).\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
+    "  migrate status           the schema migrations this build carries, applied\n"
+    "                           (when) or pending, and applied ones it does not know;\n"
+    "                           exit 0 when the schema is this build's, 3 when not\n"
+    "  migrate apply            apply the pending migrations in order, each in its own\n"
+    "                           transaction, under an advisory lock (a second applier\n"
+    "                           waits); exit 3 if the schema is newer than this build\n"
+    "  config check             read the configuration and check every key, the pg.*\n"
+    "                           and kafka.* ones by libpq and librdkafka, without\n"
+    "                           connecting; exit 0 \"configuration ok\", else 2\n"
     "  config reference         the configuration reference (Markdown)\n"
     "  config print             the effective configuration, secrets redacted, URLs as\n"
     "                           scheme://host:port\n"
@@ -480,6 +489,10 @@ int main(int argc, char **argv) {
         rc = cmd_flow(argc - 2, argv + 2);
     } else if (strcmp(cmd, "counters") == 0) {
         rc = cmd_counters();
+    } else if (strcmp(cmd, "migrate") == 0) {
+        rc = cmd_migrate(argc - 2, argv + 2);
+    } else if (strcmp(cmd, "config") == 0 && argc >= 3 && strcmp(argv[2], "check") == 0) {
+        rc = cmd_config_check(argc - 3, argv + 3);
     } else if (strcmp(cmd, "config") == 0 && argc >= 3 && strcmp(argv[2], "reference") == 0) {
         ax_conf_reference(stdout);
         rc = 0;

@@ -758,11 +758,22 @@ ax_pg_stop() {
   fi
 }
 
-# ax_migrate [DIR] -- apply DIR/*.sql (default infra/migrations) in lexical
-# order, each in one transaction together with its row in
-# ax_schema_migrations; versions already recorded are skipped.
+# ax_migrate [DIR] -- bring the schema of database ax up to date.  With no
+# DIR, a built axctl and $AX_STATE/ax.conf: `axctl migrate apply` (the
+# migrations that build carries, which are infra/migrations at build time;
+# one transaction each, under the appliers' advisory lock).  Otherwise psql
+# applies DIR/*.sql (default infra/migrations) in lexical order, each in one
+# transaction together with its row in ax_schema_migrations, holding the
+# same advisory lock for that transaction; versions already recorded are
+# skipped.  Both record the same versions in the same table.
 ax_migrate() {
   local dir=${1:-$AX_ROOT/infra/migrations} applied f v n=0 files=()
+  local lock="SELECT pg_advisory_xact_lock(hashtextextended('ax.schema_migrations', 0))"
+  if (($# == 0)) && [[ -x $AX_BUILD/axctl/axctl && -s $AX_STATE/ax.conf ]]; then
+    ax_log "migrations: $AX_BUILD/axctl/axctl migrate apply"
+    ax_axctl migrate apply || ax_die "axctl migrate apply failed"
+    return 0
+  fi
   ax_psql -c "CREATE TABLE IF NOT EXISTS ax_schema_migrations (
                 version    text PRIMARY KEY,
                 applied_at timestamptz NOT NULL DEFAULT now())"
@@ -774,7 +785,7 @@ ax_migrate() {
     v=$(basename "$f" .sql)
     grep -Fxq -- "$v" <<<"$applied" && continue
     ax_log "migration $v"
-    if ! ax_psql -1 -f "$f" \
+    if ! ax_psql -1 -c "$lock" -f "$f" \
            -c "INSERT INTO ax_schema_migrations (version) VALUES ('${v//\'/\'\'}')"; then
       ax_die "migration $v failed (rolled back): $f"
     fi

@@ -12,6 +12,7 @@
 #include "ax/common.h"
 #include "ax/log.h"
 #include "ax/service.h"
+#include "ax/store_migrate.h"
 #include "ax/tzfile.h"
 
 static void on_signal(evutil_socket_t sig, short what, void *arg) {
@@ -125,6 +126,18 @@ __attribute__((format(printf, 4, 5))) static int svc_fail(ax_svc_t *svc, int sta
     return rc;
 }
 
+/* Before ax_svc_init returns an error after starting the producer: the
+ * program exits next, and no librdkafka thread may outlive it (exit()
+ * racing one crashed in OpenSSL's cleanup). */
+static void producer_drop(ax_svc_t *svc) {
+    ax_kafka_watch_free(svc->pwatch);
+    svc->pwatch = NULL;
+    rd_kafka_queue_destroy(svc->pqueue);
+    svc->pqueue = NULL;
+    rd_kafka_destroy(svc->producer);
+    svc->producer = NULL;
+}
+
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by) {
     char err[1024];
@@ -196,14 +209,7 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     for (unsigned attempt = 0;; attempt++) {
         if (svc->stopping) {
             ax_info("stopped before PostgreSQL was reachable");
-            /* the program exits next: no librdkafka thread may outlive it
-             * (exit() racing one crashed in OpenSSL's cleanup) */
-            ax_kafka_watch_free(svc->pwatch);
-            svc->pwatch = NULL;
-            rd_kafka_queue_destroy(svc->pqueue);
-            svc->pqueue = NULL;
-            rd_kafka_destroy(svc->producer);
-            svc->producer = NULL;
+            producer_drop(svc);
             return svc_fail(svc, 0, AX_SVC_END, NULL);
         }
         if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)
@@ -216,6 +222,15 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
         event_base_dispatch(svc->base);
     }
     ax_info("connected to PostgreSQL");
+    /* Before anything is written: the schema must be the one this build
+     * knows (an older or newer one is an operator error, exit 2). */
+    int src = ax_store_schema_check(svc->pg, err, sizeof err);
+    if (src < 0)
+        producer_drop(svc);
+    if (src == AX_ERR_INVALID)
+        return svc_fail(svc, 2, src, "schema version: %s", err);
+    if (src < 0)
+        return svc_fail(svc, 1, src, "schema version: cannot read it: %s", err);
     return 0;
 }
 
