@@ -14,6 +14,7 @@
 #include "ax/common.h"
 #include "ax/idem.h"
 #include "ax/kafka.h"
+#include "ax/log.h"
 #include "ax/lane.h"
 #include "ax/pg.h"
 #include "ax/store_fleet.h"
@@ -372,10 +373,33 @@ static int valid_group(const char *s) {
     return 1;
 }
 
+/* Replication factor and min.insync.replicas: the flags' (checked against
+ * the cluster's size), else 3 and 2 on a cluster of 3 brokers or more, 1
+ * and 1 on a smaller one. Exits 2 on a flag the cluster cannot honour. */
+static int topics_replication(int64_t *repl, int64_t *isr, char *err, size_t errlen) {
+    int brokers = 0;
+    int rc = ax_kafka_broker_count(&conf, &brokers, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (*repl == 0)
+        *repl = brokers >= 3 ? 3 : 1;
+    if (*repl > brokers)
+        die_usagef("--replication-factor %lld exceeds the cluster's %d broker(s)",
+                   (long long)*repl, brokers);
+    if (*isr == 0)
+        *isr = *repl >= 3 ? 2 : 1;
+    if (*isr > *repl)
+        die_usagef("--min-insync %lld exceeds the replication factor %lld", (long long)*isr,
+                   (long long)*repl);
+    ax_info("topics: replication factor %lld, min.insync.replicas %lld (%d broker(s))",
+            (long long)*repl, (long long)*isr, brokers);
+    return 0;
+}
+
 int cmd_topics(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "create") != 0)
         die_usage("topics needs: create");
-    int64_t parts = 6, repl = 1;
+    int64_t parts = 6, repl = 0, isr = 0; /* 0: from the cluster's size */
     static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
     size_t cap = AX_ARRAY_SIZE(suffixes) + (size_t)(argc + 1) * AX_PRIORITIES, n = 0;
     char **names = calloc(cap, sizeof *names);
@@ -390,7 +414,8 @@ int cmd_topics(int argc, char **argv) {
         names[n++] = strdup(ax_conf_dispatch_topic(&conf, NULL, p, buf, sizeof buf));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--partitions") != 0 && strcmp(a, "--replication") != 0 &&
+        int is_repl = strcmp(a, "--replication-factor") == 0 || strcmp(a, "--replication") == 0;
+        if (strcmp(a, "--partitions") != 0 && !is_repl && strcmp(a, "--min-insync") != 0 &&
             strcmp(a, "--group") != 0)
             die_usagef("topics create: unknown argument '%s' (see axctl --help)", a);
         if (i + 1 >= argc)
@@ -400,10 +425,14 @@ int cmd_topics(int argc, char **argv) {
             parts = parse_int(v, a);
             if (parts < 1 || parts > 100000)
                 die_usagef("--partitions must be 1..100000, not %s", v);
-        } else if (strcmp(a, "--replication") == 0) {
+        } else if (is_repl) {
             repl = parse_int(v, a);
             if (repl < 1 || repl > 32767)
-                die_usagef("--replication must be 1..32767, not %s", v);
+                die_usagef("%s must be 1..32767, not %s", a, v);
+        } else if (strcmp(a, "--min-insync") == 0) {
+            isr = parse_int(v, a);
+            if (isr < 1 || isr > 32767)
+                die_usagef("--min-insync must be 1..32767, not %s", v);
         } else {
             if (!valid_group(v))
                 die_usagef("--group must be 1-64 of A-Z a-z 0-9 _ - starting with a letter or "
@@ -421,8 +450,10 @@ int cmd_topics(int argc, char **argv) {
         }
     }
     char err[512];
-    int rc = ax_kafka_create_topic_names(&conf, (const char *const *)names, n, (int)parts,
-                                         (int)repl, err, sizeof err);
+    int rc = topics_replication(&repl, &isr, err, sizeof err);
+    if (rc == 0)
+        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names, n, (int)parts,
+                                         (int)repl, (int)isr, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "axctl: %s\n", err);
     for (size_t i = 0; i < n; i++)

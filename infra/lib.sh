@@ -17,6 +17,10 @@
 #   AX_CACHE                  download cache (default: $AX_ROOT/.cache)
 #   AX_KAFKA_PORT             Kafka client listener (default: 19092)
 #   AX_KAFKA_CONTROLLER_PORT  KRaft controller listener (default: 19093)
+#   AX_KAFKA_BROKERS          Kafka nodes (broker+controller each; default 1, 3 for
+#                             a replicated cluster); node i listens on
+#                             AX_KAFKA_PORT + 10*(i-1) and AX_KAFKA_CONTROLLER_PORT
+#                             + 10*(i-1); changing it needs a fresh $AX_STATE/kafka*
 #   AX_KAFKA_JMX_PORT         broker JMX on 127.0.0.1 for benchmarks (default: off)
 #   AX_PG_PORT                PostgreSQL TCP port (default: 15432)
 #   AX_PARTITIONS             partitions per ax topic (default: 6)
@@ -38,7 +42,11 @@
 #   kafka.client.conf  librdkafka/kcat properties with those credentials (root, 0600)
 #   pg/              PostgreSQL 15 cluster, owned by system user ax
 #   kafka/           server.properties (0600), log4j.properties, data/ (KRaft logs);
-#                    owned by ax, mode 0700
+#                    owned by ax, mode 0700 (node 1; node i of AX_KAFKA_BROKERS
+#                    in kafka-<i>/, its pid in run/kafka-<i>.pid, log kafka-<i>.log)
+#   kafka.cluster.id the KRaft cluster id all nodes are formatted with
+#   kafka.controller.password  with several nodes: their controllers' password
+#                    (root, mode 0600, never printed)
 #   log/             postgres.log, kafka.log, ax-<service>.log (0640, owner ax)
 #   run/             kafka.pid, ax-<service>.pid, pg/ (unix socket)
 
@@ -395,23 +403,77 @@ ax_kafka_fetch() {
   ax_die "no Kafka version of [$AX_KAFKA_VERSIONS] could be fetched from Maven Central"
 }
 
-# ax_kafka_configure -- (re)write server.properties and log4j.properties
-# under $AX_STATE/kafka from the current settings.  The client listener
-# requires SASL/SCRAM (user ax, password in $AX_STATE/kafka.password); the
-# inter-broker traffic uses it too.  The controller listener requires
-# SASL/PLAIN with a password regenerated here on every start (only this node
-# talks to it).  The StandardAuthorizer denies everything to any principal
-# but the super user ax.  server.properties holds both passwords: owner ax,
-# mode 0600.
+# ---- the nodes of the cluster (AX_KAFKA_BROKERS, default 1)
+#
+# Node i (1..AX_KAFKA_BROKERS) is a combined broker+controller (KRaft; every
+# node a voter): client listener AX_KAFKA_PORT + 10*(i-1), controller
+# listener AX_KAFKA_CONTROLLER_PORT + 10*(i-1), state in $AX_STATE/kafka
+# (node 1, as with one broker) or $AX_STATE/kafka-<i>, pid in
+# run/kafka.pid or run/kafka-<i>.pid, log in log/kafka.log or
+# log/kafka-<i>.log.  The nodes share one cluster id
+# ($AX_STATE/kafka.cluster.id) and, with more than one node, one controller
+# password ($AX_STATE/kafka.controller.password, root, 0600: the controllers
+# talk to each other, so it survives a node's restart).
+
+ax_kafka_n() {
+  local n=${AX_KAFKA_BROKERS:-1}
+  [[ $n =~ ^[1-9]$ ]] || ax_die "AX_KAFKA_BROKERS must be 1..9, not '$n'"
+  echo "$n"
+}
+ax_kafka_node_port()  { echo $((AX_KAFKA_PORT + 10 * ($1 - 1))); }
+ax_kafka_node_cport() { echo $((AX_KAFKA_CONTROLLER_PORT + 10 * ($1 - 1))); }
+ax_kafka_node_dir()   { if (($1 == 1)); then echo "$AX_STATE/kafka"; else echo "$AX_STATE/kafka-$1"; fi; }
+ax_kafka_node_sfx()   { if (($1 == 1)); then echo ""; else echo "-$1"; fi; }
+ax_kafka_node_pidfile() { echo "$AX_STATE/run/kafka$(ax_kafka_node_sfx "$1").pid"; }
+ax_kafka_node_log()   { echo "$AX_STATE/log/kafka$(ax_kafka_node_sfx "$1").log"; }
+
+# ax_kafka_bootstrap -- every node's client address, comma-separated.
+ax_kafka_bootstrap() {
+  local i n out=
+  n=$(ax_kafka_n)
+  for ((i = 1; i <= n; i++)); do out+=${out:+,}127.0.0.1:$(ax_kafka_node_port "$i"); done
+  echo "$out"
+}
+
+# ax_kafka_voters -- controller.quorum.voters of the cluster.
+ax_kafka_voters() {
+  local i n out=
+  n=$(ax_kafka_n)
+  for ((i = 1; i <= n; i++)); do out+=${out:+,}$i@127.0.0.1:$(ax_kafka_node_cport "$i"); done
+  echo "$out"
+}
+
+# ax_kafka_configure [NODE] -- (re)write server.properties and
+# log4j.properties of NODE (default 1) from the current settings.  The
+# client listener requires SASL/SCRAM (user ax, password in
+# $AX_STATE/kafka.password); the inter-broker traffic uses it too.  The
+# controller listener requires SASL/PLAIN: with one node its password is
+# regenerated here on every start (only this node talks to it), with more
+# it is the cluster's ($AX_STATE/kafka.controller.password).  Replication
+# factors of the internal topics are min(3, nodes); with 3 nodes or more
+# min.insync.replicas is 2.  The StandardAuthorizer denies everything to
+# any principal but the super user ax.  server.properties holds both
+# passwords: owner ax, mode 0600.
 ax_kafka_configure() {
-  local kdir=$AX_STATE/kafka pw cpw tmp mech_lc
+  local node=${1:-1} kdir pw cpw tmp mech_lc n rf isr port cport
+  n=$(ax_kafka_n)
+  kdir=$(ax_kafka_node_dir "$node")
+  port=$(ax_kafka_node_port "$node")
+  cport=$(ax_kafka_node_cport "$node")
+  rf=$((n < 3 ? n : 3))
+  isr=$((n >= 3 ? 2 : 1))
   (umask 077 && mkdir -p "$kdir/data")
   if [[ -f $kdir/data/.ax-scram && ! -s $AX_STATE/kafka.password ]]; then
     ax_die "$AX_STATE/kafka.password is missing but $kdir/data holds its SCRAM credential; restore it, or stop Kafka and remove $kdir to re-initialize"
   fi
   ax_secret_new "$AX_STATE/kafka.password"
   pw=$(ax_secret_read "$AX_STATE/kafka.password")
-  cpw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+  if ((n > 1)); then
+    ax_secret_new "$AX_STATE/kafka.controller.password"
+    cpw=$(ax_secret_read "$AX_STATE/kafka.controller.password")
+  else
+    cpw=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+  fi
   mech_lc=$(tr 'A-Z' 'a-z' <<<"$AX_KAFKA_MECHANISM")
   tmp=$kdir/server.properties.tmp.$$
   (
@@ -420,10 +482,10 @@ ax_kafka_configure() {
 # written by infra (lib.sh ax_kafka_configure); regenerated on every start
 # (holds passwords: owner $AX_USER, mode 0600)
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
-listeners=CLIENT://127.0.0.1:$AX_KAFKA_PORT,CONTROLLER://127.0.0.1:$AX_KAFKA_CONTROLLER_PORT
-advertised.listeners=CLIENT://127.0.0.1:$AX_KAFKA_PORT
+node.id=$node
+controller.quorum.voters=$(ax_kafka_voters)
+listeners=CLIENT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=CLIENT://127.0.0.1:$port
 inter.broker.listener.name=CLIENT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT
@@ -438,12 +500,12 @@ super.users=User:$AX_KAFKA_USER
 allow.everyone.if.no.acl.found=false
 log.dirs=$kdir/data
 num.partitions=1
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
 offsets.topic.num.partitions=8
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
 transaction.state.log.num.partitions=8
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
@@ -481,22 +543,26 @@ ax_kafka_client_conf() {
   pw=$(ax_secret_read "$AX_STATE/kafka.password")
   (
     umask 077
-    printf 'bootstrap.servers=127.0.0.1:%s\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanisms=%s\nsasl.username=%s\nsasl.password=%s\n' \
-      "$AX_KAFKA_PORT" "$AX_KAFKA_MECHANISM" "$AX_KAFKA_USER" "$pw" >"$f.tmp.$$"
+    printf 'bootstrap.servers=%s\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanisms=%s\nsasl.username=%s\nsasl.password=%s\n' \
+      "$(ax_kafka_bootstrap)" "$AX_KAFKA_MECHANISM" "$AX_KAFKA_USER" "$pw" >"$f.tmp.$$"
   )
   pw=
   mv -f "$f.tmp.$$" "$f"
 }
 
-# ax_kafka_java_opts -- JVM flags of the broker and the storage tool.
+# ax_kafka_java_opts [NODE] -- JVM flags of the broker and the storage tool.
 ax_kafka_java_opts() {
-  printf '%s\n' -Xmx512m -Xms256m -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+  local node=${1:-1} heap=512m
+  # three JVMs on one machine: a smaller heap each
+  (($(ax_kafka_n) > 1)) && heap=384m
+  printf '%s\n' "-Xmx$heap" -Xms256m -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
     -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
-    "-Dlog4j.configuration=file:$AX_STATE/kafka/log4j.properties"
+    "-Dlog4j.configuration=file:$(ax_kafka_node_dir "$node")/log4j.properties"
   # AX_KAFKA_JMX_PORT=N: the broker's JMX on 127.0.0.1:N only, for benchmark
-  # programs that read its request metrics (kafka.tools.JmxTool); off by default.
-  if [[ -n ${AX_KAFKA_JMX_PORT:-} ]]; then
+  # programs that read its request metrics (kafka.tools.JmxTool); off by
+  # default; node 1's only.
+  if [[ -n ${AX_KAFKA_JMX_PORT:-} ]] && ((node == 1)); then
     printf '%s\n' -Dcom.sun.management.jmxremote \
       "-Dcom.sun.management.jmxremote.port=$AX_KAFKA_JMX_PORT" \
       "-Dcom.sun.management.jmxremote.rmi.port=$AX_KAFKA_JMX_PORT" \
@@ -506,24 +572,40 @@ ax_kafka_java_opts() {
   fi
 }
 
-# ax_kafka_format -- format the KRaft storage once (meta.properties exists
-# after), as user ax, with the SCRAM credential of user ax in the initial
-# metadata.  The storage tool gets its arguments from a java @argfile (owner
-# ax, 0600, removed right after) so that the password never appears in a
-# command line that other users could read in /proc.
+# ax_kafka_cluster_id -- the cluster's id ($AX_STATE/kafka.cluster.id,
+# created once): a Kafka Uuid, 16 random bytes, base64url without padding
+# (22 chars), not starting with '-' so that it cannot be taken for an option.
+ax_kafka_cluster_id() {
+  local f=$AX_STATE/kafka.cluster.id id=-
+  if [[ ! -s $f && -f $AX_STATE/kafka/data/meta.properties ]]; then
+    # node 1 formatted by an older infra (one broker): its id is the cluster's
+    id=$(sed -n 's/^cluster\.id=//p' "$AX_STATE/kafka/data/meta.properties")
+    (umask 077 && printf '%s\n' "$id" >"$f")
+  fi
+  if [[ ! -s $f ]]; then
+    while [[ $id == -* ]]; do
+      id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    done
+    (umask 077 && printf '%s\n' "$id" >"$f.tmp" && mv -f "$f.tmp" "$f")
+  fi
+  cat "$f"
+}
+
+# ax_kafka_format [NODE] -- format NODE's KRaft storage once (meta.properties
+# exists after), as user ax, with the SCRAM credential of user ax in the
+# initial metadata.  The storage tool gets its arguments from a java
+# @argfile (owner ax, 0600, removed right after) so that the password never
+# appears in a command line that other users could read in /proc.
 ax_kafka_format() {
-  local kdir=$AX_STATE/kafka log=$AX_STATE/log/kafka.log id opts argf pw as_ax
+  local node=${1:-1} kdir log id opts argf pw as_ax
+  kdir=$(ax_kafka_node_dir "$node")
+  log=$(ax_kafka_node_log "$node")
   if [[ -f $kdir/data/meta.properties ]]; then
     [[ -f $kdir/data/.ax-scram ]] && return 0
     ax_die "$kdir/data was formatted without SASL credentials (by an older infra); stop Kafka and remove $kdir to re-initialize"
   fi
-  # A Kafka Uuid: 16 random bytes, base64url without padding (22 chars); not
-  # starting with '-' so that it cannot be taken for an option.
-  id=-
-  while [[ $id == -* ]]; do
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
-  done
-  mapfile -t opts < <(ax_kafka_java_opts)
+  id=$(ax_kafka_cluster_id)
+  mapfile -t opts < <(ax_kafka_java_opts "$node")
   mapfile -t as_ax < <(ax_as_ax_argv)
   argf=$kdir/format.args
   pw=$(ax_secret_read "$AX_STATE/kafka.password")
@@ -535,7 +617,7 @@ ax_kafka_format() {
   )
   pw=
   chown "$AX_USER:$AX_USER" "$argf"
-  ax_log "formatting Kafka storage (cluster id $id, SASL user $AX_KAFKA_USER)"
+  ax_log "formatting Kafka storage of node $node (cluster id $id, SASL user $AX_KAFKA_USER)"
   if ! (cd "$kdir" && umask 077 && "${as_ax[@]}" "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" "@$argf") >>"$log" 2>&1; then
     rm -f "$argf"
     ax_tail_log "$log"
@@ -546,44 +628,82 @@ ax_kafka_format() {
   chown "$AX_USER:$AX_USER" "$kdir/data/.ax-scram"
 }
 
-# ax_kafka_ready -- the broker answers an authenticated metadata request.
+# ax_kafka_ready -- every node answers an authenticated metadata request
+# itself (asked alone) that lists every node.
 ax_kafka_ready() {
-  kcat -F "$AX_STATE/kafka.client.conf" -L -t __ax_probe -m 2 2>/dev/null | grep -q 'broker 1 at'
+  local md i k n
+  n=$(ax_kafka_n)
+  for ((k = 1; k <= n; k++)); do
+    md=$(kcat -F "$AX_STATE/kafka.client.conf" -X "bootstrap.servers=127.0.0.1:$(ax_kafka_node_port "$k")" \
+           -L -t __ax_probe -m 2 2>/dev/null) || return 1
+    for ((i = 1; i <= n; i++)); do
+      grep -q "broker $i at 127.0.0.1:$(ax_kafka_node_port "$i")" <<<"$md" || return 1
+    done
+  done
 }
 
-# ax_kafka_start -- fetch (if needed), configure, format (once), start the
-# broker and wait until it answers (90 s).  No-op if it already runs.
-ax_kafka_start() {
-  local pidfile=$AX_STATE/run/kafka.pid log=$AX_STATE/log/kafka.log opts p as_ax
-  ax_state_init
+# ax_kafka_node_start NODE -- configure, format (once) and spawn NODE unless
+# it runs; true if it was started.
+ax_kafka_node_start() {
+  local node=$1 pidfile log opts as_ax p port
+  pidfile=$(ax_kafka_node_pidfile "$node")
+  log=$(ax_kafka_node_log "$node")
+  port=$(ax_kafka_node_port "$node")
   if ax_pid_alive "$pidfile" kafka.Kafka; then
-    ax_log "Kafka already running (pid $(ax_pid_read "$pidfile"))"
-    [[ -s $AX_STATE/kafka.client.conf ]] || ax_kafka_client_conf
-  else
-    for p in "$AX_KAFKA_PORT" "$AX_KAFKA_CONTROLLER_PORT"; do
-      ! ax_port_busy "$p" || ax_die "port $p is already in use (set AX_KAFKA_PORT / AX_KAFKA_CONTROLLER_PORT)"
-    done
+    ax_log "Kafka node $node already running (pid $(ax_pid_read "$pidfile"))"
+    return 1
+  fi
+  for p in "$port" "$(ax_kafka_node_cport "$node")"; do
+    ! ax_port_busy "$p" || ax_die "port $p is already in use (set AX_KAFKA_PORT / AX_KAFKA_CONTROLLER_PORT)"
+  done
+  ax_log_file "$log"
+  ax_kafka_configure "$node"
+  ax_kafka_format "$node"
+  mapfile -t opts < <(ax_kafka_java_opts "$node")
+  mapfile -t as_ax < <(ax_as_ax_argv)
+  ax_log "starting Kafka $AX_KAFKA_VERSION node $node on 127.0.0.1:$port as user $AX_USER, SASL $AX_KAFKA_MECHANISM (log: $log)"
+  printf '\n===== infra: starting Kafka %s node %s at %s =====\n' "$AX_KAFKA_VERSION" "$node" "$(date -u +%FT%TZ)" >>"$log"
+  ax_spawn "$pidfile" "$log" "$(ax_kafka_node_dir "$node")" "${as_ax[@]}" \
+    "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" kafka.Kafka "$(ax_kafka_node_dir "$node")/server.properties"
+}
+
+# ax_kafka_start -- fetch (if needed), configure, format (once), start every
+# node of the cluster that does not run (AX_KAFKA_BROKERS, default 1) and
+# wait until all of them answer (90 s).  No-op if all run.
+ax_kafka_start() {
+  local i n started=0 what
+  n=$(ax_kafka_n)
+  ax_state_init
+  for ((i = 1; i <= n; i++)); do
+    ax_pid_alive "$(ax_kafka_node_pidfile "$i")" kafka.Kafka || started=1
+  done
+  if ((started)); then
     ax_kafka_fetch
     ax_pg_user
     ax_state_secure
     ax_make_traversable "$AX_KAFKA_LIBS" "$AX_STATE"
-    ax_log_file "$log"
-    ax_kafka_configure
-    ax_kafka_format
-    mapfile -t opts < <(ax_kafka_java_opts)
-    mapfile -t as_ax < <(ax_as_ax_argv)
-    ax_log "starting Kafka $AX_KAFKA_VERSION on 127.0.0.1:$AX_KAFKA_PORT as user $AX_USER, SASL $AX_KAFKA_MECHANISM (log: $log)"
-    printf '\n===== infra: starting Kafka %s at %s =====\n' "$AX_KAFKA_VERSION" "$(date -u +%FT%TZ)" >>"$log"
-    ax_spawn "$pidfile" "$log" "$AX_STATE/kafka" "${as_ax[@]}" \
-      "$(ax_java)" "${opts[@]}" -cp "$AX_KAFKA_LIBS/*" kafka.Kafka "$AX_STATE/kafka/server.properties"
+    for ((i = 1; i <= n; i++)); do ax_kafka_node_start "$i" || true; done
+  else
+    ax_log "Kafka already running ($n node(s))"
+    [[ -s $AX_STATE/kafka.client.conf ]] || ax_kafka_client_conf
   fi
-  ax_wait_until 90 "Kafka on 127.0.0.1:$AX_KAFKA_PORT" "$log" "$pidfile" ax_kafka_ready
-  ax_log "Kafka ready on 127.0.0.1:$AX_KAFKA_PORT"
+  what="Kafka on $(ax_kafka_bootstrap)"
+  # the wait fails early if a node dies (node 1's log and pid, or the
+  # cluster's answer)
+  ax_wait_until 90 "$what" "$(ax_kafka_node_log 1)" "$(ax_kafka_node_pidfile 1)" ax_kafka_ready
+  ax_log "Kafka ready on $(ax_kafka_bootstrap) ($n node(s))"
 }
 
-# ax_kafka_stop -- SIGTERM the broker, SIGKILL after 30 s.
+# ax_kafka_stop -- SIGTERM every node at once (a node that shuts down alone
+# waits for the quorum of the others), SIGKILL after 30 s.
 ax_kafka_stop() {
-  ax_stop_pidfile Kafka "$AX_STATE/run/kafka.pid" 30 kafka.Kafka
+  local i n pids=()
+  n=$(ax_kafka_n)
+  for ((i = n; i >= 1; i--)); do
+    ax_stop_pidfile "Kafka node $i" "$(ax_kafka_node_pidfile "$i")" 30 kafka.Kafka &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || true; done
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -814,7 +934,7 @@ ax_write_config() {
       printf '# written by infra/up; every ax program reads this file when given no --config\n'
       printf 'log.level = info\n'
       printf 'topic.prefix = ax.\n'
-      printf 'kafka.bootstrap.servers = 127.0.0.1:%s\n' "$AX_KAFKA_PORT"
+      printf 'kafka.bootstrap.servers = %s\n' "$(ax_kafka_bootstrap)"
       if [[ -n $kpw ]]; then
         printf 'kafka.security.protocol = SASL_PLAINTEXT\n'
         printf 'kafka.sasl.mechanisms = %s\n' "$AX_KAFKA_MECHANISM"

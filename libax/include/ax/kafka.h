@@ -140,11 +140,16 @@ int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replicatio
 int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, size_t ngroups,
                            char *errbuf, size_t errlen);
 /* Create the topics `names` (full names, prefix included) with `partitions`
- * partitions, `replication` replicas and max.message.bytes =
+ * partitions, `replication` replicas, min.insync.replicas = min_insync
+ * (0: the broker's default) and max.message.bytes =
  * ax_kafka_record_max(conf), in one admin request; existing
  * topics are left as they are. AX_ERR_INVALID for invalid arguments
  * (nothing is created), AX_ERR_IO when Kafka refused or did not answer. */
 int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,
-                                int partitions, int replication, char *errbuf, size_t errlen);
+                                int partitions, int replication, int min_insync, char *errbuf,
+                                size_t errlen);
+/* The number of brokers of the cluster conf points at (from its metadata,
+ * 10 s at most): AX_ERR_IO when it does not answer. */
+int ax_kafka_broker_count(const ax_conf_t *conf, int *ret_n, char *errbuf, size_t errlen);
 
 #endif

@@ -495,7 +495,7 @@ int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replicatio
     char names[AX_TOPICS_N][256];
     const char *np[AX_TOPICS_N];
     size_t n = ax_topic_names(conf, names, np);
-    return ax_kafka_create_topic_names(conf, np, n, partitions, replication, errbuf, errlen);
+    return ax_kafka_create_topic_names(conf, np, n, partitions, replication, 0, errbuf, errlen);
 }
 
 /* Wait for one admin result on q; AX_ERR_IO (with the reason) when there is
@@ -591,21 +591,42 @@ int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, siz
     return rc;
 }
 
+int ax_kafka_broker_count(const ax_conf_t *conf, int *ret_n, char *errbuf, size_t errlen) {
+    rd_kafka_t *rk = ax_kafka_producer_new(conf, "axctl-admin", errbuf, errlen);
+    if (!rk)
+        return AX_ERR_INVALID;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, NULL, &md, 10000);
+    int rc = 0;
+    if (e)
+        rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "cluster metadata: %s", rd_kafka_err2str(e));
+    else
+        *ret_n = md->broker_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,
-                                int partitions, int replication, char *errbuf, size_t errlen) {
+                                int partitions, int replication, int min_insync, char *errbuf,
+                                size_t errlen) {
     char err[512];
     if (n == 0)
         return 0;
     rd_kafka_NewTopic_t **nt = calloc(n, sizeof *nt);
     if (!nt)
         return ax_seterr(errbuf, errlen, AX_ERR_IO, "create topics: out of memory");
-    char mmb[32];
+    char mmb[32], isr[16];
     snprintf(mmb, sizeof mmb, "%lld", (long long)ax_kafka_record_max(conf));
+    snprintf(isr, sizeof isr, "%d", min_insync);
     for (size_t i = 0; i < n; i++) {
         nt[i] = rd_kafka_NewTopic_new(names[i], partitions, replication, err, sizeof err);
         /* the record maximum every ax client is configured with */
-        if (nt[i] && rd_kafka_NewTopic_set_config(nt[i], "max.message.bytes", mmb)) {
-            snprintf(err, sizeof err, "cannot set max.message.bytes");
+        if (nt[i] && (rd_kafka_NewTopic_set_config(nt[i], "max.message.bytes", mmb) ||
+                      (min_insync > 0 &&
+                       rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr)))) {
+            snprintf(err, sizeof err, "cannot set max.message.bytes / min.insync.replicas");
             rd_kafka_NewTopic_destroy(nt[i]);
             nt[i] = NULL;
         }
@@ -649,8 +670,8 @@ int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names,
                                rd_kafka_topic_result_name(tr[i]),
                                rd_kafka_topic_result_error_string(tr[i]));
             else
-                ax_info("topic %s created (%d partitions)", rd_kafka_topic_result_name(tr[i]),
-                        partitions);
+                ax_info("topic %s created (%d partitions, replication factor %d)",
+                        rd_kafka_topic_result_name(tr[i]), partitions, replication);
         }
     }
     if (ev)
