@@ -76,7 +76,8 @@ AX_SERVICES=(trigger executor callback)
 AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
                  libavro-dev libevent-dev libjansson-dev libcmocka-dev
                  postgresql-15 postgresql-client-15 openjdk-17-jre-headless
-                 maven kcat procps iproute2 tzdata libfaketime)
+                 maven kcat procps iproute2 tzdata libfaketime
+                 systemd)   # systemd-analyze verify of infra/systemd (tests/deploy)
 
 # Set by ax_kafka_fetch.
 AX_KAFKA_VERSION=${AX_KAFKA_VERSION:-}
