@@ -377,12 +377,12 @@ static int valid_group(const char *s) {
  * the cluster's size), else 3 and 2 on a cluster of 3 brokers or more, 1
  * and 1 on a smaller one. Exits 2 on a flag the cluster cannot honour. */
 static int topics_replication(int64_t *repl, int64_t *isr, char *err, size_t errlen) {
-    int brokers = 0;
-    int rc = ax_kafka_broker_count(&conf, &brokers, err, errlen);
+    int brokers = 0, def_repl, def_isr;
+    int rc = ax_kafka_replication_default(&conf, &def_repl, &def_isr, &brokers, err, errlen);
     if (rc < 0)
         return rc;
     if (*repl == 0)
-        *repl = brokers >= 3 ? 3 : 1;
+        *repl = def_repl;
     if (*repl > brokers)
         die_usagef("--replication-factor %lld exceeds the cluster's %d broker(s)",
                    (long long)*repl, brokers);

@@ -126,9 +126,10 @@ ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, i
 void ax_kafka_watch_kick(ax_kafka_watch_t *w);
 void ax_kafka_watch_free(ax_kafka_watch_t *w);
 
-/* Create the ax topics (prefix from conf) with `partitions` partitions and
- * max.message.bytes = ax_kafka_record_max(conf); existing topics are left
- * as they are. */
+/* Create the ax topics (prefix from conf) with `partitions` partitions,
+ * `replication` replicas (0: ax_kafka_replication_default, with its
+ * min.insync.replicas) and max.message.bytes = ax_kafka_record_max(conf);
+ * existing topics are left as they are. */
 int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
                            size_t errlen);
 /* Delete every topic ax_kafka_create_topics() creates for conf's prefix
@@ -148,8 +149,11 @@ int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, siz
 int ax_kafka_create_topic_names(const ax_conf_t *conf, const char *const *names, size_t n,
                                 int partitions, int replication, int min_insync, char *errbuf,
                                 size_t errlen);
-/* The number of brokers of the cluster conf points at (from its metadata,
- * 10 s at most): AX_ERR_IO when it does not answer. */
-int ax_kafka_broker_count(const ax_conf_t *conf, int *ret_n, char *errbuf, size_t errlen);
+/* The replication of new topics on the cluster conf points at (its size
+ * from its metadata, 10 s at most, in *ret_brokers): replication factor 3
+ * and min.insync.replicas 2 on 3 brokers or more, else 1 and 1. AX_ERR_IO
+ * when the cluster does not answer. */
+int ax_kafka_replication_default(const ax_conf_t *conf, int *ret_repl, int *ret_isr,
+                                 int *ret_brokers, char *errbuf, size_t errlen);
 
 #endif

@@ -495,7 +495,13 @@ int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replicatio
     char names[AX_TOPICS_N][256];
     const char *np[AX_TOPICS_N];
     size_t n = ax_topic_names(conf, names, np);
-    return ax_kafka_create_topic_names(conf, np, n, partitions, replication, 0, errbuf, errlen);
+    int isr = 0, brokers;
+    if (replication <= 0) {
+        int rc = ax_kafka_replication_default(conf, &replication, &isr, &brokers, errbuf, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    return ax_kafka_create_topic_names(conf, np, n, partitions, replication, isr, errbuf, errlen);
 }
 
 /* Wait for one admin result on q; AX_ERR_IO (with the reason) when there is
@@ -591,7 +597,8 @@ int ax_kafka_delete_topics(const ax_conf_t *conf, const char *const *groups, siz
     return rc;
 }
 
-int ax_kafka_broker_count(const ax_conf_t *conf, int *ret_n, char *errbuf, size_t errlen) {
+int ax_kafka_replication_default(const ax_conf_t *conf, int *ret_repl, int *ret_isr,
+                                 int *ret_brokers, char *errbuf, size_t errlen) {
     rd_kafka_t *rk = ax_kafka_producer_new(conf, "axctl-admin", errbuf, errlen);
     if (!rk)
         return AX_ERR_INVALID;
@@ -601,7 +608,11 @@ int ax_kafka_broker_count(const ax_conf_t *conf, int *ret_n, char *errbuf, size_
     if (e)
         rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "cluster metadata: %s", rd_kafka_err2str(e));
     else
-        *ret_n = md->broker_cnt;
+        *ret_brokers = md->broker_cnt;
+    if (rc == 0) {
+        *ret_repl = md->broker_cnt >= 3 ? 3 : 1;
+        *ret_isr = md->broker_cnt >= 3 ? 2 : 1;
+    }
     if (md)
         rd_kafka_metadata_destroy(md);
     rd_kafka_destroy(rk);
