@@ -30,7 +30,7 @@ free_port() { # below the ephemeral range, unused in any state, not $1
 kport=$(free_port)
 cport=$(free_port "$kport")
 kafka_priv() {
-    (export AX_STATE=$PRIV_STATE AX_KAFKA_PORT=$kport AX_KAFKA_CONTROLLER_PORT=$cport
+    (export AX_STATE=$PRIV_STATE AX_KAFKA_PORT=$kport AX_KAFKA_CONTROLLER_PORT=$cport AX_KAFKA_BROKERS=1
      source "$AX_SRC/infra/lib.sh"; "$@") >>"$WORK/kafka-setup.log" 2>&1
 }
 kafka_priv ax_kafka_start || { cat "$WORK/kafka-setup.log"; fail "cannot start a private Kafka"; }
