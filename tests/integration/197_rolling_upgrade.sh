@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# A rolling upgrade under load (docs/DEPLOYMENT.md, "Rolling restart"): the
+# A rolling upgrade under load (docs/DEPLOYMENT.md, "Rolling restart"), on
+# a database of this test's own holding the previous commit's schema: the
 # previous commit's binaries (two triggers, two executors, two callbacks)
-# are replaced one process at a time by this build's, in the documented
-# order — executors one at a time, then callbacks, then the triggers,
-# standby first — while inline instances are submitted in waves and a job
-# fires every second. At the end: every instance FINISHED SUCCESS once,
+# run, this build's `axctl migrate apply` brings the schema up to date
+# under them (migrations are additive: they keep working), then they are
+# replaced one process at a time by this build's, in the documented order
+# — executors one at a time, then callbacks, then the triggers, standby
+# first — while inline instances are submitted in waves and a job fires
+# every second. At the end: every instance FINISHED SUCCESS once,
 # none SUCCESS twice, every result on the results topic once
 # (read_committed), nothing dead-lettered (the two versions read each
 # other's records), and the job's nominal times were each fired once, none
 # skipped, across the leader's handover.
 #
 # The previous binaries: AX_PREV_BIN (a build directory of the previous
-# commit), else built here from `git archive HEAD~1` of AX_SRC (Debug,
-# no sanitizers, the four programs only) into
-# ${AX_CACHE:-$AX_SRC/.cache}/prev-build/<commit>, kept for the next run.
+# commit) and AX_PREV_SRC (its source tree), else built here from
+# `git archive HEAD~1` of AX_SRC (Debug, no sanitizers, the four programs
+# only) into ${AX_CACHE:-$AX_SRC/.cache}/prev-build/<commit>, kept for the
+# next run.
 source "$(dirname "$0")/lib.sh"
 : "${AX_SRC:?needs AX_SRC (the source tree)}"
 
@@ -38,10 +42,38 @@ prev_build() { # prints the build directory of HEAD~1's binaries
     echo "$dir/build"
 }
 PREV=${AX_PREV_BIN:-$(prev_build)}
+PREV_SRC=${AX_PREV_SRC:-$(dirname "$PREV")/src}
 for s in trigger executor callback; do
     [ -x "$PREV/services/$s/ax-$s" ] || fail "no previous ax-$s in $PREV"
 done
+[ -d "$PREV_SRC/infra/migrations" ] || fail "no $PREV_SRC/infra/migrations (set AX_PREV_SRC)"
 log "previous binaries: $PREV"
+
+# ---- a database of its own with the previous schema (applied as the
+# previous infra did: each file with its row, in one transaction)
+db="ax_it_roll_$$"
+psql -X -q -d postgres -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" >/dev/null || fail "cannot create $db"
+finish_test() {
+    local rc=$?
+    set +e
+    for n in "${!SVC_PID[@]}"; do stop_svc "$n" KILL; done
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+    rc_is() { return "$1"; }
+    rc_is "$rc"
+    cleanup
+}
+trap finish_test EXIT
+export PGDATABASE=$db
+(umask 077 && { grep -v '^[[:space:]]*pg\.dbname' "$AX_CONFIG"; echo "pg.dbname = $db"; } >"$WORK/ax.conf")
+export AX_CONFIG=$WORK/ax.conf
+sql "CREATE TABLE ax_schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())" >/dev/null
+for f in $(find "$PREV_SRC/infra/migrations" -maxdepth 1 -name '*.sql' | LC_ALL=C sort); do
+    v=$(basename "$f" .sql)
+    PGOPTIONS="$PGOPTIONS -c client_min_messages=warning" psql -X -q -1 -v ON_ERROR_STOP=1 -f "$f" \
+        -c "INSERT INTO ax_schema_migrations (version) VALUES ('$v')" >/dev/null \
+        || fail "previous migration $v failed"
+done
+log "previous schema: $(sql "SELECT max(version) FROM ax_schema_migrations")"
 
 run_svc() { # run_svc NAME BUILD [--set k=v ...]: NAME is the log's and SVC_PID's
     local name=$1 build=$2 bin=${1%%@*}; shift 2
@@ -81,6 +113,11 @@ at_least() { [ "$(finished_n)" -ge "$1" ]; }
 wave; wave
 wait_for 60 "the first instances finished by the previous release" at_least 50
 
+# ---- 0. the schema, under the running previous release
+axctl migrate apply >"$WORK/migrate.log" 2>&1 || fail "migrate apply: $(cat "$WORK/migrate.log")"
+log "schema now: $(sql "SELECT max(version) FROM ax_schema_migrations") ($(grep -c '^applied ' "$WORK/migrate.log" || true) applied under load)"
+wave
+wait_for 60 "the previous release works on the new schema" at_least $((WAVE * 2))
 # ---- 1. executors, one at a time
 for e in 1 2; do
     wave
