@@ -111,7 +111,7 @@ static void collect(ax_mwriter_t *w, void *arg) {
 static void collector(void **state) {
     (void)state;
     ax_metrics_t *m = ax_metrics_new();
-    assert_int_equal(ax_metrics_collector(m, collect, "run.\"claim\""), 0);
+    assert_int_equal(ax_metrics_collector(m, collect, "run.\"claim\"", NULL), 0);
     ax_metric_t *h = ax_metrics_histogram(m, "h_seconds", "", NULL, NULL, (double[]){1}, 1);
     ax_metric_observe(h, 0, 3);
     char *t = render(m);

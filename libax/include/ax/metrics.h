@@ -81,7 +81,11 @@ double ax_metric_value(const ax_metric_t *f, size_t i);
 /* Collectors (see the top of this file). */
 typedef struct ax_mwriter ax_mwriter_t;
 typedef void (*ax_metrics_collect_fn)(ax_mwriter_t *w, void *arg);
-int ax_metrics_collector(ax_metrics_t *m, ax_metrics_collect_fn fn, void *arg);
+/* fn(w, arg) at every render, under the registry's mutex (it must not
+ * register); free_arg (may be NULL) is called on arg when the registry is
+ * destroyed, and at once if the collector could not be added. */
+int ax_metrics_collector(ax_metrics_t *m, ax_metrics_collect_fn fn, void *arg,
+                         void (*free_arg)(void *arg));
 /* Start a family: its HELP and TYPE lines. */
 void ax_mw_family(ax_mwriter_t *w, const char *name, ax_metric_type_t type, const char *help);
 /* One sample: `name` (the family's name, or with _bucket/_sum/_count),
@@ -94,5 +98,12 @@ void ax_mw_sample(ax_mwriter_t *w, const char *name, const char *const *labels, 
  * AX_METRICS_CONTENT_TYPE. */
 #define AX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 int ax_metrics_render(ax_metrics_t *m, ax_mbuf_t *out);
+
+/* The value of metrics.listen: "" (off: *ret_port = -1, host "") or
+ * HOST:PORT with HOST a loopback address (127.x.y.z, [::1], localhost)
+ * and PORT 0..65535 (0: any free port). AX_ERR_INVALID with a reason
+ * otherwise. */
+int ax_metrics_listen_parse(const char *s, char *ret_host, size_t hostlen, int *ret_port,
+                            char *errbuf, size_t errlen);
 
 #endif

@@ -34,6 +34,7 @@ struct ax_metric {
 typedef struct {
     ax_metrics_collect_fn fn;
     void *arg;
+    void (*free_arg)(void *arg);
 } collector_t;
 
 struct ax_metrics {
@@ -142,6 +143,9 @@ void ax_metrics_destroy(ax_metrics_t *m) {
     for (size_t i = 0; i < m->nfam; i++)
         metric_free(m->fam[i]);
     free(m->fam);
+    for (size_t i = 0; i < m->ncol; i++)
+        if (m->col[i].free_arg)
+            m->col[i].free_arg(m->col[i].arg);
     free(m->col);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -265,17 +269,21 @@ ax_metric_t *ax_metrics_histogram(ax_metrics_t *m, const char *name, const char 
     return reg_add(m, metric_new(AX_METRIC_HISTOGRAM, name, help, label, values, bounds, nb));
 }
 
-int ax_metrics_collector(ax_metrics_t *m, ax_metrics_collect_fn fn, void *arg) {
-    if (!m || !fn)
-        return AX_ERR_INVALID;
-    pthread_mutex_lock(&m->mu);
-    collector_t *c = realloc(m->col, (m->ncol + 1) * sizeof *c);
-    if (c) {
-        m->col = c;
-        m->col[m->ncol++] = (collector_t){fn, arg};
+int ax_metrics_collector(ax_metrics_t *m, ax_metrics_collect_fn fn, void *arg,
+                         void (*free_arg)(void *arg)) {
+    collector_t *c = NULL;
+    if (m && fn) {
+        pthread_mutex_lock(&m->mu);
+        c = realloc(m->col, (m->ncol + 1) * sizeof *c);
+        if (c) {
+            m->col = c;
+            m->col[m->ncol++] = (collector_t){fn, arg, free_arg};
+        }
+        pthread_mutex_unlock(&m->mu);
     }
-    pthread_mutex_unlock(&m->mu);
-    return c ? 0 : AX_ERR_NOMEM;
+    if (!c && free_arg)
+        free_arg(arg);
+    return c ? 0 : m && fn ? AX_ERR_NOMEM : AX_ERR_INVALID;
 }
 
 int ax_metric_index(const ax_metric_t *f, const char *value) {
@@ -435,4 +443,49 @@ int ax_metrics_render(ax_metrics_t *m, ax_mbuf_t *out) {
         m->col[i].fn(&w, m->col[i].arg);
     pthread_mutex_unlock(&m->mu);
     return out->oom ? AX_ERR_NOMEM : 0;
+}
+
+/* ---- metrics.listen ----------------------------------------------------------------------- */
+
+static int loopback_host(const char *h) {
+    if (strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0)
+        return 1;
+    unsigned a, b, c, d;
+    char tail;
+    return sscanf(h, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+           c < 256 && d < 256;
+}
+
+int ax_metrics_listen_parse(const char *s, char *ret_host, size_t hostlen, int *ret_port,
+                            char *errbuf, size_t errlen) {
+    if (!s || !*s) {
+        if (hostlen)
+            ret_host[0] = '\0';
+        *ret_port = -1;
+        return 0;
+    }
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "'%s' is not HOST:PORT", s);
+    char host[256];
+    size_t n = (size_t)(colon - s);
+    if (s[0] == '[' && n >= 2 && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    if (n >= sizeof host || n >= hostlen)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "host too long");
+    memcpy(host, s, n);
+    host[n] = '\0';
+    if (!loopback_host(host))
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "'%s' is not a loopback address (127.0.0.0/8, [::1], localhost)", host);
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || port < 0 || port > 65535)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "'%s' is not a port (0-65535)",
+                         colon + 1);
+    memcpy(ret_host, host, n + 1);
+    *ret_port = (int)port;
+    return 0;
 }
