@@ -74,6 +74,7 @@ static const ax_claim_ops_t store_ops = {op_claim_batch, op_claim_one};
 
 /* Carry out r's verdict; returns 1 if it was a lost claim (a duplicate). */
 static int claim_apply(executor_t *ex, run_t *r, const ax_claim_item_t *it) {
+    xm_claim(ex, it->verdict);
     switch (it->verdict) {
     case AX_CLAIM_CLAIMED:
         r->shard_index = it->shard_index;

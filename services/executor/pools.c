@@ -197,6 +197,7 @@ void run_begin(executor_t *ex, run_t *r) {
     r->state = RUN_RUNNING;
     r->pool->core.running++;
     ex->running++;
+    xm_started(ex, r);
 }
 
 /* ---- start waves ---- */

@@ -125,6 +125,7 @@ void run_done(run_t *r, const handler_result_t *res) {
         stopped_attempt(r, &a, text, sizeof text);
     char *out = output_copy(res);
     a.output = out ? out : "";
+    xm_done(ex, r, (int)a.outcome);
     if (r->state == RUN_RUNNING) {
         ex->running--;
         r->pool->core.running--;
