@@ -143,9 +143,12 @@ static size_t dlq_class(const char *reason) {
 }
 
 static void svc_metrics(ax_svc_t *svc) {
-    if (svc->metrics.srv)
-        ax_info("metrics on http://%s/metrics (port %d)", svc->conf.metrics_listen,
-                ax_metrics_server_port(svc->metrics.srv));
+    char host[256];
+    int port;
+    if (svc->metrics.srv && ax_metrics_listen_parse(svc->conf.metrics_listen, host, sizeof host,
+                                                    &port, NULL, 0) == 0)
+        ax_info("metrics on http://%s%s%s:%d/metrics", strchr(host, ':') ? "[" : "", host,
+                strchr(host, ':') ? "]" : "", ax_metrics_server_port(svc->metrics.srv));
     svc->m_dlq = ax_metrics_counter(svc->metrics.reg, "ax_dlq_messages_total",
                                     "Messages dead-lettered by this process, by reason class.",
                                     "reason", dlq_reasons);
