@@ -18,9 +18,10 @@ start_all --set metrics.listen=127.0.0.1:0
 
 # The port each service bound (port 0: the kernel's choice), from its log.
 port_of() { sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-$1.log" | tail -n 1; }
+has_port() { [ -n "$(port_of "$1")" ]; }
 declare -A PORT=()
 for s in trigger executor callback; do
-    wait_for 60 "ax-$s serving metrics" test -n "$(port_of $s)"
+    wait_for 60 "ax-$s serving metrics" has_port "$s"
     PORT[$s]=$(port_of $s)
 done
 
