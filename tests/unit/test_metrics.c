@@ -195,11 +195,40 @@ static void concurrent(void **state) {
     ax_metrics_destroy(m);
 }
 
+static void listen_parse(void **state) {
+    (void)state;
+    char host[64], err[256];
+    int port = 7;
+    assert_int_equal(ax_metrics_listen_parse("", host, sizeof host, &port, err, sizeof err), 0);
+    assert_int_equal(port, -1);
+    assert_string_equal(host, "");
+    assert_int_equal(ax_metrics_listen_parse("127.0.0.1:9464", host, sizeof host, &port, err,
+                                             sizeof err),
+                     0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 9464);
+    assert_int_equal(ax_metrics_listen_parse("[::1]:0", host, sizeof host, &port, err, sizeof err),
+                     0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 0);
+    port = 5;
+    assert_int_equal(ax_metrics_listen_parse("192.168.1.1:80", host, sizeof host, &port, err,
+                                             sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "loopback"));
+    assert_int_equal(port, 5); /* untouched on failure */
+    assert_int_equal(ax_metrics_listen_parse("127.0.0.1:http", host, sizeof host, &port, err,
+                                             sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "port"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_gauge), cmocka_unit_test(escaping),
         cmocka_unit_test(histogram),     cmocka_unit_test(collector),
         cmocka_unit_test(rules),         cmocka_unit_test(concurrent),
+        cmocka_unit_test(listen_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
