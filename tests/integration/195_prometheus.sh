@@ -103,4 +103,25 @@ expect 'count(process_resident_memory_bytes > 0)' 3
 expect 'count(process_start_time_seconds > 1.6e9)' 3
 # librdkafka's statistics arrive every 5 s: every consumer received something.
 expect 'count(ax_kafka_messages_received_total{client="consumer"} > 0)' 3
+
+# The Grafana dashboard's queries (infra/grafana/ax.json) are valid PromQL
+# over metrics the services export.
+jq -r '.panels[].targets[]?.expr' "$AX_SRC/infra/grafana/ax.json" >"$WORK/dash.exprs"
+[ -s "$WORK/dash.exprs" ] || fail "no queries in infra/grafana/ax.json"
+while read -r e; do
+    e=${e//\$__rate_interval/1m}; e=${e//\$__range/5m}
+    st=$(curl -s --get "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$e" |
+         jq -r .status)
+    [ "$st" = success ] || fail "dashboard query does not parse: $e"
+done <"$WORK/dash.exprs"
+for s in trigger executor callback; do # after the load: every family there, all lint-clean
+    curl -sf "http://127.0.0.1:${PORT[$s]}/metrics" >"$WORK/$s.end.prom" || fail "GET /metrics of ax-$s failed"
+    promtool check metrics <"$WORK/$s.end.prom" || fail "promtool check metrics (after the load): ax-$s"
+done
+cat "$WORK"/*.end.prom | sed -n 's/^# TYPE \([a-z_:]*\) .*/\1/p' | sort -u >"$WORK/exported"
+while read -r m; do
+    base=$(echo "$m" | sed -E 's/_(bucket|sum|count)$//')
+    grep -qx "$base" "$WORK/exported" || grep -qx "$m" "$WORK/exported" ||
+        fail "the dashboard uses $m, which no service exports"
+done < <(grep -oE '\b(ax|process)_[a-z_]+' "$WORK/dash.exprs" | sort -u)
 log "ok"
