@@ -63,9 +63,9 @@ static void put_json(char *line, size_t cap, size_t *n, const char *s) {
 }
 
 static void put_raw(char *line, size_t cap, size_t *n, const char *s) {
-    size_t k = strlen(s);
-    if (*n + k + 1 >= cap)
-        k = cap - *n - 2;
+    size_t k = strlen(s), room = *n + 2 <= cap ? cap - *n - 2 : 0; /* keep one for '\n' */
+    if (k > room)
+        k = room;
     memcpy(line + *n, s, k);
     *n += k;
 }
