@@ -58,8 +58,9 @@ awk -v a="$on" -v b="$off" 'BEGIN { if (b > 0) printf "on/off: %.3f\n", a / b }'
 if [ -s "$OUT/scrapes" ]; then
     for s in $(awk '{ print $1 }' "$OUT/scrapes" | sort -u); do
         awk -v s="$s" '$1 == s { print $2 }' "$OUT/scrapes" | sort -n |
-            awk -v s="$s" '{ v[NR] = $1 } END { printf "scrape %s: %d scrapes, ms p50 %.3f p99 %.3f max %.3f\n",
-                s, NR, v[int((NR + 1) / 2)], v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1], v[NR] }'
+            awk -v s="$s" '{ v[NR] = $1 } END { k = int(NR * 0.99); if (k < 1) k = 1
+                printf "scrape %s: %d scrapes, ms p50 %.3f p99 %.3f max %.3f\n",
+                s, NR, v[int((NR + 1) / 2)], v[k], v[NR] }'
     done
     echo "lines per exposition: $(awk '{ print $1 "=" $3 }' "$OUT/scrapes" | sort -u | tail -n 6 | paste -sd' ')"
 fi
