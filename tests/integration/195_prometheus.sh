@@ -8,7 +8,8 @@
 # Prometheus's HTTP API (/api/v1/query) returns those counts from every
 # process: submissions, claims, runs by handler kind, attempts and final
 # outcomes by outcome, results published, the fire-to-start and handler
-# histograms' counts; the leader is one, the store's claim statement ran,
+# histograms' counts, and a schedule's fires with their lateness; the
+# leader is one, the store's claim statement ran,
 # process_* and librdkafka's statistics are there.
 source "$(dirname "$0")/lib.sh"
 command -v prometheus >/dev/null || fail "prometheus not installed (infra installs Debian's package)"
@@ -65,13 +66,25 @@ value_is() { [ "$(query "$1")" = "$2" ]; }
 all_up() { value_is 'count(up == 1)' 3; }
 wait_for 60 "Prometheus scraping all three services" all_up
 
+# A schedule (every 500 ms) while the load runs, stopped before the counts.
+axctl job create "${JOBP}tick" --fixed-rate 500 -- true >/dev/null || fail "job create failed"
+JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
 axctl submit --count 100 --trace-id "ok-$$" -- true >/dev/null || fail "submit failed"
 axctl submit --count 10 --trace-id "bad-$$" -- false >/dev/null || fail "submit failed"
-published() {
-    [ "$(sql "SELECT count(*) FROM job_instance WHERE deployment = '$AXCONF_TOPIC_PREFIX' AND state = 'FINISHED'
-              AND result_published_at IS NOT NULL")" = 110 ]
+fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID AND decision = 'fired'"; }
+two_fired() { [ "$(fired)" -ge 2 ]; }
+wait_for 60 "two fires of ${JOBP}tick" two_fired
+axctl job disable "${JOBP}tick" >/dev/null || fail "job disable failed"
+no_more_fires() { local a; a=$(fired); sleep 1.5; [ "$a" = "$(fired)" ]; }
+wait_for 30 "no more fires of ${JOBP}tick" no_more_fires
+NF=$(fired)
+log "${JOBP}tick fired $NF time(s)"
+all_published() {
+    [ "$(sql "SELECT count(*) FILTER (WHERE state = 'FINISHED' AND result_published_at IS NOT NULL)
+              || ' ' || count(*) FROM job_instance WHERE deployment = '$AXCONF_TOPIC_PREFIX'")" = \
+      "$((110 + NF)) $((110 + NF))" ]
 }
-wait_for 120 "110 instances finished and published" published
+wait_for 120 "$((110 + NF)) instances finished and published" all_published
 [ "$(sql "SELECT count(*) FROM job_instance WHERE deployment = '$AXCONF_TOPIC_PREFIX' AND outcome = 'FAILED'")" = 10 ] ||
     fail "not 10 FAILED instances"
 
@@ -83,18 +96,21 @@ expect() {
 }
 expect 'sum(ax_trigger_submissions_total{result="created"})' 110
 expect 'sum(ax_trigger_instances_created_total{source="submit"})' 110
-expect 'sum(ax_trigger_dispatched_total)' 110
+expect 'sum(ax_trigger_dispatched_total)' $((110 + NF))
+expect 'sum(ax_trigger_fires_total{decision="fired"})' "$NF"
+expect 'sum(ax_trigger_fire_lateness_seconds_count)' "$NF"
+expect 'sum(ax_trigger_instances_created_total{source="fire"})' "$NF"
 expect 'sum(ax_trigger_leader)' 1
-expect 'sum(ax_executor_claims_total{result="claimed"})' 110
-expect 'sum(ax_executor_runs_started_total{kind="command"})' 110
-expect 'sum(ax_executor_attempts_total{outcome="SUCCESS"})' 100
+expect 'sum(ax_executor_claims_total{result="claimed"})' $((110 + NF))
+expect 'sum(ax_executor_runs_started_total{kind="command"})' $((110 + NF))
+expect 'sum(ax_executor_attempts_total{outcome="SUCCESS"})' $((100 + NF))
 expect 'sum(ax_executor_attempts_total{outcome="FAILED"})' 10
-expect 'sum(ax_executor_handler_seconds_count{kind="command"})' 110
-expect 'sum(ax_executor_fire_to_start_seconds_count{kind="command"})' 110
-expect 'sum(ax_executor_handler_seconds_bucket{kind="command",le="+Inf"})' 110
-expect 'sum(ax_callback_outcomes_total{outcome="SUCCESS"})' 100
+expect 'sum(ax_executor_handler_seconds_count{kind="command"})' $((110 + NF))
+expect 'sum(ax_executor_fire_to_start_seconds_count{kind="command"})' $((110 + NF))
+expect 'sum(ax_executor_handler_seconds_bucket{kind="command",le="+Inf"})' $((110 + NF))
+expect 'sum(ax_callback_outcomes_total{outcome="SUCCESS"})' $((100 + NF))
 expect 'sum(ax_callback_outcomes_total{outcome="FAILED"})' 10
-expect 'sum(ax_callback_results_published_total)' 110
+expect 'sum(ax_callback_results_published_total)' $((110 + NF))
 expect 'sum(ax_dlq_messages_total)' 0
 # The store's figures: the claim statement ran, without errors, in every batch.
 expect 'sum(ax_store_statement_calls_total{job="executor",statement="run.claim"}) > bool 0' 1
