@@ -3,7 +3,8 @@
 # loopback with a configuration this test writes, scrape interval 1 s):
 # trigger, executor and callback serve GET /metrics on metrics.listen (any
 # free port, read from their logs); every /metrics output passes
-# `promtool check metrics`; other paths are 404. After a known load — 100
+# `promtool check metrics`; other paths are 404, other methods, large
+# headers and any body are refused. After a known load — 100
 # inline commands that succeed and 10 that fail — PromQL through
 # Prometheus's HTTP API (/api/v1/query) returns those counts from every
 # process: submissions, claims, runs by handler kind, attempts and final
@@ -35,6 +36,11 @@ for s in trigger executor callback; do
     [ "$code" = 404 ] || fail "GET /other of ax-$s: $code, not 404"
     code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:${PORT[$s]}/metrics")
     [ "${code:0:1}" = 4 ] || [ "${code:0:1}" = 5 ] || fail "POST /metrics of ax-$s answered $code"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 10000 /dev/zero | tr '\0' a)" \
+           "http://127.0.0.1:${PORT[$s]}/metrics")
+    [ "$code" = 400 ] || fail "10 KB of headers to ax-$s: $code, not 400"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X GET --data x=1 "http://127.0.0.1:${PORT[$s]}/metrics")
+    [ "$code" = 413 ] || fail "a request body to ax-$s: $code, not 413"
 done
 
 # A free loopback port for Prometheus itself.

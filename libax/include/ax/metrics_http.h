@@ -8,8 +8,8 @@
  * librdkafka's statistics of the process's main clients.
  *
  * Served: GET or HEAD /metrics (200); any other path 404; another method
- * 405; request headers larger than 8 KB or any body are refused (evhttp's
- * limits). Metric names and labels: docs/METRICS.md.
+ * 501; request headers larger than 8 KB (400) or any body (413) are refused
+ * (evhttp's limits). Metric names and labels: docs/METRICS.md.
  */
 #ifndef AX_METRICS_HTTP_H
 #define AX_METRICS_HTTP_H
