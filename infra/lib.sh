@@ -77,6 +77,7 @@ AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
                  libavro-dev libevent-dev libjansson-dev libcmocka-dev
                  postgresql-15 postgresql-client-15 openjdk-17-jre-headless
                  maven kcat procps iproute2 tzdata libfaketime
+                 prometheus jq curl
                  systemd)   # systemd-analyze verify of infra/systemd (tests/deploy)
 
 # Set by ax_kafka_fetch.
@@ -306,6 +307,13 @@ ax_install_deps() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian's prometheus starts a system-wide server on :9090 where systemd
+  # runs; the metrics test (tests/integration/195_prometheus.sh) starts its
+  # own on loopback, so the packaged one is not left running.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null &&
+     systemctl is-active -q prometheus 2>/dev/null; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 }
 
 # ---------------------------------------------------------------- build

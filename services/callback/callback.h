@@ -112,6 +112,7 @@ typedef struct callback {
     int64_t finished, stale, published, retried;
     probes_t probes;
     publisher_t pub;
+    struct cmetrics *metrics; /* metrics.c; NULL when metrics are off */
 } callback_t;
 
 /* The error class the store's statements and the retry rules know an
@@ -162,5 +163,14 @@ void cb_recover_end(publisher_t *pb);
 /* alerts.c */
 void cb_alert(callback_t *cb, const char *kind, const char *job, const char *text);
 void cb_alert_circuits(callback_t *cb, const ax_outcome_opened_t *v, size_t n);
+
+/* metrics.c (docs/METRICS.md; each a no-op when metrics are off): the
+ * results in[0..n) whose transaction committed with *f; the pending
+ * retries the last retry decision read. */
+void cm_init(callback_t *cb);
+void cm_fini(callback_t *cb);
+void cm_finished(callback_t *cb, const ax_outcome_in_t *in, size_t n,
+                 const ax_outcome_finished_t *f);
+void cm_budget_in_use(callback_t *cb, int64_t pending);
 
 #endif

@@ -70,9 +70,10 @@ static int decide_one(callback_t *cb, ax_attempt_t *a, const ax_outcome_retry_jo
         /* a day at most, whatever the job's numbers say */
         *retry_ms = d.delay_ms < AX_RETRY_MAX_DELAY_MS ? d.delay_ms : AX_RETRY_MAX_DELAY_MS;
         (*budget)--;
-        ax_info("instance %lld attempt %d %s (%s): retry in %lld ms", (long long)a->instance_id,
-                (int)a->attempt, ax_outcome_name(a->outcome),
-                a->error_class ? a->error_class : "", (long long)d.delay_ms);
+        ax_log_inst(AX_LOG_INFO, a->instance_id, NULL, a->trace_id,
+                    "instance %lld attempt %d %s (%s): retry in %lld ms",
+                    (long long)a->instance_id, (int)a->attempt, ax_outcome_name(a->outcome),
+                    a->error_class ? a->error_class : "", (long long)d.delay_ms);
         return 0;
     }
     char *e = NULL;
@@ -106,6 +107,7 @@ int cb_decide_retries(callback_t *cb, ax_attempt_t *as, const char *skip, size_t
     if (rc < 0 || !nfailed)
         return rc;
     int64_t budget = svc->conf.callback_retry_budget - jobs.pending, over = 0;
+    cm_budget_in_use(cb, jobs.pending);
     for (size_t i = 0; i < n; i++) {
         if (skip[i] || as[i].outcome == AX_OUTCOME_SUCCESS)
             continue;
@@ -180,8 +182,9 @@ static int probe_one(callback_t *cb, ax_attempt_t *a, size_t i, const ax_outcome
     if (probe_add(&cb->probes, &p, i) < 0)
         return AX_ERR_NOMEM;
     is_probe[i] = 1;
-    ax_info("instance %lld: size probe says %lld -> %lld shard(s)", (long long)a->instance_id,
-            vol, (long long)shards);
+    ax_log_inst(AX_LOG_INFO, a->instance_id, NULL, a->trace_id,
+                "instance %lld: size probe says %lld -> %lld shard(s)", (long long)a->instance_id,
+                vol, (long long)shards);
     return 0;
 }
 

@@ -53,6 +53,7 @@ int cb_finish(callback_t *cb, const ax_outcome_in_t *in, size_t n, int64_t *retr
         return rc;
     }
     cb->probes.n = 0; /* split for good */
+    cm_finished(cb, in, n, &f);
     for (size_t i = 0; i < f.nended; i++)
         if (f.ended[i].retried)
             (*retried)++;

@@ -61,6 +61,7 @@ int main(int argc, char **argv) {
         exit(2);
     }
     srand48((long)(ax_now_ms() ^ (int64_t)getpid() << 16));
+    cm_init(&cb);
     if (cb_pub_init(&cb, err, sizeof err) < 0) {
         ax_error("results publisher: %s", err);
         return 1;
@@ -79,6 +80,7 @@ int main(int argc, char **argv) {
     free(cb.probes.v);
     free(cb.probes.msg);
     alert_fini();
+    cm_fini(&cb);
     ax_svc_destroy(svc);
     return 0;
 }

@@ -74,6 +74,7 @@ static const ax_claim_ops_t store_ops = {op_claim_batch, op_claim_one};
 
 /* Carry out r's verdict; returns 1 if it was a lost claim (a duplicate). */
 static int claim_apply(executor_t *ex, run_t *r, const ax_claim_item_t *it) {
+    xm_claim(ex, it->verdict);
     switch (it->verdict) {
     case AX_CLAIM_CLAIMED:
         r->shard_index = it->shard_index;
@@ -82,14 +83,16 @@ static int claim_apply(executor_t *ex, run_t *r, const ax_claim_item_t *it) {
         run_queue(r, it->lease_ms);
         return 0;
     case AX_CLAIM_NO_SLOT:
-        ax_debug("instance %lld: job at its concurrency limit; back to the trigger",
-                 (long long)r->d.instance_id);
+        ax_log_inst(AX_LOG_DEBUG, r->d.instance_id, r->d.job, r->d.trace_id,
+                    "instance %lld: job at its concurrency limit; back to the trigger",
+                    (long long)r->d.instance_id);
         run_drop(r);
         return 0;
     case AX_CLAIM_NOT_CLAIMABLE:
         ex->duplicates++;
-        ax_info("instance %lld attempt %d: claim lost (duplicate or stale dispatch); dropped",
-                (long long)r->d.instance_id, (int)r->d.attempt);
+        ax_log_inst(AX_LOG_INFO, r->d.instance_id, r->d.job, r->d.trace_id,
+                    "instance %lld attempt %d: claim lost (duplicate or stale dispatch); dropped",
+                    (long long)r->d.instance_id, (int)r->d.attempt);
         run_drop(r);
         return 1;
     case AX_CLAIM_PENDING:

@@ -189,6 +189,7 @@ struct executor {
         double cpu_pct, mem_pct;
     } load;               /* lease.c */
     struct event *ev_cancel_poll, *ev_heart;
+    struct xmetrics *metrics; /* metrics.c; NULL when metrics are off */
 };
 
 /* ---- partitions.c ---- */
@@ -244,5 +245,13 @@ void on_lease(evutil_socket_t fd, short what, void *arg);
 void on_cancel_poll(evutil_socket_t fd, short what, void *arg);
 void heartbeat(executor_t *ex, const char *state);
 void on_heartbeat(evutil_socket_t fd, short what, void *arg);
+
+/* ---- metrics.c (docs/METRICS.md; each a no-op when metrics are off) ---- */
+
+void xm_init(executor_t *ex); /* after pools_configure: pools are labels */
+void xm_fini(executor_t *ex);
+void xm_claim(executor_t *ex, int verdict);       /* an ax_claim_t */
+void xm_started(executor_t *ex, const run_t *r);  /* in run_begin */
+void xm_done(executor_t *ex, const run_t *r, int outcome); /* in run_done, before the count */
 
 #endif

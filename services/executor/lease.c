@@ -20,7 +20,8 @@ void stop_run(executor_t *ex, run_t *r, const char *why) {
         return;
     r->stop_why = why;
     if (r->state == RUN_RUNNING) {
-        ax_info("instance %lld: stopping its handler (%s)", (long long)r->d.instance_id, why);
+        ax_log_inst(AX_LOG_INFO, r->d.instance_id, r->d.job, r->d.trace_id,
+                    "instance %lld: stopping its handler (%s)", (long long)r->d.instance_id, why);
         r->ops->cancel(ex, r, why);
     } else if (r->state == RUN_CLAIMED && r->pool && strcmp(why, "cancelled") == 0) {
         /* cancelled while it waited in its pool: reported CANCELLED now (as

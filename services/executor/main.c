@@ -359,6 +359,7 @@ static void executor_fini(executor_t *ex) {
             handlers[i]->fini(ex);
     events_free(ex);
     lanes_fini(ex);
+    xm_fini(ex);
     pools_fini(ex);
     free(ex->child_env_base);
     ax_svc_destroy(svc);
@@ -382,6 +383,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     svc->on_stop = on_stop;
+    xm_init(ex);
     child_env_init(ex);
     ex->load.fetching = 1;
     ex->load.lease_ok_mono = ax_mono_ms();

@@ -197,6 +197,7 @@ void run_begin(executor_t *ex, run_t *r) {
     r->state = RUN_RUNNING;
     r->pool->core.running++;
     ex->running++;
+    xm_started(ex, r);
 }
 
 /* ---- start waves ---- */
@@ -273,8 +274,9 @@ void start_ready(executor_t *ex) {
         run_t *r = wave[i];
         const ax_run_held_t *f = ax_run_find(mine, rows, sizeof *mine, r->d.instance_id);
         if (!f) { /* lost meanwhile (lease swept, cancelled) */
-            ax_info("instance %lld: no longer ours before it started; dropped",
-                    (long long)r->d.instance_id);
+            ax_log_inst(AX_LOG_INFO, r->d.instance_id, r->d.job, r->d.trace_id,
+                        "instance %lld: no longer ours before it started; dropped",
+                        (long long)r->d.instance_id);
             ax_pool_wait_sub(&r->pool->core, r->qi.lane);
             r->state = RUN_DONE;
             maybe_resume(ex);

@@ -18,8 +18,9 @@ static void produce_result(run_t *r);
 static void on_result_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
     run_t *r = (run_t *)((char *)d - offsetof(run_t, dlv));
     if (err) {
-        ax_warn("instance %lld: result not delivered (%s); producing again",
-                (long long)r->d.instance_id, rd_kafka_err2str(err));
+        ax_log_inst(AX_LOG_WARN, r->d.instance_id, r->d.job, r->d.trace_id,
+                    "instance %lld: result not delivered (%s); producing again",
+                    (long long)r->d.instance_id, rd_kafka_err2str(err));
         d->failed = 0;
         d->err = 0;
         produce_result(r);
@@ -78,8 +79,9 @@ static int encode_result(executor_t *ex, run_t *r, ax_attempt_t *a, char *out) {
         free(r->result_buf);
         r->result_buf = NULL;
         rc = ax_attempt_encode(a, &r->result_buf, &r->result_len);
-        ax_warn("instance %lld: output cut to %zu bytes to fit message.max.bytes %zu",
-                (long long)a->instance_id, keep, max);
+        ax_log_inst(AX_LOG_WARN, a->instance_id, r->d.job, a->trace_id,
+                    "instance %lld: output cut to %zu bytes to fit message.max.bytes %zu",
+                    (long long)a->instance_id, keep, max);
     }
     return rc;
 }
@@ -125,20 +127,23 @@ void run_done(run_t *r, const handler_result_t *res) {
         stopped_attempt(r, &a, text, sizeof text);
     char *out = output_copy(res);
     a.output = out ? out : "";
+    xm_done(ex, r, (int)a.outcome);
     if (r->state == RUN_RUNNING) {
         ex->running--;
         r->pool->core.running--;
     }
-    ax_info("instance %lld attempt %d: %s%s%s (%lld ms)", (long long)a.instance_id,
-            (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "", a.error ? a.error : "",
-            (long long)(ax_mono_ms() - r->started_mono));
+    ax_log_inst(AX_LOG_INFO, a.instance_id, r->d.job, r->d.trace_id,
+                "instance %lld attempt %d: %s%s%s (%lld ms)", (long long)a.instance_id,
+                (int)a.attempt, ax_outcome_name(a.outcome), a.error ? ": " : "",
+                a.error ? a.error : "", (long long)(ax_mono_ms() - r->started_mono));
     int rc = encode_result(ex, r, &a, out);
     free(out);
     /* A slot is free: start what waits, fetch more. */
     maybe_resume(ex);
     event_active(ex->ev_kick, 0, 0);
     if (rc < 0) {
-        ax_error("instance %lld: cannot encode result", (long long)a.instance_id);
+        ax_log_inst(AX_LOG_ERROR, a.instance_id, r->d.job, r->d.trace_id,
+                    "instance %lld: cannot encode result", (long long)a.instance_id);
         r->state = RUN_DONE;
         commit_ready(ex);
         return;

@@ -78,6 +78,7 @@ void lead_lost(trigger_t *t, const char *why) {
     pthread_mutex_unlock(&t->lease_mu);
     t->lease_until_mono = 0;
     t->leader = 0;
+    tm_leadership(t);
     if (t->txp) {
         rd_kafka_destroy(t->txp);
         t->txp = NULL;
@@ -287,6 +288,7 @@ static int become_leader(trigger_t *t, int64_t epoch) {
     pthread_cond_signal(&t->lease_cv);
     pthread_mutex_unlock(&t->lease_mu);
     ax_info("leader (epoch %lld): scheduling, dispatching and sweeping", (long long)epoch);
+    tm_leadership(t);
     if (t->hooks.on_leader)
         t->hooks.on_leader(t);
     return 0;

@@ -166,6 +166,7 @@ static void trigger_fini(trigger_t *t) {
     alert_fini();
     sched_destroy(t);
     free(t->refused);
+    tm_fini(t);
     ax_svc_destroy(&t->svc);
 }
 
@@ -187,6 +188,7 @@ int main(int argc, char **argv) {
     if (rc)
         return rc;
     ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
+    tm_init(t);
     lead_init(t);
     if (lead_start(t) < 0 || sched_init(t) < 0)
         return 1;

@@ -193,6 +193,7 @@ static int record(trigger_t *t, const fire_t *f, size_t n, ax_ledger_result_t *r
 /* Durable: the ledger decided. Fixed-delay jobs now wait for their
  * instance (or, skipped, are armed again); the rest is dispatch. */
 static void settle(trigger_t *t, size_t n, ax_ledger_result_t *res) {
+    tm_fires(t, t->fires, n, res->n);
     for (size_t i = 0; i < res->n; i++) {
         sjob_t *j = sched_job_find(t, res->v[i].job_id);
         if (j && j->sched.kind == AX_SCHED_FIXED_DELAY && j->pending_fd) {

@@ -55,7 +55,8 @@ static size_t report_lost(trigger_t *t, const ax_lost_leases_t *l, int64_t *ids)
             ids[n++] = a.instance_id;
         else
             ax_warn("%s", err);
-        ax_warn("instance %lld attempt %d: %s", (long long)a.instance_id, (int)a.attempt, reason);
+        ax_log_inst(AX_LOG_WARN, a.instance_id, NULL, a.trace_id, "instance %lld attempt %d: %s",
+                    (long long)a.instance_id, (int)a.attempt, reason);
     }
     return n;
 }

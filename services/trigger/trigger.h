@@ -113,6 +113,7 @@ typedef struct trigger {
         void (*on_clock_jump)(struct trigger *t, const char *why); /* rebuild the schedule */
     } hooks;
     struct event *ev_lag, *ev_hold;
+    struct tmetrics *metrics; /* metrics.c; NULL when metrics are off */
 } trigger_t;
 
 /* The lane an instance of priority prio is produced on now. */
@@ -238,5 +239,13 @@ int64_t lane_room(const trigger_t *t, int lane);
  * statement itself (its lane flows, nothing of it deferred, room for a
  * batch). */
 void lane_direct(const trigger_t *t, int direct[AX_PRIORITIES]);
+
+/* metrics.c (docs/METRICS.md): register on the service's registry (no-op
+ * when metrics are off); the decisions f[0..n) just recorded (`created`
+ * instances written for them); a change of leadership. */
+void tm_init(trigger_t *t);
+void tm_fini(trigger_t *t);
+void tm_fires(trigger_t *t, const fire_t *f, size_t n, size_t created);
+void tm_leadership(trigger_t *t);
 
 #endif

@@ -327,6 +327,42 @@ static void test_set_log_level(void **state) {
     ax_conf_free(&c);
 }
 
+/* log.format: text or json; metrics.listen: empty (off) or a loopback HOST:PORT. */
+static void test_set_log_format_metrics_listen(void **state) {
+    (void)state;
+    static const struct {
+        const char *key, *value;
+        int ok;
+    } cases[] = {
+        {"log.format", "text", 1},           {"log.format", "json", 1},
+        {"log.format", "JSON", 0},           {"log.format", "", 0},
+        {"log.format", "xml", 0},            {"metrics.listen", "", 1},
+        {"metrics.listen", "127.0.0.1:9464", 1}, {"metrics.listen", "127.8.9.10:0", 1},
+        {"metrics.listen", "localhost:65535", 1}, {"metrics.listen", "[::1]:9464", 1},
+        {"metrics.listen", "0.0.0.0:9464", 0}, {"metrics.listen", "10.0.0.1:9464", 0},
+        {"metrics.listen", "127.0.0.1", 0},  {"metrics.listen", "127.0.0.1:", 0},
+        {"metrics.listen", "127.0.0.1:65536", 0}, {"metrics.listen", "127.0.0.1:-1", 0},
+        {"metrics.listen", "127.0.0.1:80x", 0}, {"metrics.listen", ":9464", 0},
+        {"metrics.listen", "example.com:9464", 0}, {"metrics.listen", "127.0.0.256:1", 0},
+    };
+    ax_conf_t c;
+    ax_conf_init(&c);
+    assert_string_equal(c.log_format, "text");
+    assert_string_equal(c.metrics_listen, "");
+    for (size_t i = 0; i < AX_ARRAY_SIZE(cases); i++) {
+        char err[ERRLEN] = "";
+        int rc = ax_conf_set(&c, cases[i].key, cases[i].value, "cfg:7", err, sizeof err);
+        if (cases[i].ok) {
+            assert_int_equal(rc, 0);
+        } else {
+            assert_int_equal(rc, AX_ERR_INVALID);
+            assert_contains(err, cases[i].key);
+            assert_contains(err, "cfg:7");
+        }
+    }
+    ax_conf_free(&c);
+}
+
 static void test_set_passthrough(void **state) {
     (void)state;
     ax_conf_t c;
@@ -632,6 +668,17 @@ static void test_env_mapping(void **state) {
     ax_conf_free(&c);
 }
 
+/* A valid value of a string key that is checked (else NULL: any text). */
+static const char *checked_value(const char *key) {
+    if (strcmp(key, "log.level") == 0)
+        return "error";
+    if (strcmp(key, "log.format") == 0)
+        return "json";
+    if (strcmp(key, "metrics.listen") == 0)
+        return "127.0.0.1:9464";
+    return NULL;
+}
+
 /* Every table key is reachable through its AXCONF_ name. */
 static void test_env_every_table_key(void **state) {
     (void)state;
@@ -642,8 +689,8 @@ static void test_env_every_table_key(void **state) {
         char val[64];
         if (d->type == AX_CONF_INT)
             snprintf(val, sizeof val, "%lld", (long long)d->max);
-        else if (strcmp(d->name, "log.level") == 0)
-            snprintf(val, sizeof val, "error");
+        else if (checked_value(d->name))
+            snprintf(val, sizeof val, "%s", checked_value(d->name));
         else
             snprintf(val, sizeof val, "v-%zu", i);
         env[i] = malloc(300);
@@ -658,8 +705,8 @@ static void test_env_every_table_key(void **state) {
         const ax_conf_def_t *d = &ax_conf_table[i];
         if (d->type == AX_CONF_INT) {
             assert_int_equal(field_int(&c, d), d->max);
-        } else if (strcmp(d->name, "log.level") == 0) {
-            assert_string_equal(field_str(&c, d), "error");
+        } else if (checked_value(d->name)) {
+            assert_string_equal(field_str(&c, d), checked_value(d->name));
         } else {
             char want[64];
             snprintf(want, sizeof want, "v-%zu", i);
@@ -1254,6 +1301,7 @@ int main(void) {
         cmocka_unit_test(test_set_int_not_an_integer),
         cmocka_unit_test(test_set_int_range_every_key),
         cmocka_unit_test(test_set_log_level),
+        cmocka_unit_test(test_set_log_format_metrics_listen),
         cmocka_unit_test(test_set_passthrough),
         cmocka_unit_test(test_file_ok),
         cmocka_unit_test(test_file_empty),

@@ -33,6 +33,8 @@ typedef struct ax_kv {
 typedef struct ax_conf {
     /* common */
     char *log_level;
+    char *log_format;       /* "text" or "json" */
+    char *metrics_listen;   /* "" = off, else a loopback HOST:PORT */
     char *topic_prefix;
     int64_t message_max_bytes;
     char *worker_id;

@@ -51,6 +51,14 @@ int ax_kafka_err_record_refused(rd_kafka_resp_err_t err);
  * only: none reaches stderr at the default log.level. */
 extern int ax_kafka_quiet_logs;
 
+/* librdkafka's statistics JSON of every handle made afterwards whose
+ * client.id is client_id (statistics.interval.ms 5000 unless
+ * kafka.statistics.interval.ms says otherwise): fn is called from the
+ * thread polling the handle, with the JSON text (not NUL-terminated, valid
+ * during the call). One hook per process (ax/metrics_http.h sets it). */
+typedef void (*ax_kafka_stats_fn)(rd_kafka_t *rk, const char *json, size_t len, void *arg);
+void ax_kafka_set_stats(const char *client_id, ax_kafka_stats_fn fn, void *arg);
+
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen);
 /* A transactional producer: transactional.id = txn_id, and

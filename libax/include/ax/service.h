@@ -20,6 +20,7 @@
 
 #include "ax/conf.h"
 #include "ax/kafka.h"
+#include "ax/metrics_http.h"
 #include "ax/pg.h"
 
 typedef struct ax_svc ax_svc_t;
@@ -51,6 +52,12 @@ struct ax_svc {
     struct event *ev_sigterm, *ev_sigint;
     void (*on_stop)(ax_svc_t *svc);
     int64_t dlq_count;
+    /* metrics.listen: the registry the service registers its families on
+     * (metrics.reg; NULL when metrics are off, which makes every update a
+     * no-op), served from ax_svc_init on; process_*, store and Kafka
+     * figures included (ax/metrics_http.h). */
+    ax_metrics_endpoint_t metrics;
+    ax_metric_t *m_dlq; /* ax_dlq_messages_total{reason} */
     /* SIGHUP (see ax_svc_reload()): the keys this service applies while
      * running (NULL-terminated; log.level is always applied), an optional
      * check that may refuse (or complete) the new configuration before

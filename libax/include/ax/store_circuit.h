@@ -37,4 +37,9 @@ int ax_store_circuit_load(ax_pg_t *pg, const int64_t *job_ids, size_t n, ax_circ
  * if the circuit is no longer open. */
 int ax_store_circuit_half_open(ax_pg_t *pg, int64_t job_id, char *errbuf, size_t errlen);
 
+/* How many jobs of the deployment have their circuit open, and half-open
+ * (the metric ax_circuits_open; a count over the job table). */
+int ax_store_circuit_count(ax_pg_t *pg, const char *deployment, int64_t *ret_open,
+                           int64_t *ret_half_open, char *errbuf, size_t errlen);
+
 #endif

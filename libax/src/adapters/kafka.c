@@ -81,6 +81,27 @@ static int producer_batch(rd_kafka_conf_t *kc, const ax_conf_t *conf, char *errb
     return 0;
 }
 
+/* Statistics (ax_kafka_set_stats): one hook per process, set before the
+ * handles it concerns are made, so a plain static like ax_kafka_quiet_logs. */
+static struct {
+    ax_kafka_stats_fn fn;
+    void *arg;
+    char client_id[128];
+} stats_hook;
+
+void ax_kafka_set_stats(const char *client_id, ax_kafka_stats_fn fn, void *arg) {
+    snprintf(stats_hook.client_id, sizeof stats_hook.client_id, "%s", client_id ? client_id : "");
+    stats_hook.arg = arg;
+    stats_hook.fn = fn;
+}
+
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
+    (void)opaque;
+    if (stats_hook.fn)
+        stats_hook.fn(rk, json, len, stats_hook.arg);
+    return 0; /* librdkafka frees json */
+}
+
 static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
                                   const char *const *defaults, char *errbuf, size_t errlen) {
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
@@ -100,6 +121,11 @@ static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
     if (rd_kafka_conf_set(kc, "message.max.bytes", mmb, err, sizeof err) != RD_KAFKA_CONF_OK) {
         ax_seterr(errbuf, errlen, AX_ERR_INVALID, "message.max.bytes: %s", err);
         goto fail;
+    }
+    int stats = stats_hook.fn && client_id && strcmp(client_id, stats_hook.client_id) == 0;
+    if (stats) {
+        rd_kafka_conf_set(kc, "statistics.interval.ms", "5000", err, sizeof err);
+        rd_kafka_conf_set_stats_cb(kc, stats_cb);
     }
     for (size_t i = 0; i < conf->n_kafka; i++)
         if (rd_kafka_conf_set(kc, conf->kafka[i].key, conf->kafka[i].value, err, sizeof err) !=

@@ -138,6 +138,35 @@ static void producer_drop(ax_svc_t *svc) {
     svc->producer = NULL;
 }
 
+/* ax_dlq_messages_total's reason label: a bounded class of the free-text
+ * reason (docs/METRICS.md). */
+static const char *const dlq_reasons[] = {"too_large", "schema", "no_pool", "persist", "invalid",
+                                          NULL};
+
+static size_t dlq_class(const char *reason) {
+    if (strstr(reason, "exceeds message.max.bytes"))
+        return 0;
+    if (strstr(reason, "schema id") || strstr(reason, "magic byte") || strstr(reason, "framing"))
+        return 1;
+    if (strstr(reason, "has no pool"))
+        return 2;
+    if (strstr(reason, "cannot persist"))
+        return 3;
+    return 4;
+}
+
+static void svc_metrics(ax_svc_t *svc) {
+    char host[256];
+    int port;
+    if (svc->metrics.srv && ax_metrics_listen_parse(svc->conf.metrics_listen, host, sizeof host,
+                                                    &port, NULL, 0) == 0)
+        ax_info("metrics on http://%s%s%s:%d/metrics", strchr(host, ':') ? "[" : "", host,
+                strchr(host, ':') ? "]" : "", ax_metrics_server_port(svc->metrics.srv));
+    svc->m_dlq = ax_metrics_counter(svc->metrics.reg, "ax_dlq_messages_total",
+                                    "Messages dead-lettered by this process, by reason class.",
+                                    "reason", dlq_reasons);
+}
+
 int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const char *usage,
                 const char *used_by) {
     char err[1024];
@@ -160,6 +189,7 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
     ax_log_level_t lvl = AX_LOG_INFO;
     ax_log_level_parse(svc->conf.log_level, &lvl);
     ax_log_init(name, lvl);
+    ax_log_set_json(svc->conf.log_format && strcmp(svc->conf.log_format, "json") == 0);
     ax_tz_set_loader(ax_tzfile_load);
     if (*argc > 1)
         return svc_fail(svc, 2, AX_ERR_INVALID, "unexpected argument '%s' (see --help)", argv[1]);
@@ -178,6 +208,10 @@ int ax_svc_init(ax_svc_t *svc, const char *name, int *argc, char **argv, const c
 
     if (ax_codec_init(err, sizeof err) < 0)
         return svc_fail(svc, 1, AX_ERR_INVALID, "codec: %s", err);
+    /* before any Kafka handle, so the service's own report statistics */
+    if (ax_metrics_endpoint_start(&svc->metrics, &svc->conf, name, err, sizeof err) < 0)
+        return svc_fail(svc, 1, AX_ERR_IO, "%s", err);
+    svc_metrics(svc);
     svc->pg = ax_pg_new(&svc->conf, name, err, sizeof err);
     if (!svc->pg)
         return svc_fail(svc, 2, AX_ERR_INVALID, "configuration error: %s", err);
@@ -257,6 +291,7 @@ int ax_svc_reject(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reas
     ax_warn("dead-lettering %s [%d] @%lld: %s", rd_kafka_topic_name(msg->rkt),
             (int)msg->partition, (long long)msg->offset, reason);
     svc->dlq_count++;
+    ax_metric_inc(svc->m_dlq, dlq_class(reason));
     return ax_kafka_dlq(svc->producer, svc->topic_dlq, msg, reason, svc->name,
                         (size_t)svc->conf.message_max_bytes, &svc->dlv, err, sizeof err);
 }
@@ -424,6 +459,7 @@ void ax_svc_destroy(ax_svc_t *svc) {
     if (svc->base)
         event_base_free(svc->base);
     ax_pg_destroy(svc->pg);
+    ax_metrics_endpoint_stop(&svc->metrics);
     free(svc->held);
     ax_codec_shutdown();
     ax_conf_free(&svc->conf);

@@ -14,6 +14,7 @@
 #include "ax/conf.h"
 #include "ax/lane.h"
 #include "ax/log.h"
+#include "ax/metrics.h"
 
 #define OFF(f) offsetof(ax_conf_t, f)
 #define I64MAX INT64_MAX
@@ -21,6 +22,14 @@
 const ax_conf_def_t ax_conf_table[] = {
     {"log.level", AX_CONF_STR, OFF(log_level), "info", 0, 0, "all",
      "Least severe level logged: debug, info, warn or error."},
+    {"log.format", AX_CONF_STR, OFF(log_format), "text", 0, 0, "all",
+     "Log lines on stderr: text (time level program: message key=value) or json (one "
+     "object per line: time, level, service, message and, about an instance, instance, job "
+     "and trace; docs/METRICS.md). Needs a restart."},
+    {"metrics.listen", AX_CONF_STR, OFF(metrics_listen), "", 0, 0, "trigger,executor,callback,api",
+     "Loopback address HOST:PORT (127.0.0.1:9464, [::1]:9464; port 0 = any free port) on "
+     "which the process serves Prometheus metrics at GET /metrics (docs/METRICS.md). Empty: "
+     "no metrics at all (every update is a no-op). Needs a restart."},
     {"topic.prefix", AX_CONF_STR, OFF(topic_prefix), "ax.", 0, 0, "all",
      "Prefix of every topic name: <prefix>submit, <prefix>dispatch, <prefix>callback, "
      "<prefix>results, <prefix>dlq; consumer groups <prefix>trigger, <prefix>executor, "
@@ -302,6 +311,17 @@ int ax_conf_set(ax_conf_t *c, const char *key, const char *value, const char *or
             return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
                              "%s: log.level: '%s' is not one of debug, info, warn, error",
                              origin, value);
+    }
+    if (strcmp(key, "log.format") == 0 && strcmp(value, "text") != 0 &&
+        strcmp(value, "json") != 0)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "%s: log.format: '%s' is not one of text, json", origin, value);
+    if (strcmp(key, "metrics.listen") == 0) {
+        char host[256], why[300];
+        int port;
+        if (ax_metrics_listen_parse(value, host, sizeof host, &port, why, sizeof why) < 0)
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "%s: metrics.listen: %s", origin,
+                             why);
     }
     return conf_apply(c, d, value, origin, errbuf, errlen);
 }

@@ -74,3 +74,21 @@ int ax_store_circuit_half_open(ax_pg_t *pg, int64_t job_id, char *errbuf, size_t
     const char *p[] = {ax_num(&n, job_id)};
     return ax_stmt_run(pg, &st_half_open, 1, p, NULL, NULL, NULL, errbuf, errlen);
 }
+
+AX_STMT(st_count, "circuit.count",
+        "SELECT count(*) FILTER (WHERE circuit_state = 'open'),"
+        "  count(*) FILTER (WHERE circuit_state = 'half_open')"
+        " FROM job WHERE deployment = $1 AND circuit_state <> 'closed'");
+
+int ax_store_circuit_count(ax_pg_t *pg, const char *deployment, int64_t *ret_open,
+                           int64_t *ret_half_open, char *errbuf, size_t errlen) {
+    const char *p[] = {deployment};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_count, 1, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    *ret_open = PQntuples(r) ? ax_pg_int(r, 0, 0) : 0;
+    *ret_half_open = PQntuples(r) ? ax_pg_int(r, 0, 1) : 0;
+    PQclear(r);
+    return 0;
+}
