@@ -81,6 +81,11 @@ typedef struct ax_conf {
     char *alert_webhook_url;        /* NULL/"": no webhook */
     char *alert_webhook_secret;     /* secret: never printed or logged */
     int64_t alert_webhook_timeout_ms;
+    /* consumers of ax_svc_consume (trigger: submit, callback: attempts) */
+    int64_t consume_linger_ms;          /* 0: a batch is what one poll returns */
+    int64_t consume_fetch_min_bytes;
+    int64_t consume_commit_interval_ms; /* 0: a synchronous commit per batch */
+    int64_t producer_linger_ms;         /* non-transactional producers */
     /* retry of servers */
     int64_t pg_statement_timeout_ms; /* 0: none */
     int64_t backoff_initial_ms;

@@ -48,6 +48,9 @@ struct ax_svc {
     size_t held_n;
     unsigned held_failures;
     int64_t held_retry_at;
+    int held_offered;      /* held was offered and is not durable yet: retried */
+    int64_t held_since;    /* mono ms the first held record was taken */
+    struct event *ev_linger; /* a filling batch's consume.linger.ms */
     struct event *ev_sigterm, *ev_sigint;
     void (*on_stop)(ax_svc_t *svc);
     int64_t dlq_count;
