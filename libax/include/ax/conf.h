@@ -72,6 +72,7 @@ typedef struct ax_conf {
     int64_t executor_default_timeout_ms;
     int64_t executor_shutdown_grace_ms;
     int64_t executor_lane_starve_ms;
+    int64_t executor_commit_interval_ms;
     char *executor_allow_root;     /* "true"/"false", checked by the executor */
     char *executor_run_user;
     char *executor_run_group;

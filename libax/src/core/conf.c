@@ -189,6 +189,13 @@ const ax_conf_def_t ax_conf_table[] = {
      300000, "trigger,callback",
      "Longest wait for one webhook delivery (connect, send and response); beyond it the "
      "delivery counts as failed and is retried."},
+    {"executor.commit.interval.ms", AX_CONF_INT, OFF(executor_commit_interval_ms), "100", 1,
+     10000, "executor",
+     "Longest time between a run's Attempt record being acknowledged by Kafka and the "
+     "commit of its dispatch offset: the offsets of every run acknowledged meanwhile go in "
+     "one asynchronous commit. A crash redelivers up to this much of finished work, whose "
+     "duplicates lose their claim; the leader's lag of a lane (backpressure) counts "
+     "those records until the commit. Read at start only."},
     {"consume.linger.ms", AX_CONF_INT, OFF(consume_linger_ms), "20", 0, 1000, "trigger,callback",
      "Longest a batch of consumed records (the trigger's submissions, the callback's attempt "
      "results) waits to fill before it is processed: it is processed as soon as it holds "
