@@ -79,6 +79,7 @@ typedef struct ax_conf {
     /* callback */
     int64_t callback_batch;
     int64_t callback_retry_budget;
+    int64_t callback_publish_interval_ms;
     char *alert_webhook_url;        /* NULL/"": no webhook */
     char *alert_webhook_secret;     /* secret: never printed or logged */
     int64_t alert_webhook_timeout_ms;

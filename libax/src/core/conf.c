@@ -176,6 +176,13 @@ const ax_conf_def_t ax_conf_table[] = {
      "so an outage downstream cannot become a retry storm."},
     {"callback.batch", AX_CONF_INT, OFF(callback_batch), "1000", 1, 100000, "callback",
      "Most attempt results persisted in one database statement."},
+    {"callback.publish.interval.ms", AX_CONF_INT, OFF(callback_publish_interval_ms), "100", 0,
+     1000, "callback",
+     "The results publisher's window: ended instances wait in the outbox (durable) for at "
+     "most about this long, so that one Kafka transaction carries all of them (its cost at "
+     "the broker is per partition and transaction, not per result); a transaction is begun "
+     "at once when 5,000 results wait. Adds up to this much between FINISHED and the result "
+     "on <prefix>results. 0 = after every consumed batch. Read at start only."},
     {"alert.webhook.url", AX_CONF_STR, OFF(alert_webhook_url), NULL, 0, 0, "trigger,callback",
      "When set, every alert (final_failure, retry_budget, circuit_open) is also POSTed as "
      "JSON to this http:// URL (https is not supported: the callback refuses to start), "
