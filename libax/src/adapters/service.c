@@ -262,7 +262,9 @@ static void release(rd_kafka_message_t **msgs, size_t n) {
             rd_kafka_message_destroy(msgs[i]);
 }
 
-/* Offer the held batch to the service; commit and release it when durable. */
+/* Offer the held batch to the service; when durable, store its offsets for
+ * the periodic commit (consume.commit.interval.ms; 0: commit them now) and
+ * release it. */
 static void run_held(ax_svc_t *svc) {
     char err[512];
     svc->dlv.failed = 0;
