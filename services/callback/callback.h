@@ -95,6 +95,9 @@ typedef struct publisher {
     pub_dlv_t dlv;
     char lock_name[300], txn_id[300];
     struct event *timer;
+    /* the publish window (callback.publish.interval.ms): when a transaction
+     * was last begun, and the results ended since */
+    int64_t last_pub_ms, unpublished;
 } publisher_t;
 
 /* ---- the service ------------------------------------------------------------------- */
@@ -154,6 +157,10 @@ void cb_pub_fini(callback_t *cb);
 /* Publish what the outbox holds, if this process is (or can become) the
  * publisher. */
 void cb_pub_tick(callback_t *cb);
+/* After a durable batch that ended `ended` instances: publish now when the
+ * window (callback.publish.interval.ms) is over or a full transaction is
+ * waiting, else leave it to the window's end (the publisher's timer). */
+void cb_pub_after_batch(callback_t *cb, int64_t ended);
 
 /* recover.c. One slice of the recovery: 1 when the topic was read to its
  * end (need_recover cleared), 0 to go on at the next turn, < 0 on failure. */

@@ -184,9 +184,9 @@ int cb_on_attempt_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void
         goto out;
     account(cb, done, offered, retried);
     /* What the batch ended for good is in the outbox, durable: the batch is
-     * done. The publisher (this process or another) publishes it; here at
-     * once if this process is the publisher. */
-    cb_pub_tick(cb);
+     * done. The publisher (this process or another) publishes it; here once
+     * its window is over if this process is the publisher. */
+    cb_pub_after_batch(cb, done);
 out:
     cb->probes.n = 0;
     batch_free(&b);

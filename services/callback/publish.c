@@ -445,9 +445,12 @@ static int pub_batch(callback_t *cb) {
 }
 
 void cb_pub_tick(callback_t *cb) {
-    atomic_store(&cb->pub.loop_ms, ax_mono_ms());
+    int64_t now = ax_mono_ms();
+    atomic_store(&cb->pub.loop_ms, now);
     if (cb->svc.stopping || !pub_ready(cb))
         return;
+    cb->pub.last_pub_ms = now;
+    cb->pub.unpublished = 0;
     for (int round = 0; round < PUB_ROUNDS; round++) {
         int n = pub_batch(cb);
         if (n < PUB_BATCH)
@@ -455,10 +458,31 @@ void cb_pub_tick(callback_t *cb) {
     }
 }
 
+/* Publish when the window is over, or when a full transaction waits. */
+static int pub_window_over(const callback_t *cb, int64_t now) {
+    const publisher_t *pb = &cb->pub;
+    return pb->unpublished >= PUB_BATCH ||
+           now - pb->last_pub_ms >= cb->svc.conf.callback_publish_interval_ms;
+}
+
+void cb_pub_after_batch(callback_t *cb, int64_t ended) {
+    int64_t now = ax_mono_ms();
+    cb->pub.unpublished += ended;
+    if (pub_window_over(cb, now))
+        cb_pub_tick(cb);
+    else
+        atomic_store(&cb->pub.loop_ms, now);
+}
+
 static void pub_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
-    cb_pub_tick(arg);
+    callback_t *cb = arg;
+    int64_t now = ax_mono_ms();
+    if (pub_window_over(cb, now))
+        cb_pub_tick(cb);
+    else
+        atomic_store(&cb->pub.loop_ms, now);
 }
 
 int cb_pub_init(callback_t *cb, char *err, size_t errlen) {
@@ -481,7 +505,11 @@ int cb_pub_init(callback_t *cb, char *err, size_t errlen) {
     pb->ping_started = 1;
     pb->dlv.topic = svc->topic_results;
     pb->dlv.d.on_message = pub_on_message;
-    pb->timer = ax_svc_every(svc, PUB_TICK_MS, pub_timer, cb);
+    /* the window's end is found by this timer: every PUB_TICK_MS, or the
+     * window if it is shorter */
+    int64_t tick = svc->conf.callback_publish_interval_ms;
+    tick = tick < 1 ? 1 : tick < PUB_TICK_MS ? tick : PUB_TICK_MS;
+    pb->timer = ax_svc_every(svc, tick, pub_timer, cb);
     if (!pb->timer)
         return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot add the publisher's timer");
     return 0;

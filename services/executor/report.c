@@ -27,10 +27,11 @@ static void on_result_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
         return;
     }
     r->state = RUN_DONE;
-    /* Commit once per 20 ms, not once per result: a walk of the tracked
-     * list and an offset commit per job do not scale. */
+    /* Commit once per executor.commit.interval.ms, not once per result: a
+     * walk of the tracked list and an offset commit per job do not scale. */
     if (!evtimer_pending(r->ex->ev_commit, NULL))
-        event_add(r->ex->ev_commit, &(struct timeval)AX_TV_MS(20));
+        event_add(r->ex->ev_commit,
+                  &(struct timeval)AX_TV_MS(r->ex->svc.conf.executor_commit_interval_ms));
 }
 
 static void produce_result(run_t *r) {

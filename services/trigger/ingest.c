@@ -167,11 +167,19 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
     free(in);
     if (rc < 0 || !used)
         return rc;
-    /* Inserted, duplicate (same submit_key seen before), or unknown job. */
+    /* Inserted, duplicate (same submit_key seen before), or unknown job.
+     * The statement returns its rows in input order as a rule: the search
+     * for each row starts after the last match, so a batch costs O(n)
+     * comparisons, not O(n^2) (any order stays correct). */
+    size_t k0 = 0, nout = out.rows.n;
     for (size_t i = from; i < to; i++)
-        for (size_t k = 0; k < out.rows.n && !rows[i].state; k++)
-            if (out.submit_key[k] && strcmp(out.submit_key[k], rows[i].submit_key) == 0)
+        for (size_t j = 0; j < nout && !rows[i].state; j++) {
+            size_t k = (k0 + j) % nout;
+            if (out.submit_key[k] && strcmp(out.submit_key[k], rows[i].submit_key) == 0) {
                 rows[i].state = 2;
+                k0 = k + 1;
+            }
+        }
     ax_ingest_out_free(&out);
     return ingest_missing(t, rows, from, to, err, errlen);
 }

@@ -74,15 +74,22 @@ typedef struct ax_conf {
     int64_t executor_default_timeout_ms;
     int64_t executor_shutdown_grace_ms;
     int64_t executor_lane_starve_ms;
+    int64_t executor_commit_interval_ms;
     char *executor_allow_root;     /* "true"/"false", checked by the executor */
     char *executor_run_user;
     char *executor_run_group;
     /* callback */
     int64_t callback_batch;
     int64_t callback_retry_budget;
+    int64_t callback_publish_interval_ms;
     char *alert_webhook_url;        /* NULL/"": no webhook */
     char *alert_webhook_secret;     /* secret: never printed or logged */
     int64_t alert_webhook_timeout_ms;
+    /* consumers of ax_svc_consume (trigger: submit, callback: attempts) */
+    int64_t consume_linger_ms;          /* 0: a batch is what one poll returns */
+    int64_t consume_fetch_min_bytes;
+    int64_t consume_commit_interval_ms; /* 0: a synchronous commit per batch */
+    int64_t producer_linger_ms;         /* non-transactional producers */
     /* retry of servers */
     int64_t pg_statement_timeout_ms; /* 0: none */
     int64_t backoff_initial_ms;

@@ -97,6 +97,20 @@ rd_kafka_t *ax_kafka_reader_new(const ax_conf_t *conf, const char *client_id, ch
  * handler is used). */
 rd_kafka_t *ax_kafka_consumer_new(const ax_conf_t *conf, const char *group, const char *client_id,
                                   char *errbuf, size_t errlen);
+/* How a consumer of batches trades latency for fewer requests: fetches held
+ * at the broker up to fetch_wait_ms for fetch_min_bytes (0: librdkafka's
+ * defaults, answered as soon as anything is there), offsets committed every
+ * commit_interval_ms from those stored by ax_kafka_store_msgs (0: none
+ * committed but by ax_kafka_commit_msgs). */
+typedef struct ax_kafka_batching {
+    int fetch_wait_ms;
+    int fetch_min_bytes;
+    int commit_interval_ms;
+} ax_kafka_batching_t;
+/* ax_kafka_consumer_new with batching (b may be NULL: none). */
+rd_kafka_t *ax_kafka_batch_consumer_new(const ax_conf_t *conf, const char *group,
+                                        const char *client_id, const ax_kafka_batching_t *b,
+                                        char *errbuf, size_t errlen);
 int ax_kafka_subscribe(rd_kafka_t *rk, const char *const *topics, size_t n, char *errbuf,
                        size_t errlen);
 
@@ -123,6 +137,11 @@ int ax_kafka_dlq(rd_kafka_t *producer, const char *dlq_topic, const rd_kafka_mes
 /* Synchronously commit, per partition, the highest offset+1 among msgs. */
 int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,
                          char *errbuf, size_t errlen);
+/* Store the same offsets for the consumer's auto commit (a consumer made with
+ * ax_kafka_batching_t.commit_interval_ms > 0); AX_ERR_IO when a partition is
+ * no longer assigned (its new owner sees those records again). */
+int ax_kafka_store_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,
+                        char *errbuf, size_t errlen);
 
 /* Call `cb(arg)` from the loop whenever `q` has something (via
  * rd_kafka_queue_io_event_enable on a pipe), and at least every

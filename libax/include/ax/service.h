@@ -49,6 +49,9 @@ struct ax_svc {
     size_t held_n;
     unsigned held_failures;
     int64_t held_retry_at;
+    int held_offered;      /* held was offered and is not durable yet: retried */
+    int64_t held_since;    /* mono ms the first held record was taken */
+    struct event *ev_linger; /* a filling batch's consume.linger.ms */
     struct event *ev_sigterm, *ev_sigint;
     void (*on_stop)(ax_svc_t *svc);
     int64_t dlq_count;
@@ -99,7 +102,10 @@ int ax_svc_exit_status(const ax_svc_t *svc);
  * every `ms`; NULL if it could not be made. */
 struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg);
 
-/* Subscribe `group` to `topic` and hand batches of at most batch_max to fn.
+/* Subscribe `group` to `topic` and hand batches of at most batch_max to fn:
+ * a batch is handed over when full or when its first record has waited
+ * consume.linger.ms (0: whatever one poll returns); its offsets are
+ * committed once fn made it durable (consume.commit.interval.ms).
  * AX_ERR_INVALID for a bad kafka.* setting of the consumer (main returns
  * ax_svc_exit_status(svc): 2), AX_ERR_IO if the subscription failed. */
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,

@@ -102,15 +102,21 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
     return 0; /* librdkafka frees json */
 }
 
-static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
-                                  const char *const *defaults, char *errbuf, size_t errlen) {
+/* defaults, then derived (ax keys turned into librdkafka settings; may be
+ * NULL), then the operator's kafka.* keys: those win. */
+static rd_kafka_conf_t *base_conf_derived(const ax_conf_t *conf, const char *client_id,
+                                          const char *const *defaults,
+                                          const char *const *derived, char *errbuf,
+                                          size_t errlen) {
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
     char err[512];
-    for (const char *const *d = defaults; d && d[0]; d += 2)
-        if (rd_kafka_conf_set(kc, d[0], d[1], err, sizeof err) != RD_KAFKA_CONF_OK) {
-            ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka default %s: %s", d[0], err);
-            goto fail;
-        }
+    const char *const *lists[] = {defaults, derived};
+    for (size_t li = 0; li < AX_ARRAY_SIZE(lists); li++)
+        for (const char *const *d = lists[li]; d && d[0]; d += 2)
+            if (rd_kafka_conf_set(kc, d[0], d[1], err, sizeof err) != RD_KAFKA_CONF_OK) {
+                ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka default %s: %s", d[0], err);
+                goto fail;
+            }
     if (client_id && rd_kafka_conf_set(kc, "client.id", client_id, err, sizeof err))
         goto fail;
     /* One maximum end to end (message.max.bytes, ax_kafka_record_max):
@@ -141,13 +147,21 @@ fail:
     return NULL;
 }
 
+static rd_kafka_conf_t *base_conf(const ax_conf_t *conf, const char *client_id,
+                                  const char *const *defaults, char *errbuf, size_t errlen) {
+    return base_conf_derived(conf, client_id, defaults, NULL, errbuf, errlen);
+}
+
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen) {
     static const char *const defaults[] = {
-        "enable.idempotence", "true", "acks", "all", "linger.ms", "5", "partitioner", "murmur2_random",
+        "enable.idempotence", "true", "acks", "all", "partitioner", "murmur2_random",
         "message.timeout.ms", "30000", "socket.keepalive.enable", "true",
         "reconnect.backoff.max.ms", "5000", NULL, NULL};
-    rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
+    char linger[24];
+    snprintf(linger, sizeof linger, "%lld", (long long)conf->producer_linger_ms);
+    const char *const derived[] = {"linger.ms", linger, NULL, NULL};
+    rd_kafka_conf_t *kc = base_conf_derived(conf, client_id, defaults, derived, errbuf, errlen);
     if (!kc)
         return NULL;
     if (producer_batch(kc, conf, errbuf, errlen) < 0) {
@@ -168,9 +182,10 @@ rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_
                                       const char *txn_id, int timeout_ms, char *errbuf,
                                       size_t errlen) {
     static const char *const defaults[] = {
-        "enable.idempotence", "true", "acks", "all", "linger.ms", "5", "partitioner", "murmur2_random",
-        "message.timeout.ms", "30000", "socket.keepalive.enable", "true",
-        "reconnect.backoff.max.ms", "5000", "transaction.timeout.ms", "60000", NULL, NULL};
+        "enable.idempotence", "true", "acks", "all", "linger.ms", "5",
+        "partitioner", "murmur2_random", "message.timeout.ms", "30000",
+        "socket.keepalive.enable", "true", "reconnect.backoff.max.ms", "5000",
+        "transaction.timeout.ms", "60000", NULL, NULL};
     rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
     if (!kc)
         return NULL;
@@ -291,13 +306,38 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 rd_kafka_t *ax_kafka_consumer_new(const ax_conf_t *conf, const char *group, const char *client_id,
                                   char *errbuf, size_t errlen) {
+    return ax_kafka_batch_consumer_new(conf, group, client_id, NULL, errbuf, errlen);
+}
+
+rd_kafka_t *ax_kafka_batch_consumer_new(const ax_conf_t *conf, const char *group,
+                                        const char *client_id, const ax_kafka_batching_t *b,
+                                        char *errbuf, size_t errlen) {
     static const char *const defaults[] = {
         "enable.auto.commit", "false", "enable.auto.offset.store", "false",
         "auto.offset.reset", "earliest", "partition.assignment.strategy", "cooperative-sticky",
         "enable.partition.eof", "false", "socket.keepalive.enable", "true",
         "reconnect.backoff.max.ms", "5000", "session.timeout.ms", "10000",
         "heartbeat.interval.ms", "1000", NULL, NULL};
-    rd_kafka_conf_t *kc = base_conf(conf, client_id, defaults, errbuf, errlen);
+    char wait[24], minb[24], every[24];
+    const char *derived[9] = {NULL};
+    size_t nd = 0;
+    if (b && b->fetch_wait_ms > 0) {
+        snprintf(wait, sizeof wait, "%d", b->fetch_wait_ms);
+        snprintf(minb, sizeof minb, "%d", b->fetch_min_bytes > 0 ? b->fetch_min_bytes : 1);
+        derived[nd++] = "fetch.wait.max.ms";
+        derived[nd++] = wait;
+        derived[nd++] = "fetch.min.bytes";
+        derived[nd++] = minb;
+    }
+    if (b && b->commit_interval_ms > 0) {
+        /* only offsets stored by ax_kafka_store_msgs are committed */
+        snprintf(every, sizeof every, "%d", b->commit_interval_ms);
+        derived[nd++] = "enable.auto.commit";
+        derived[nd++] = "true";
+        derived[nd++] = "auto.commit.interval.ms";
+        derived[nd++] = every;
+    }
+    rd_kafka_conf_t *kc = base_conf_derived(conf, client_id, defaults, derived, errbuf, errlen);
     if (!kc)
         return NULL;
     char err[512];
@@ -417,10 +457,8 @@ int ax_kafka_dlq(rd_kafka_t *producer, const char *dlq_topic, const rd_kafka_mes
     return rc;
 }
 
-int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,
-                         char *errbuf, size_t errlen) {
-    if (n == 0)
-        return 0;
+/* The next offset of every partition of msgs[] (errors and NULLs left out). */
+static rd_kafka_topic_partition_list_t *next_offsets(rd_kafka_message_t **msgs, size_t n) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
     for (size_t i = 0; i < n; i++) {
         const rd_kafka_message_t *m = msgs[i];
@@ -433,10 +471,38 @@ int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t
         if (p->offset < m->offset + 1)
             p->offset = m->offset + 1;
     }
+    return l;
+}
+
+int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,
+                         char *errbuf, size_t errlen) {
+    if (n == 0)
+        return 0;
+    rd_kafka_topic_partition_list_t *l = next_offsets(msgs, n);
     rd_kafka_resp_err_t err = l->cnt ? rd_kafka_commit(consumer, l, 0) : 0;
     rd_kafka_topic_partition_list_destroy(l);
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
         return ax_seterr(errbuf, errlen, AX_ERR_IO, "kafka commit: %s", rd_kafka_err2str(err));
+    return 0;
+}
+
+int ax_kafka_store_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,
+                        char *errbuf, size_t errlen) {
+    if (n == 0)
+        return 0;
+    rd_kafka_topic_partition_list_t *l = next_offsets(msgs, n);
+    rd_kafka_resp_err_t err = l->cnt ? rd_kafka_offsets_store(consumer, l) : 0;
+    int lost = 0;
+    for (int i = 0; !err && i < l->cnt; i++)
+        if (l->elems[i].err)
+            lost++; /* no longer assigned: its new owner sees the records again */
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        return ax_seterr(errbuf, errlen, AX_ERR_IO, "kafka offsets store: %s",
+                         rd_kafka_err2str(err));
+    if (lost)
+        return ax_seterr(errbuf, errlen, AX_ERR_IO,
+                         "kafka offsets store: %d partition(s) no longer assigned", lost);
     return 0;
 }
 

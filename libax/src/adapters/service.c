@@ -312,7 +312,9 @@ static void release(rd_kafka_message_t **msgs, size_t n) {
             rd_kafka_message_destroy(msgs[i]);
 }
 
-/* Offer the held batch to the service; commit and release it when durable. */
+/* Offer the held batch to the service; when durable, store its offsets for
+ * the periodic commit (consume.commit.interval.ms; 0: commit them now) and
+ * release it. */
 static void run_held(ax_svc_t *svc) {
     char err[512];
     svc->dlv.failed = 0;
@@ -332,13 +334,55 @@ static void run_held(ax_svc_t *svc) {
     }
     if (rc < 0)
         ax_error("batch of %zu failed permanently (rc %d); skipping it", svc->held_n, rc);
-    if (ax_kafka_commit_msgs(svc->consumer, svc->held, svc->held_n, err, sizeof err) < 0)
+    int stored = svc->conf.consume_commit_interval_ms > 0;
+    if ((stored ? ax_kafka_store_msgs : ax_kafka_commit_msgs)(svc->consumer, svc->held,
+                                                              svc->held_n, err, sizeof err) < 0)
         ax_warn("%s (the batch will be seen again; its processing is idempotent)", err);
     else
-        ax_debug("batch of %zu message(s) done and committed", svc->held_n);
+        ax_debug("batch of %zu message(s) done and %s", svc->held_n,
+                 stored ? "its offsets stored" : "committed");
     release(svc->held, svc->held_n);
     svc->held_n = 0;
+    svc->held_offered = 0;
     svc->held_failures = 0;
+}
+
+/* Take what the queue has into held, up to batch_max; the number taken, or
+ * -1 when the queue had nothing. */
+static ssize_t fill_held(ax_svc_t *svc) {
+    if (svc->held_n >= svc->batch_max)
+        return 0;
+    ssize_t n = rd_kafka_consume_batch_queue(svc->cqueue, 0, svc->held + svc->held_n,
+                                             svc->batch_max - svc->held_n);
+    if (n <= 0)
+        return -1;
+    size_t k = svc->held_n;
+    for (ssize_t i = 0; i < n; i++) {
+        rd_kafka_message_t *m = svc->held[svc->held_n + (size_t)i];
+        if (m->err) {
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                ax_warn("kafka consume: %s", rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        svc->held[k++] = m;
+    }
+    if (svc->held_n == 0 && k > 0)
+        svc->held_since = ax_mono_ms();
+    ssize_t taken = (ssize_t)(k - svc->held_n);
+    svc->held_n = k;
+    return taken;
+}
+
+/* A batch not full whose first record has not waited consume.linger.ms yet
+ * waits (the linger timer comes back for it): 1, else 0. */
+static int held_lingers(ax_svc_t *svc, int64_t now) {
+    int64_t left = svc->held_since + svc->conf.consume_linger_ms - now;
+    if (svc->held_n >= svc->batch_max || left <= 0 || !svc->ev_linger)
+        return 0;
+    struct timeval tv = AX_TV_MS(left);
+    event_add(svc->ev_linger, &tv);
+    return 1;
 }
 
 /* Up to 64 batches, but not longer than CONSUME_BUDGET_MS: a backlog of
@@ -354,37 +398,37 @@ static void consumer_ready(void *arg) {
             ax_kafka_watch_kick(svc->cwatch);
             return;
         }
-        if (svc->held_n) {
+        if (svc->held_offered) {
             if (ax_mono_ms() < svc->held_retry_at)
                 return;
             run_held(svc);
             if (svc->held_n)
                 return;
         }
-        ssize_t n = rd_kafka_consume_batch_queue(svc->cqueue, 0, svc->held, svc->batch_max);
-        if (n <= 0)
+        ssize_t taken = fill_held(svc);
+        if (svc->held_n == 0 || held_lingers(svc, ax_mono_ms()))
             return;
-        size_t k = 0;
-        for (ssize_t i = 0; i < n; i++) {
-            rd_kafka_message_t *m = svc->held[i];
-            if (m->err) {
-                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-                    ax_warn("kafka consume: %s", rd_kafka_message_errstr(m));
-                rd_kafka_message_destroy(m);
-                continue;
-            }
-            svc->held[k++] = m;
-        }
-        svc->held_n = k;
-        if (k)
-            run_held(svc);
+        svc->held_offered = 1;
+        run_held(svc);
+        if (taken < 0)
+            return; /* the queue is empty */
     }
+}
+
+static void linger_done(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    consumer_ready(arg);
 }
 
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
                    ax_svc_batch_fn fn, void *arg) {
     char err[512];
-    svc->consumer = ax_kafka_consumer_new(&svc->conf, group, svc->name, err, sizeof err);
+    const ax_conf_t *c = &svc->conf;
+    ax_kafka_batching_t b = {.fetch_wait_ms = (int)c->consume_linger_ms,
+                             .fetch_min_bytes = (int)c->consume_fetch_min_bytes,
+                             .commit_interval_ms = (int)c->consume_commit_interval_ms};
+    svc->consumer = ax_kafka_batch_consumer_new(c, group, svc->name, &b, err, sizeof err);
     if (!svc->consumer)
         return svc_fail(svc, 2, AX_ERR_INVALID, "configuration error: %s", err);
     const char *topics[] = {topic};
@@ -399,6 +443,8 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
     svc->held_cap = batch_max;
     svc->cqueue = rd_kafka_queue_get_consumer(svc->consumer);
     svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, consumer_ready, svc);
+    if (c->consume_linger_ms > 0 && !(svc->ev_linger = evtimer_new(svc->base, linger_done, svc)))
+        return AX_ERR_NOMEM;
     ax_info("consuming %s as group %s", topic, group);
     return 0;
 }
@@ -425,6 +471,9 @@ int ax_svc_run(ax_svc_t *svc) {
         /* Uncommitted work is redelivered to the group: nothing is lost. */
         release(svc->held, svc->held_n);
         svc->held_n = 0;
+        svc->held_offered = 0;
+        if (svc->ev_linger)
+            event_del(svc->ev_linger);
         ax_kafka_watch_free(svc->cwatch);
         svc->cwatch = NULL;
         rd_kafka_queue_destroy(svc->cqueue);
@@ -446,6 +495,8 @@ void ax_svc_destroy(ax_svc_t *svc) {
         rd_kafka_destroy(svc->consumer);
     if (svc->producer)
         rd_kafka_destroy(svc->producer);
+    if (svc->ev_linger)
+        event_free(svc->ev_linger);
     if (svc->ev_sigterm)
         event_free(svc->ev_sigterm);
     if (svc->ev_sigint)

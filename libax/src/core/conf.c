@@ -185,6 +185,13 @@ const ax_conf_def_t ax_conf_table[] = {
      "so an outage downstream cannot become a retry storm."},
     {"callback.batch", AX_CONF_INT, OFF(callback_batch), "1000", 1, 100000, "callback",
      "Most attempt results persisted in one database statement."},
+    {"callback.publish.interval.ms", AX_CONF_INT, OFF(callback_publish_interval_ms), "100", 0,
+     1000, "callback",
+     "The results publisher's window: ended instances wait in the outbox (durable) for at "
+     "most about this long, so that one Kafka transaction carries all of them (its cost at "
+     "the broker is per partition and transaction, not per result); a transaction is begun "
+     "at once when 5,000 results wait. Adds up to this much between FINISHED and the result "
+     "on <prefix>results. 0 = after every consumed batch. Read at start only."},
     {"alert.webhook.url", AX_CONF_STR, OFF(alert_webhook_url), NULL, 0, 0, "trigger,callback",
      "When set, every alert (final_failure, retry_budget, circuit_open) is also POSTed as "
      "JSON to this http:// URL (https is not supported: the callback refuses to start), "
@@ -198,6 +205,44 @@ const ax_conf_def_t ax_conf_table[] = {
      300000, "trigger,callback",
      "Longest wait for one webhook delivery (connect, send and response); beyond it the "
      "delivery counts as failed and is retried."},
+    {"executor.commit.interval.ms", AX_CONF_INT, OFF(executor_commit_interval_ms), "100", 1,
+     10000, "executor",
+     "Longest time between a run's Attempt record being acknowledged by Kafka and the "
+     "commit of its dispatch offset: the offsets of every run acknowledged meanwhile go in "
+     "one asynchronous commit. A crash redelivers up to this much of finished work, whose "
+     "duplicates lose their claim; the leader's lag of a lane (backpressure) counts "
+     "those records until the commit. Read at start only."},
+    {"consume.linger.ms", AX_CONF_INT, OFF(consume_linger_ms), "20", 0, 1000, "trigger,callback",
+     "Longest a batch of consumed records (the trigger's submissions, the callback's attempt "
+     "results) waits to fill before it is processed: it is processed as soon as it holds "
+     "trigger.batch (callback.batch) records or its first record has waited this long, "
+     "whichever comes first. Fewer, larger batches: fewer database statements and Kafka "
+     "transactions and fetches per record at low load, at the price of up to this much "
+     "latency (submit to dispatch, finish to result); under load batches fill at once. The "
+     "consumer's librdkafka fetch.wait.max.ms is this (and fetch.min.bytes "
+     "consume.fetch.min.bytes) unless kafka.* says otherwise. 0 = a batch is what one poll "
+     "returns (fetches answered as soon as any record is there). Does not apply to the "
+     "executor, whose fetches stay immediate (fire-to-start). Read at start only."},
+    {"consume.fetch.min.bytes", AX_CONF_INT, OFF(consume_fetch_min_bytes), "262144", 1,
+     100 << 20, "trigger,callback",
+     "With consume.linger.ms > 0: librdkafka's fetch.min.bytes of those consumers, so the "
+     "broker answers a fetch when this much is there or after consume.linger.ms. Read at "
+     "start only."},
+    {"consume.commit.interval.ms", AX_CONF_INT, OFF(consume_commit_interval_ms), "1000", 0,
+     60000, "trigger,callback",
+     "How often the offsets of processed batches are committed (librdkafka's auto commit of "
+     "the offsets stored after each durable batch; also on rebalance and shutdown). A crash "
+     "redelivers up to this much of already processed records, which is harmless: their "
+     "processing is idempotent. 0 = one synchronous commit after every batch. Read at "
+     "start only."},
+    {"producer.linger.ms", AX_CONF_INT, OFF(producer_linger_ms), "20", 0, 1000, "all",
+     "librdkafka's linger.ms of the non-transactional producers (the executor's Attempt "
+     "records to <prefix>callback, dead letters, axctl): how long records wait to share "
+     "a produce request (librdkafka sends one request per partition). Adds up to this much "
+     "between an executor's finish and the callback's read of it, not to fire-to-start. The "
+     "transactional producers (trigger dispatch, callback results) keep 5 ms: their "
+     "batches are a transaction's records, flushed by its commit. kafka.linger.ms "
+     "overrides both."},
     {"db.statement.timeout.ms", AX_CONF_INT, OFF(pg_statement_timeout_ms), "5000", 0, 3600000,
      "all",
      "statement_timeout of every PostgreSQL session of a service (and of axctl): a statement "
