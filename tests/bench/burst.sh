@@ -12,6 +12,9 @@
 #
 # TRIGGER_SET="--set k=v ..." adds settings of both triggers (e.g. a low
 # trigger.lag.high, so the lanes defer and the burst waits in PostgreSQL).
+# DUMP=PREFIX writes, per run, PREFIX.<run>.csv: every instance's id,
+# priority and its scheduled_at, deferred_at, dispatched_at, locked_at,
+# running_at, finished_at in epoch ms (where a drain's time goes).
 #
 # Not a ctest test. Uses the integration tests' lib.sh for starting and
 # stopping services and cleaning up.
@@ -35,6 +38,7 @@ sql "INSERT INTO job_instance (job_id, job_name, handler_kind, command, timeout_
        'h' || g, 'FINISHED', 'SUCCESS', now(), now(), now()
      FROM job j, generate_series(1, ${HISTORY:-10000}) g WHERE j.name = '$HJ'" >/dev/null
 led() { [ -n "$(sql "SELECT 1 FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()")" ]; }
+ms() { printf '(extract(epoch FROM %s) * 1000)::bigint' "$1"; }
 hwm() { awk '/VmHWM/ { printf "%d", $2 / 1024 }' "/proc/${SVC_PID[$1]}/status" 2>/dev/null; }
 for run in $(seq 1 "$RUNS"); do
     # shellcheck disable=SC2086
@@ -50,6 +54,9 @@ for run in $(seq 1 "$RUNS"); do
     lost=$(cat "$WORK"/ax-trigger@*.log | grep -c "leadership lost" || true)
     cancelled=$(cat "$WORK"/*.log | grep -c "canceling statement due to statement timeout" || true)
     echo "run=$run N=$N $out lost_logged=$lost statements_cancelled=$cancelled rss_mb trigger1=$(hwm trigger@1) trigger2=$(hwm trigger@2) executor=$(hwm executor) callback=$(hwm callback)"
+    [ -z "${DUMP:-}" ] || sql "COPY (SELECT id, priority, $(ms scheduled_at), $(ms deferred_at),
+        $(ms dispatched_at), $(ms locked_at), $(ms running_at), $(ms finished_at)
+        FROM job_instance WHERE job_name = '$J' ORDER BY id) TO STDOUT WITH CSV" >"$DUMP.$run.csv"
     for s in trigger@1 trigger@2 executor callback; do stop_svc "$s" TERM >/dev/null; done
     sql "DELETE FROM job_instance WHERE job_name = '$J'" >/dev/null
 done

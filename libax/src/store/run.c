@@ -1,7 +1,8 @@
 /*
  * run.c — the executor's instance transitions (ax/store_run.h): claim,
- * start, lease renewal, cancel polls, hand-back. Hot path: the statement
- * texts are kept as the executor ran them.
+ * start, lease renewal, cancel polls, hand-back. Hot path: every
+ * statement finds its rows by primary key whatever the planner's
+ * statistics say (below).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,29 +11,44 @@
 #include "ax/store_run.h"
 #include "store_int.h"
 
+/* Every statement here names its rows by primary key only: the state it
+ * needs is read from the rows it locks (FOR UPDATE in a MATERIALIZED CTE,
+ * in id order) and checked after the lock, never in the WHERE of the scan.
+ * A state condition there (state = 'LOCKED' next to id = ANY) lets the
+ * planner walk a partial index on state instead, job_instance_active
+ * (state <> 'FINISHED'): with the statistics of before a burst it expects
+ * 1 row there and walks every unfinished instance on every call — 15-200
+ * ms per start of 16 runs with 40,000 waiting, until autovacuum analyzes
+ * the table (BENCHMARKS.md, "Issue #12: before and after the store
+ * layer"; tests/bench/explain_executor.sh). */
+#define MINE_LOCKED(ok)                                                   \
+    "WITH c AS MATERIALIZED (SELECT id, " ok " AS ok FROM job_instance"    \
+    "  WHERE id = ANY($2::bigint[]) AND worker = $1 ORDER BY id FOR UPDATE)"
+#define MINE_OK " WHERE id = ANY(ARRAY(SELECT id FROM c WHERE ok))"
+
 /* One statement claims every instance of jobs without a concurrency limit:
  * LOCKED, this worker, lease = factor x the job's average run time within
- * the bounds. id = ANY($2): primary-key lookups, linear in the batch
- * whatever the planner believes about the partial indexes. */
+ * the bounds. */
 AX_STMT(st_claim, "run.claim",
-        "WITH c AS ("
-        "  SELECT i.id, least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
+        "WITH c AS MATERIALIZED ("
+        "  SELECT i.id, i.state = 'SCHEDULED'"
+        "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)] AS ok,"
+        "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
         "  FROM job_instance i LEFT JOIN job j ON j.id = i.job_id"
-        "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
-        "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
-        "    AND j.concurrency_limit IS NULL"
+        "  WHERE i.id = ANY($2::bigint[]) AND j.concurrency_limit IS NULL"
         "  ORDER BY i.id FOR UPDATE OF i"
         ")"
         " UPDATE job_instance i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
-        " FROM c WHERE i.id = c.id"
+        " FROM c WHERE i.id = c.id AND c.ok"
         " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'");
 enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE };
 
+/* NULL (or no row): not claimable. */
 AX_STMT(st_limited_lock, "run.claim_limited.lock",
-        "SELECT job_id FROM job_instance WHERE id = $1::bigint AND attempt = $2::int"
-        " AND state = 'SCHEDULED' FOR UPDATE");
+        "SELECT CASE WHEN attempt = $2::int AND state = 'SCHEDULED' THEN job_id END"
+        " FROM job_instance WHERE id = $1::bigint FOR UPDATE");
 enum { LOCK_JOB_ID };
 
 AX_STMT(st_limited_slot, "run.claim_limited.slot",
@@ -56,35 +72,44 @@ AX_STMT(st_limited_back, "run.claim_limited.hand_back",
 /* A queued claim's lease is renewed rarely: starting gives it a fresh
  * one, at least the given length. */
 AX_STMT(st_start, "run.start",
-        "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp(),"
+        MINE_LOCKED("state = 'LOCKED'")
+        " UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp(),"
         "  lease_expires_at = greatest(lease_expires_at,"
         "    now() + $3::bigint * interval '1 millisecond')"
-        " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
+        MINE_OK
         " RETURNING id, cancel_requested_at IS NOT NULL");
 
 AX_STMT(st_renew, "run.renew",
-        "UPDATE job_instance SET lease_expires_at = now()"
+        MINE_LOCKED("state IN ('LOCKED', 'RUNNING')")
+        " UPDATE job_instance SET lease_expires_at = now()"
         "  + $3::bigint * interval '1 millisecond'"
-        " WHERE id = ANY($2::bigint[]) AND worker = $1"
-        "  AND state IN ('LOCKED', 'RUNNING')"
+        MINE_OK
         " RETURNING id, cancel_requested_at IS NOT NULL");
 enum { HELD_ID, HELD_CANCEL };
 
+/* Read only: the rows are not locked, the state is checked outside the
+ * scan (MATERIALIZED). */
 AX_STMT(st_cancel_poll, "run.cancel_poll",
-        "SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
-        " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')");
+        "WITH c AS MATERIALIZED (SELECT id, state, cancel_requested_at FROM job_instance"
+        "  WHERE id = ANY($2::bigint[]) AND worker = $1)"
+        " SELECT id FROM c WHERE cancel_requested_at IS NOT NULL"
+        "  AND state IN ('LOCKED', 'RUNNING')");
 enum { CANCEL_ID };
 
+/* Both in one transaction: the slots first, the rows locked here. */
 AX_STMT(st_release_slots, "run.release.slots",
-        "UPDATE job SET running_count = running_count - c.n"
-        " FROM (SELECT job_id, count(*) AS n FROM job_instance"
-        "   WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
-        "   AND holds_slot GROUP BY job_id) c WHERE job.id = c.job_id");
+        "WITH c AS MATERIALIZED (SELECT job_id, state = 'LOCKED' AND holds_slot AS ok"
+        "  FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
+        "  ORDER BY id FOR UPDATE)"
+        " UPDATE job SET running_count = running_count - s.n"
+        " FROM (SELECT job_id, count(*) AS n FROM c WHERE ok GROUP BY job_id) s"
+        " WHERE job.id = s.job_id");
 
 AX_STMT(st_release, "run.release",
-        "UPDATE job_instance SET state = 'SCHEDULED', worker = NULL,"
+        MINE_LOCKED("state = 'LOCKED'")
+        " UPDATE job_instance SET state = 'SCHEDULED', worker = NULL,"
         "  locked_at = NULL, lease_expires_at = NULL, holds_slot = false"
-        " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1");
+        MINE_OK);
 
 static int id_first_cmp(const void *key, const void *row) {
     int64_t a = *(const int64_t *)key, b = *(const int64_t *)row;
