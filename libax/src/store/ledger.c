@@ -65,7 +65,7 @@ enum { REC_ID = DC_ID, REC_WAIT_FOR = DC_NCOLS, REC_JOB, REC_HELD };
 AX_STMT(st_busy, "ledger.busy",
         "SELECT job_id, max(id), string_agg(id || ' ' || state, ', ' ORDER BY id),"
         "  bool_or(wait_for IS NOT NULL AND state = 'SCHEDULED')"
-        " FROM job_instance WHERE job_id = ANY($1::bigint[]) AND state <> 'FINISHED'"
+        " FROM instance_state WHERE job_id = ANY($1::bigint[]) AND active"
         " GROUP BY job_id"
         /* a flow job (no instances): its flow's running runs */
         " UNION ALL SELECT j.id, max(fr.id),"
@@ -76,8 +76,8 @@ AX_STMT(st_busy, "ledger.busy",
 enum { BUSY_JOB, BUSY_LAST, BUSY_WHAT, BUSY_QUEUED };
 
 AX_STMT(st_cancel, "ledger.cancel_unfinished",
-        "UPDATE job_instance SET cancel_requested_at = now()"
-        " WHERE job_id = ANY($1::bigint[]) AND state <> 'FINISHED'"
+        "UPDATE instance_state SET cancel_requested_at = now()"
+        " WHERE job_id = ANY($1::bigint[]) AND active"
         " AND cancel_requested_at IS NULL");
 
 /* The six arrays of ledger.record: job, ms, decision, detail, wait_for, flow. */

@@ -18,20 +18,20 @@ AX_STMT(st_claim, "run.claim",
         "WITH c AS ("
         "  SELECT i.id, least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
-        "  FROM job_instance i LEFT JOIN job j ON j.id = i.job_id"
+        "  FROM instance_state i LEFT JOIN job j ON j.id = i.job_id"
         "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
         "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
         "    AND j.concurrency_limit IS NULL"
         "  ORDER BY i.id FOR UPDATE OF i"
         ")"
-        " UPDATE job_instance i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
+        " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
         " FROM c WHERE i.id = c.id"
         " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'");
 enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE };
 
 AX_STMT(st_limited_lock, "run.claim_limited.lock",
-        "SELECT job_id FROM job_instance WHERE id = $1::bigint AND attempt = $2::int"
+        "SELECT job_id FROM instance_state WHERE id = $1::bigint AND attempt = $2::int"
         " AND state = 'SCHEDULED' FOR UPDATE");
 enum { LOCK_JOB_ID };
 
@@ -43,27 +43,27 @@ AX_STMT(st_limited_slot, "run.claim_limited.slot",
 enum { SLOT_LEASE };
 
 AX_STMT(st_limited_take, "run.claim_limited.take",
-        "UPDATE job_instance SET state = 'LOCKED', worker = $2, holds_slot = true,"
+        "UPDATE instance_state SET state = 'LOCKED', worker = $2, holds_slot = true,"
         "  locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
         " WHERE id = $1::bigint");
 
 /* No slot: back to the trigger, due again shortly. */
 AX_STMT(st_limited_back, "run.claim_limited.hand_back",
-        "UPDATE job_instance SET dispatched_at = NULL,"
+        "UPDATE instance_state SET dispatched_at = NULL,"
         "  due_at = now() + interval '500 milliseconds' WHERE id = $1::bigint");
 
 /* A queued claim's lease is renewed rarely: starting gives it a fresh
  * one, at least the given length. */
 AX_STMT(st_start, "run.start",
-        "UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp(),"
+        "UPDATE instance_state SET state = 'RUNNING', running_at = clock_timestamp(),"
         "  lease_expires_at = greatest(lease_expires_at,"
         "    now() + $3::bigint * interval '1 millisecond')"
         " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
         " RETURNING id, cancel_requested_at IS NOT NULL");
 
 AX_STMT(st_renew, "run.renew",
-        "UPDATE job_instance SET lease_expires_at = now()"
+        "UPDATE instance_state SET lease_expires_at = now()"
         "  + $3::bigint * interval '1 millisecond'"
         " WHERE id = ANY($2::bigint[]) AND worker = $1"
         "  AND state IN ('LOCKED', 'RUNNING')"
@@ -71,18 +71,18 @@ AX_STMT(st_renew, "run.renew",
 enum { HELD_ID, HELD_CANCEL };
 
 AX_STMT(st_cancel_poll, "run.cancel_poll",
-        "SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
+        "SELECT id FROM instance_state WHERE id = ANY($2::bigint[]) AND worker = $1"
         " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')");
 enum { CANCEL_ID };
 
 AX_STMT(st_release_slots, "run.release.slots",
         "UPDATE job SET running_count = running_count - c.n"
-        " FROM (SELECT job_id, count(*) AS n FROM job_instance"
+        " FROM (SELECT job_id, count(*) AS n FROM instance_state"
         "   WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
         "   AND holds_slot GROUP BY job_id) c WHERE job.id = c.job_id");
 
 AX_STMT(st_release, "run.release",
-        "UPDATE job_instance SET state = 'SCHEDULED', worker = NULL,"
+        "UPDATE instance_state SET state = 'SCHEDULED', worker = NULL,"
         "  locked_at = NULL, lease_expires_at = NULL, holds_slot = false"
         " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1");
 
