@@ -132,17 +132,19 @@ CREATE INDEX instance_state_active ON instance_state (job_id) WHERE active;
 -- Retries waiting (the retry budget).
 CREATE INDEX instance_state_retrying ON instance_state (deployment) WHERE retrying;
 
--- Trace rows for new definitions (011), and deleting a definition deletes
--- its state row, attempts, trace rows and submission key.
-CREATE TRIGGER instance_def_after_insert AFTER INSERT ON instance_def
-    REFERENCING NEW TABLE AS new_instances FOR EACH STATEMENT
-    EXECUTE FUNCTION ax_instance_after_insert();
+-- Trace id -> instances: the definition is never updated, so an index on
+-- its trace id costs one entry per instance, like the side table of 011
+-- did, without that table's row (and its statement trigger).
+CREATE INDEX instance_def_trace ON instance_def (trace_id);
+DROP TABLE instance_trace;
+DROP FUNCTION ax_instance_after_insert();
+CREATE VIEW instance_trace AS SELECT trace_id, id AS instance_id FROM instance_def;
+
+-- Deleting a definition deletes its state row, attempts and submission key.
 CREATE OR REPLACE FUNCTION ax_instance_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM instance_state s USING old_instances o WHERE s.id = o.id;
     DELETE FROM job_attempt a USING old_instances o WHERE a.instance_id = o.id;
-    DELETE FROM instance_trace t USING old_instances o
-        WHERE t.trace_id = o.trace_id AND t.instance_id = o.id;
     DELETE FROM submission s USING old_instances o
         WHERE o.submit_key IS NOT NULL AND s.submit_key = o.submit_key;
     RETURN NULL;
@@ -303,5 +305,84 @@ CREATE TRIGGER instance_delete INSTEAD OF DELETE ON instance FOR EACH ROW EXECUT
 CREATE TRIGGER job_instance_insert INSTEAD OF INSERT ON job_instance FOR EACH ROW EXECUTE FUNCTION ax_instance_view_insert();
 CREATE TRIGGER job_instance_update INSTEAD OF UPDATE ON job_instance FOR EACH ROW EXECUTE FUNCTION ax_instance_view_update();
 CREATE TRIGGER job_instance_delete INSTEAD OF DELETE ON job_instance FOR EACH ROW EXECUTE FUNCTION ax_instance_view_delete();
+-- The functions that change instances write the tables: an UPDATE of the
+-- view is a compare-and-set on the row as the statement read it, while a
+-- counter (shards_pending - 1) must be applied to the latest version.
+CREATE OR REPLACE FUNCTION ax_job_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM job_fire f USING old_jobs o WHERE f.job_id = o.id;
+    UPDATE instance_state i SET job_id = NULL FROM old_jobs o WHERE i.job_id = o.id;
+    UPDATE instance_def i SET job_id = NULL FROM old_jobs o WHERE i.job_id = o.id;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION ax_shard_expand(p bigint, n integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF n <= 0 THEN  -- nothing to process: done at once
+        UPDATE instance_state SET state = 'FINISHED', outcome = 'SUCCESS', worker = 'shards',
+            finished_at = clock_timestamp(), shards_pending = 0, lease_expires_at = NULL
+        WHERE id = p AND state <> 'FINISHED';
+        PERFORM ax_flow_stage_done(p, true) FROM instance_def
+        WHERE id = p AND flow_run_id IS NOT NULL;
+        RETURN 0;
+    END IF;
+    WITH c AS MATERIALIZED (
+        SELECT nextval('job_instance_id_seq') AS id, k FROM generate_series(0, n - 1) k
+    ), d AS (
+        INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload,
+            timeout_ms, nominal_time, trace_id, idempotency_key, executor_group, routing_field,
+            parent_id)
+        SELECT c.id, d.job_id, d.job_name, d.handler_kind, d.command, d.payload, d.timeout_ms,
+            d.nominal_time, d.trace_id || '-' || c.k, d.idempotency_key || '#' || c.k,
+            d.executor_group, d.routing_field, d.id
+        FROM instance_def d, c WHERE d.id = p
+    )
+    INSERT INTO instance_state (id, job_id, deployment, priority, due_at, shard_index,
+        shard_total)
+    SELECT c.id, s.job_id, s.deployment, s.priority, now(), c.k, n
+    FROM instance_state s, c WHERE s.id = p;
+    UPDATE instance_state SET state = 'RUNNING', worker = 'shards', shards_pending = n,
+        locked_at = coalesce(locked_at, clock_timestamp()), running_at = clock_timestamp(),
+        lease_expires_at = NULL, dispatched_at = coalesce(dispatched_at, now())
+    WHERE id = p;
+    PERFORM pg_notify('ax_due', (SELECT deployment FROM instance_state WHERE id = p));
+    RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION ax_shard_child_done(c bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    p bigint;
+    left_ integer;
+BEGIN
+    SELECT parent_id INTO p FROM instance_def WHERE id = c;
+    IF p IS NULL THEN
+        RETURN NULL;
+    END IF;
+    UPDATE instance_state SET shards_pending = shards_pending - 1
+    WHERE id = p AND state = 'RUNNING' AND shards_pending > 0
+    RETURNING shards_pending INTO left_;
+    IF left_ IS NULL OR left_ > 0 THEN
+        RETURN NULL;
+    END IF;
+    UPDATE instance_state SET state = 'FINISHED', finished_at = clock_timestamp(),
+        outcome = CASE WHEN EXISTS (SELECT 1 FROM job_instance x WHERE x.parent_id = p
+                                    AND x.outcome IS DISTINCT FROM 'SUCCESS')
+                       THEN 'FAILED' ELSE 'SUCCESS' END::ax_outcome,
+        error = (SELECT CASE WHEN count(*) FILTER (WHERE outcome <> 'SUCCESS') > 0
+                        THEN count(*) FILTER (WHERE outcome <> 'SUCCESS') || ' of ' || count(*)
+                             || ' shards failed' END
+                 FROM job_instance x WHERE x.parent_id = p),
+        error_class = CASE WHEN EXISTS (SELECT 1 FROM job_instance x WHERE x.parent_id = p
+                                        AND x.outcome IS DISTINCT FROM 'SUCCESS')
+                           THEN 'shards' END
+    WHERE id = p;
+    -- a flow stage that was a sharded job is done now
+    PERFORM ax_flow_stage_done(p, i.outcome = 'SUCCESS') FROM job_instance i
+    WHERE i.id = p AND i.flow_run_id IS NOT NULL;
+    RETURN p;
+END $$;
+
 ANALYZE instance_def;
 ANALYZE instance_state;
