@@ -60,8 +60,11 @@ CREATE TABLE instance_def (
 ALTER SEQUENCE job_instance_id_seq OWNED BY instance_def.id;
 ALTER TABLE instance_def ALTER COLUMN id SET DEFAULT nextval('job_instance_id_seq');
 
--- fillfactor 70: BENCHMARKS.md, "Issue #13" (the finish writes the output
--- and error into the row; a page must keep room for the row's versions)
+-- fillfactor 40: a claim updates every row of a page in one statement (the
+-- rows of a page were created together), so a page must hold a second
+-- version of each before it can be pruned: measured, 40 makes claims,
+-- RUNNING, renewals and the publish mark 94-100 % HOT, 50 82-90 %, 70
+-- 33-88 %, 100 none (BENCHMARKS.md, "Issue #13", tests/bench/split_explain.sh).
 CREATE TABLE instance_state (
     id                  bigint PRIMARY KEY,
     -- never changed by a transition (copied from the definition: the
@@ -103,7 +106,7 @@ CREATE TABLE instance_state (
     retrying boolean GENERATED ALWAYS AS (state = 'SCHEDULED' AND attempt > 1) STORED,
     CHECK ((state = 'FINISHED') = (outcome IS NOT NULL)),
     CHECK (state <> 'FINISHED' OR finished_at IS NOT NULL)
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 40);
 
 INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload, timeout_ms, nominal_time, scheduled_at, trace_id, idempotency_key, submit_key, executor_group, routing_field, flow_run_id, flow_stage, parent_id)
     SELECT id, job_id, job_name, handler_kind, command, payload, timeout_ms, nominal_time, scheduled_at, trace_id, idempotency_key, submit_key, executor_group, routing_field, flow_run_id, flow_stage, parent_id FROM job_instance_old;
