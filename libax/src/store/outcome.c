@@ -98,16 +98,27 @@ AX_STMT(st_finish, "outcome.finish",
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
     "    u.started_ms, u.retry_ms, i.deployment"
+    /* Both inserts below skip a row that exists instead of ON CONFLICT DO
+     * NOTHING, whose speculative insertion writes one more WAL record per
+     * row (BENCHMARKS.md, issue #13): the CAS above holds each instance's
+     * state row, so no other finish inserts the same keys concurrently
+     * (a clash with the probe split, which holds the row while it
+     * inserts, is a unique violation: the callback persists the batch
+     * again one result at a time, services/callback/consume.c, in a new
+     * snapshot that sees the row and skips it). */
     "), ob AS ("
     /* ended for good: to be published (the outbox, same transaction) */
     "  INSERT INTO ax_result_outbox (deployment, instance_id)"
-    "  SELECT deployment, id FROM fin WHERE retry_ms IS NULL ON CONFLICT DO NOTHING"
+    "  SELECT f.deployment, f.id FROM fin f WHERE f.retry_ms IS NULL AND NOT EXISTS"
+    "   (SELECT 1 FROM ax_result_outbox o WHERE o.deployment = f.deployment"
+    "    AND o.instance_id = f.id)"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"
-    "  SELECT id, attempt, worker, outcome, exit_code, error_class, error,"
-    "    to_timestamp(started_ms / 1000.0), finished_at FROM fin"
-    "  ON CONFLICT DO NOTHING"
+    "  SELECT f.id, f.attempt, f.worker, f.outcome, f.exit_code, f.error_class, f.error,"
+    "    to_timestamp(f.started_ms / 1000.0), f.finished_at FROM fin f"
+    "  WHERE NOT EXISTS (SELECT 1 FROM job_attempt a WHERE a.instance_id = f.id"
+    "   AND a.attempt = f.attempt)"
     "), links AS ("
     /* flow stage and shard parent links, for the instances ended for good */
     "  SELECT d.id, d.flow_run_id, d.parent_id, fin.outcome FROM fin"

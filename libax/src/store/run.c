@@ -13,20 +13,26 @@
 /* One statement claims every instance of jobs without a concurrency limit:
  * LOCKED, this worker, lease = factor x the job's average run time within
  * the bounds. id = ANY($2): primary-key lookups, linear in the batch
- * whatever the planner believes about the partial indexes. */
+ * whatever the planner believes about the partial indexes. The CAS is the
+ * UPDATE's own condition (state and attempt, re-checked on the latest
+ * version when a concurrent claim got there first), not a SELECT ... FOR
+ * UPDATE before it: that lock wrote a WAL record per row besides the HOT
+ * update (BENCHMARKS.md, issue #13). The rows are still visited in id
+ * order (c, sorted, drives the primary-key lookups). */
 AX_STMT(st_claim, "run.claim",
-        "WITH c AS ("
-        "  SELECT i.id, least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
+        "WITH c AS MATERIALIZED ("
+        "  SELECT i.id, i.attempt,"
+        "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
         "  FROM instance_state i LEFT JOIN job j ON j.id = i.job_id"
         "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
         "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
         "    AND j.concurrency_limit IS NULL"
-        "  ORDER BY i.id FOR UPDATE OF i"
+        "  ORDER BY i.id"
         ")"
         " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
-        " FROM c WHERE i.id = c.id"
+        " FROM c WHERE i.id = c.id AND i.state = 'SCHEDULED' AND i.attempt = c.attempt"
         " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'");
 enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE };
 
