@@ -10,6 +10,10 @@
 #   sideNN      a state table with only its primary key, fillfactor NN; the
 #               due and in-flight queues as side tables (insert on entering,
 #               delete on leaving)
+#   trims       on gen40, N/2 rows each: the claim as SELECT ... FOR UPDATE
+#               then UPDATE (before 84c9009) against the UPDATE's own CAS,
+#               and the finish's attempt insert with ON CONFLICT DO NOTHING
+#               against NOT EXISTS
 #
 # Per layout and step: µs per row, WAL records and bytes per row, and
 # the share of the step's row updates that were HOT.
@@ -74,9 +78,10 @@ step() { # layout name sql
   python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])[0]; pl = j["Plan"]; n = int(sys.argv[2])
+
 print("%-7s %-9s %7.2f us/row %6.2f rec/row %6.0f B/row %5.2f fpi/row  hot %.2f" % (sys.argv[3], sys.argv[4],
   j["Execution Time"] * 1000 / n, pl.get("WAL Records", 0) / n, pl.get("WAL Bytes", 0) / n,
-  pl.get("WAL FPI", 0) / n, int(sys.argv[5]) / n))' "$out" "$N" "$1" "$2" "$hot"
+  pl.get("WAL FPI", 0) / n, int(sys.argv[5]) / n))' "$out" "${ROWS:-$N}" "$1" "$2" "$hot"
 }
 
 run() { # layout
@@ -124,4 +129,25 @@ run() { # layout
     step $L dispatch "UPDATE st SET dispatched_at = now() WHERE id BETWEEN $M AND $E"
   fi
 }
-for L in $LAYOUTS; do run "$L"; done
+trims() {
+  local H=$((N / 2)) H1=$((N / 2 + 1))
+  setup gen40
+  p -c "CREATE TABLE att (instance_id bigint, attempt int, worker text, PRIMARY KEY (instance_id, attempt))" >/dev/null
+  p -c "CHECKPOINT" >/dev/null 2>&1 || true
+  step trims insert "INSERT INTO st (id, job_id, deployment, priority, due_at, dispatched_at)
+      SELECT g, 1, 'ax.', 2, now(), now() FROM generate_series(1, $N) g"
+  ROWS=$H step trims claim_lock "WITH c AS (SELECT id FROM st WHERE id BETWEEN 1 AND $H
+      AND state = 'SCHEDULED' ORDER BY id FOR UPDATE)
+      UPDATE st SET state = 'LOCKED', worker = 'vm:1', locked_at = clock_timestamp(),
+      lease_expires_at = now() + interval '30 s' FROM c WHERE st.id = c.id"
+  ROWS=$H step trims claim_cas "WITH c AS MATERIALIZED (SELECT id, attempt FROM st WHERE id BETWEEN $H1 AND $N
+      AND state = 'SCHEDULED' ORDER BY id)
+      UPDATE st SET state = 'LOCKED', worker = 'vm:1', locked_at = clock_timestamp(),
+      lease_expires_at = now() + interval '30 s' FROM c
+      WHERE st.id = c.id AND st.state = 'SCHEDULED' AND st.attempt = c.attempt"
+  ROWS=$H step trims att_on_conflict "INSERT INTO att SELECT g, 1, 'vm:1' FROM generate_series(1, $H) g
+      ON CONFLICT DO NOTHING"
+  ROWS=$H step trims att_not_exists "INSERT INTO att SELECT g, 1, 'vm:1' FROM generate_series($H1, $N) g
+      WHERE NOT EXISTS (SELECT 1 FROM att a WHERE a.instance_id = g AND a.attempt = 1)"
+}
+for L in $LAYOUTS; do if [[ $L == trims ]]; then trims; else run "$L"; fi; done
