@@ -22,20 +22,20 @@ STATS=${2:-stale}
 PSQL=${PSQL:-psql}
 psql_() { eval "$PSQL" '"$@"'; }
 
-psql_ -c "ALTER TABLE job_instance SET (autovacuum_enabled = off)"
-psql_ -c "DELETE FROM dispatch_pending" -c "TRUNCATE job_instance CASCADE" -c "TRUNCATE instance_trace, submission"
+psql_ -c "ALTER TABLE instance_state SET (autovacuum_enabled = off)"
+psql_ -c "DELETE FROM dispatch_pending" -c "TRUNCATE instance_def, instance_state, submission"
 # history the statistics were taken from: finished instances only
 psql_ -c "INSERT INTO job_instance (handler_kind, command, timeout_ms, due_at, trace_id,
             idempotency_key, deployment, state, outcome, finished_at, dispatched_at)
           SELECT 'command', ARRAY['/bin/true'], 60000, now() - interval '1 hour', md5(g::text),
                  'f' || g, 'ax.', 'FINISHED', 'SUCCESS', now(), now() FROM generate_series(1, 10000) g" \
-      -c "ANALYZE job_instance"
+      -c "ANALYZE instance_def, instance_state"
 psql_ -c "INSERT INTO job_instance (handler_kind, command, timeout_ms, priority, due_at, trace_id,
             idempotency_key, deployment)
           SELECT 'command', ARRAY['/bin/true'], 60000, 2,
                  now() - interval '30 seconds' + g * (interval '30 seconds' / $N),
                  md5(g::text), 'k' || g, 'ax.' FROM generate_series(1, $N) g"
-[[ $STATS == fresh ]] && psql_ -c "ANALYZE job_instance"
+[[ $STATS == fresh ]] && psql_ -c "ANALYZE instance_def, instance_state"
 
 explain() {
     local name=$1 sql=$2
@@ -95,7 +95,7 @@ explain "dispatch undo (1000 in flight)" "$PEND EXPLAIN (ANALYZE, BUFFERS) WITH 
 explain "lease renewal" "UPDATE ax_leader SET expires_at = now() + 10000 * interval '1 ms'
     WHERE role = 'ax.trigger' AND holder = 'x' AND epoch = 1 AND expires_at > now()
     RETURNING (extract(epoch FROM now()) * 1000)::bigint"
-psql_ -c "ALTER TABLE job_instance RESET (autovacuum_enabled)"
+psql_ -c "ALTER TABLE instance_state RESET (autovacuum_enabled)"
 exit 0
 
 # The statements (copied from services/trigger/main.c and lag.c; keep in step).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A claim that fails in PostgreSQL with a data error is retried, not taken
 # for a duplicate. A job with a concurrency limit is claimed one instance at
-# a time (its own transaction); a temporary trigger on job_instance makes
-# that claim raise data_exception (SQLSTATE 22000: AX_ERR_INVALID, the
+# a time (its own transaction); a temporary trigger on instance_state (the
+# row each claim updates) makes that claim raise data_exception (SQLSTATE 22000: AX_ERR_INVALID, the
 # same code "not claimable" had before issue #12) for this job's instances
 # during the first 4 seconds after the submit. The instance still finishes
 # SUCCESS exactly once, with one attempt; the executor logged the failed
@@ -19,7 +19,7 @@ axctl job create "$L" --concurrency 1 -- echo claimed-after-retry >/dev/null || 
 job_id=$(sql "SELECT id FROM job WHERE name = '$L'")
 
 drop_trigger() {
-    sql "DROP TRIGGER IF EXISTS $FN ON job_instance; DROP FUNCTION IF EXISTS $FN()" >/dev/null 2>&1 || true
+    sql "DROP TRIGGER IF EXISTS $FN ON instance_state; DROP FUNCTION IF EXISTS $FN()" >/dev/null 2>&1 || true
 }
 trap 'rc=$?; set +e; drop_trigger; (exit $rc); cleanup' EXIT
 
@@ -38,7 +38,7 @@ sql "CREATE FUNCTION $FN() RETURNS trigger LANGUAGE plpgsql AS \$\$
        END IF;
        RETURN NEW;
      END \$\$;
-     CREATE TRIGGER $FN BEFORE UPDATE ON job_instance FOR EACH ROW EXECUTE FUNCTION $FN()" >/dev/null \
+     CREATE TRIGGER $FN BEFORE UPDATE ON instance_state FOR EACH ROW EXECUTE FUNCTION $FN()" >/dev/null \
     || fail "cannot create the trigger"
 axctl submit --job "$L" >"$WORK/submit" 2>&1 || fail "submit failed: $(cat "$WORK/submit")"
 log "submitted one instance of $L; its claims fail for 4 s"

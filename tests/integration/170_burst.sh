@@ -43,7 +43,7 @@ sql "INSERT INTO job_instance (job_id, job_name, handler_kind, command, timeout_
      SELECT j.id, j.name, 'plugin', j.command, 60000, now() - interval '1 hour', md5(g::text),
        'h' || g, 'FINISHED', 'SUCCESS', now(), now(), now()
      FROM job j, generate_series(1, 10000) g WHERE j.name = '$H'" >/dev/null
-sql "ANALYZE job_instance" >/dev/null
+sql "ANALYZE instance_def, instance_state" >/dev/null
 
 log "burst of $N submissions"
 "$AX_BIN/tests/bench_burst" --produce-only "$J" "$N" >"$WORK/burst.out" || fail "bench_burst failed"

@@ -153,30 +153,37 @@ AX_STMT(st_ingest, "dispatch.ingest",
     " INSERT INTO submission (submit_key, instance_id)"
     " SELECT skey, nextval('job_instance_id_seq') FROM u ON CONFLICT DO NOTHING"
     " RETURNING submit_key, instance_id"
-    "), ins AS ("
-    " INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
-    "  priority, due_at, trace_id, idempotency_key, submit_key, deployment, executor_group,"
-    "  routing_field, shard_mode, deferred_at, dispatched_at)"
-    " SELECT sk.instance_id, u.jid, u.jname, coalesce(u.handler_kind, 'command'),"
+    "), n AS MATERIALIZED ("
+    " SELECT sk.instance_id AS id, u.jid, u.jname, coalesce(u.handler_kind, 'command') AS hk,"
     "  CASE WHEN u.job IS NULL"
-    "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE u.command END,"
-    "  decode(u.payload, 'hex'), coalesce(u.timeout, u.timeout_ms, $11::bigint), u.p,"
-    "  CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
-    "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END,"
-    "  u.trace, u.idem, u.skey, $12, coalesce(u.executor_group, 'default'), u.routing_key,"
+    "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE u.command END AS cmd,"
+    "  decode(u.payload, 'hex') AS pl, coalesce(u.timeout, u.timeout_ms, $11::bigint) AS tmo,"
+    "  u.p, CASE WHEN u.run_at IS NOT NULL THEN to_timestamp(u.run_at / 1000.0)"
+    "       ELSE now() + make_interval(secs => coalesce(u.delay, 0) / 1000.0) END AS due,"
+    "  u.trace, u.idem, u.skey, coalesce(u.executor_group, 'default') AS grp, u.routing_key,"
     "  CASE WHEN u.shard_count IS NOT NULL THEN 'static'"
-    "       WHEN u.shard_base IS NOT NULL THEN 'probe' END,"
+    "       WHEN u.shard_base IS NOT NULL THEN 'probe' END AS smode,"
     /* due now while its lane defers: recorded as deferred at once */
-    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END,"
+    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END AS deferred,"
     "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
-    "   AND u.shard_count IS NULL THEN now() END"
+    "   AND u.shard_count IS NULL THEN now() END AS disp"
     " FROM u JOIN sk ON sk.submit_key = u.skey"
-    " RETURNING " DISPATCH_COLS ", CASE WHEN dispatched_at IS NULL THEN 1 END AS hold, submit_key"
+    /* the definition (written once) and the state row (every transition) */
+    "), d AS ("
+    " INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
+    "  trace_id, idempotency_key, submit_key, executor_group, routing_field)"
+    " SELECT id, jid, jname, hk, cmd, pl, tmo, trace, idem, skey, grp, routing_key FROM n"
+    "), s AS ("
+    " INSERT INTO instance_state (id, job_id, deployment, priority, due_at, shard_mode,"
+    "  deferred_at, dispatched_at)"
+    " SELECT id, jid, $12, p, due, smode, deferred, disp FROM n"
     "), pend AS ("
     "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-    "  SELECT id, $14::bigint, $12 FROM ins WHERE hold IS NULL"
+    "  SELECT id, $14::bigint, $12 FROM n WHERE disp IS NOT NULL"
     ")"
-    " SELECT * FROM ins");
+    " SELECT id, 1, jname, hk, to_json(cmd)::text, pl, tmo, NULL::bigint,"
+    "  (extract(epoch FROM due) * 1000)::bigint, p, trace, idem, grp, routing_key,"
+    "  CASE WHEN disp IS NULL THEN 1 END AS hold, skey FROM n");
 enum { INGEST_HOLD = DC_NCOLS, INGEST_SUBMIT_KEY };
 
 void ax_ingest_out_free(ax_ingest_out_t *out) {
@@ -334,13 +341,13 @@ int ax_store_ingest_jobs(ax_pg_t *pg, const char *const *names, size_t n, ax_ing
 /* Due, not produced yet, and not waiting for an unfinished predecessor
  * (overlap=queue). */
 #define NOT_WAITING                                                                   \
-    " AND (wait_for IS NULL OR NOT EXISTS (SELECT 1 FROM job_instance p"              \
-    " WHERE p.id = job_instance.wait_for AND p.state <> 'FINISHED'))"
+    " AND (wait_for IS NULL OR NOT EXISTS (SELECT 1 FROM instance_state p"            \
+    " WHERE p.id = instance_state.wait_for AND p.state <> 'FINISHED'))"
 
 AX_STMT(st_expand, "dispatch.expand_shards",
-        "SELECT ax_shard_expand(i.id, j.shard_count) FROM job_instance i"
-        " JOIN job j ON j.id = i.job_id WHERE i.state = 'SCHEDULED'"
-        " AND i.shard_mode = 'static' AND i.dispatched_at IS NULL"
+        "SELECT ax_shard_expand(i.id, j.shard_count) FROM instance_state i"
+        " JOIN job j ON j.id = i.job_id WHERE i.queued"
+        " AND i.shard_mode = 'static'"
         " AND i.due_at <= now() AND i.deployment = $2 LIMIT $1");
 
 int ax_store_due_expand_shards(ax_pg_t *pg, const char *deployment, int64_t limit, char *errbuf,
@@ -362,8 +369,8 @@ AX_STMT(st_due_cand, "dispatch.due_candidates",
         "SELECT c.id, (extract(epoch FROM now() - c.due_at) * 1000)::bigint, c.priority,"
         "  ($4::int[])[c.priority + 1] AS lane"
         "  FROM unnest($3::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
-        "  LATERAL (SELECT id, due_at, priority FROM job_instance WHERE state = 'SCHEDULED'"
-        "    AND dispatched_at IS NULL AND priority = l.lane1 - 1"
+        "  LATERAL (SELECT id, due_at, priority FROM instance_state WHERE queued"
+        "    AND priority = l.lane1 - 1"
         "    AND due_at <= now() - l.wait_ms * interval '1 millisecond' AND deployment = $2"
         NOT_WAITING
         "    AND shard_mode IS DISTINCT FROM 'static'"
@@ -415,13 +422,13 @@ int ax_store_due_candidates(ax_pg_t *pg, const ax_due_plan_t *plan, ax_lane_cand
  * planner estimates at 1 row in the middle of a burst (BENCHMARKS.md). */
 AX_STMT(st_due_mark, "dispatch.due_mark",
         "WITH u AS ("
-        "  UPDATE job_instance SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
-        "  RETURNING " DISPATCH_COLS
+        "  UPDATE instance_state SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
+        "  RETURNING id, attempt, due_at, priority"
         "), pend AS ("
         "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
         "  SELECT id, $2::bigint, $3 FROM u"
         ")"
-        " SELECT * FROM u");
+        " SELECT " DISPATCH_COLS " FROM u JOIN instance_def USING (id)");
 
 int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
                       const char *deployment, ax_dispatch_rows_t *out, char *errbuf,
@@ -446,8 +453,8 @@ AX_STMT(st_due_next, "dispatch.due_next",
         "SELECT ceil(min(extract(epoch FROM (m.due + l.wait_ms * interval"
         "  '1 millisecond' - now()))) * 1000)::bigint"
         " FROM unnest($2::bigint[]) WITH ORDINALITY AS l(wait_ms, lane1),"
-        " LATERAL (SELECT min(due_at) AS due FROM job_instance"
-        "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
+        " LATERAL (SELECT min(due_at) AS due FROM instance_state"
+        "  WHERE queued"
         "  AND priority = l.lane1 - 1 AND deployment = $1" NOT_WAITING
         "  AND error_class IS DISTINCT FROM 'backlog_full') m"
         " WHERE l.wait_ms IS NOT NULL");
@@ -492,14 +499,14 @@ int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *err
 AX_STMT(st_undo, "dispatch.undo",
         "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending"
         "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
-        " UPDATE job_instance SET dispatched_at = " UNDISPATCH
+        " UPDATE instance_state SET dispatched_at = " UNDISPATCH
         " WHERE id = ANY(ARRAY(SELECT instance_id FROM p))");
 
 AX_STMT(st_recover, "dispatch.recover",
         "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
         "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
         "  RETURNING instance_id),"
-        " u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
+        " u AS (UPDATE instance_state SET dispatched_at = " UNDISPATCH
         "  WHERE id = ANY(ARRAY(SELECT instance_id FROM p)) RETURNING id, state)"
         " SELECT id FROM u WHERE state = 'SCHEDULED'");
 
@@ -531,11 +538,11 @@ int ax_store_pending_undo(ax_pg_t *pg, const ax_pending_undo_t *u, int64_t *ret_
 /* A batch at a time (job_instance_dispatched), updated by primary key only
  * (UNDISPATCH). */
 AX_STMT(st_redispatch, "dispatch.redispatch_unclaimed",
-        "WITH u AS (UPDATE job_instance SET dispatched_at = " UNDISPATCH
-        " WHERE id = ANY(ARRAY(SELECT id FROM job_instance WHERE state = 'SCHEDULED'"
+        "WITH u AS (UPDATE instance_state SET dispatched_at = " UNDISPATCH
+        " WHERE id = ANY(ARRAY(SELECT id FROM instance_state WHERE flying AND state = 'SCHEDULED'"
         " AND dispatched_at < now() - $1::bigint * interval '1 millisecond'"
         " AND deployment = $2 AND NOT EXISTS (SELECT 1 FROM instance_hold h"
-        "  WHERE h.instance_id = job_instance.id)"
+        "  WHERE h.instance_id = instance_state.id)"
         " ORDER BY dispatched_at LIMIT $3)) RETURNING id, state)"
         " SELECT id FROM u WHERE state = 'SCHEDULED'");
 
@@ -571,10 +578,11 @@ void ax_lost_leases_free(ax_lost_leases_t *l) {
  * for 10 minutes is swept regardless. */
 enum { LOST_ID, LOST_ATTEMPT, LOST_TRACE, LOST_WORKER, LOST_STARTED };
 AX_STMT(st_lost, "dispatch.lost_leases",
-        "SELECT i.id, i.attempt, i.trace_id, coalesce(i.worker, ''),"
+        "SELECT i.id, i.attempt, (SELECT trace_id FROM instance_def d WHERE d.id = i.id),"
+        "  coalesce(i.worker, ''),"
         "  (extract(epoch FROM coalesce(i.running_at, i.locked_at)) * 1000)::bigint"
-        " FROM job_instance i LEFT JOIN worker w ON w.id = i.worker"
-        " WHERE i.state IN ('LOCKED', 'RUNNING')"
+        " FROM instance_state i LEFT JOIN worker w ON w.id = i.worker"
+        " WHERE i.flying AND i.state IN ('LOCKED', 'RUNNING')"
         " AND i.lease_expires_at < now() AND i.deployment = $2"
         " AND (w.id IS NULL OR w.state = 'stopped'"
         "      OR w.heartbeat_at < now() - $3::bigint * interval '1 millisecond'"
@@ -614,7 +622,7 @@ int ax_store_lost_leases(ax_pg_t *pg, const char *deployment, int64_t stale_ms, 
 }
 
 AX_STMT(st_lease_push, "dispatch.lease_push",
-        "UPDATE job_instance SET lease_expires_at = now() + interval '60 seconds'"
+        "UPDATE instance_state SET lease_expires_at = now() + interval '60 seconds'"
         " WHERE id = ANY($1::bigint[]) AND state IN ('LOCKED', 'RUNNING')");
 
 int ax_store_lease_push(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf, size_t errlen) {

@@ -67,7 +67,7 @@ AX_STMT(st_lanes, "fleet.lanes",
         "WITH l AS (SELECT generate_series(0, 4) AS lane),"
         " d AS (SELECT priority AS lane, count(*) AS n,"
         "   greatest((extract(epoch FROM now() - min(deferred_at)) * 1000)::bigint, 0) AS oldest"
-        "   FROM job_instance WHERE state = 'SCHEDULED' AND dispatched_at IS NULL"
+        "   FROM instance_state WHERE queued"
         "   AND deferred_at IS NOT NULL AND deployment = $1 GROUP BY priority)"
         " SELECT l.lane, s.lane IS NOT NULL, s.lag, s.over,"
         "  floor(extract(epoch FROM s.changed_at) * 1000)::bigint,"

@@ -25,13 +25,13 @@ AX_STMT(st_topics, "hold.topics",
 AX_STMT(st_release, "hold.release",
         "WITH r AS (DELETE FROM instance_hold WHERE deployment = $1"
         "  AND topic = ANY($2::text[]) RETURNING instance_id, topic)"
-        " UPDATE job_instance i SET dispatched_at = NULL FROM r"
+        " UPDATE instance_state i SET dispatched_at = NULL FROM r"
         " WHERE i.id = r.instance_id AND i.state = 'SCHEDULED'"
         " RETURNING r.topic");
 
 AX_STMT(st_clean, "hold.clean",
         "DELETE FROM instance_hold h WHERE deployment = $1 AND NOT EXISTS"
-        " (SELECT 1 FROM job_instance i WHERE i.id = h.instance_id"
+        " (SELECT 1 FROM instance_state i WHERE i.id = h.instance_id"
         "  AND i.state = 'SCHEDULED') RETURNING instance_id");
 
 static int nomem(const ax_stmt_t *st, char *errbuf, size_t errlen) {

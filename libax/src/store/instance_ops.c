@@ -8,9 +8,10 @@
 
 enum { CANCEL_ID, CANCEL_STATE, CANCEL_ATTEMPT, CANCEL_TRACE, CANCEL_WORKER };
 AX_STMT(st_cancel_request, "instance_ops.cancel_request",
-        "UPDATE job_instance SET cancel_requested_at = coalesce(cancel_requested_at, now())"
+        "UPDATE instance_state s SET cancel_requested_at = coalesce(cancel_requested_at, now())"
         " WHERE id = ANY($1::bigint[]) AND state <> 'FINISHED'"
-        " RETURNING id, state, attempt, trace_id, coalesce(worker, '')");
+        " RETURNING id, state, attempt,"
+        "  (SELECT trace_id FROM instance_def d WHERE d.id = s.id), coalesce(worker, '')");
 
 static int nomem(char *errbuf, size_t errlen) {
     return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "instance_ops.cancel_request: out of memory");

@@ -395,10 +395,10 @@ int ax_store_job_set_enabled(ax_pg_t *pg, const char *name, int enabled, int *re
 /* ---- unfinished instances and delete -------------------------------------------------- */
 
 AX_STMT(st_pending, "job.pending",
-        "SELECT id FROM job_instance WHERE job_id = $1::bigint AND state <> 'FINISHED'"
+        "SELECT id FROM instance_state WHERE job_id = $1::bigint AND active"
         " AND ($2::boolean OR cancel_requested_at IS NULL) ORDER BY id");
 AX_STMT(st_lock_instances, "job.delete_lock_instances",
-        "SELECT id FROM job_instance WHERE job_id = $1::bigint AND state <> 'FINISHED'"
+        "SELECT id FROM instance_state WHERE job_id = $1::bigint AND active"
         " ORDER BY id FOR UPDATE");
 AX_STMT(st_lock_job, "job.delete_lock",
         "SELECT id FROM job WHERE name = $1 AND id = $2::bigint FOR UPDATE");

@@ -31,13 +31,13 @@ int ax_store_lane_status_load(ax_pg_t *pg, const char *deployment,
     return 0;
 }
 
-/* Per lane through job_instance_deferred, counted up to $6 (a count of 1M
+/* Per lane through instance_state_deferred, counted up to $6 (a count of 1M
  * deferred rows every second would hold the loop: BENCHMARKS.md, the
  * burst). Columns: lane, deferred. */
 enum { SAVE_LANE, SAVE_DEFERRED };
 AX_STMT(st_status_save, "lane.status_save",
-        "WITH d AS (SELECT l.lane, (SELECT count(*) FROM (SELECT 1 FROM job_instance"
-        "  WHERE state = 'SCHEDULED' AND dispatched_at IS NULL AND priority = l.lane"
+        "WITH d AS (SELECT l.lane, (SELECT count(*) FROM (SELECT 1 FROM instance_state"
+        "  WHERE queued AND priority = l.lane"
         "  AND deferred_at IS NOT NULL AND deployment = $1 LIMIT $6) c) AS n"
         "  FROM generate_series(0, 4) AS l(lane)),"
         " v AS (SELECT * FROM unnest($2::int[], $3::bigint[], $4::int[], $5::bigint[])"
@@ -98,18 +98,18 @@ int ax_store_lane_status_save(ax_pg_t *pg, const char *deployment, ax_lane_statu
  * recorded as deferred (deferred_at), lane by lane from a per-lane mark
  * ($2, epoch ms) so each is looked at about once: at most $4 per lane, oldest
  * first (keyset: the mark moves to the last one marked), and updated by
- * primary key only — a join onto job_instance here became a nested loop
+ * primary key only — a join onto job_instance here (before 016) became a nested loop
  * over job_instance_due (estimated at 1 row mid-burst) that ran for minutes
  * (issue #11; BENCHMARKS.md). Returns per lane: marked, last due_at (ms). */
 enum { MD_LANE, MD_MARKED, MD_LAST };
 AX_STMT(st_mark_deferred, "lane.mark_deferred",
     "WITH l AS (SELECT * FROM unnest($1::int[], $2::bigint[]) AS l(lane, since)),"
     " m AS MATERIALIZED (SELECT i.id, i.priority, i.due_at FROM l,"
-    "   LATERAL (SELECT id, priority, due_at FROM job_instance WHERE state = 'SCHEDULED'"
-    "   AND dispatched_at IS NULL AND priority = l.lane"
+    "   LATERAL (SELECT id, priority, due_at FROM instance_state WHERE queued"
+    "   AND priority = l.lane"
     "   AND due_at >= to_timestamp(l.since / 1000.0) AND due_at <= now()"
     "   AND deployment = $3 AND deferred_at IS NULL ORDER BY due_at LIMIT $4) i),"
-    " u AS (UPDATE job_instance SET deferred_at = coalesce(deferred_at, now())"
+    " u AS (UPDATE instance_state SET deferred_at = coalesce(deferred_at, now())"
     "   WHERE id = ANY(ARRAY(SELECT id FROM m)))"
     " SELECT priority, count(*), (extract(epoch FROM max(due_at)) * 1000)::bigint"
     " FROM m GROUP BY priority");
@@ -163,21 +163,23 @@ void ax_capped_list_free(ax_capped_list_t *l) {
 enum { CAP_ID, CAP_ATTEMPT, CAP_TRACE, CAP_JOB, CAP_MAX };
 AX_STMT(st_backlog_cap, "lane.backlog_cap",
         "WITH o AS (SELECT i.id, j.name, j.backlog_max FROM job j"
-        "  CROSS JOIN LATERAL (SELECT id FROM job_instance"
-        "   WHERE job_id = j.id AND state = 'SCHEDULED'"
+        "  CROSS JOIN LATERAL (SELECT id FROM instance_state"
+        "   WHERE job_id = j.id AND active AND state = 'SCHEDULED'"
         "   AND error_class IS DISTINCT FROM 'backlog_full'"
         "   ORDER BY id OFFSET j.backlog_max LIMIT 1000) i"
         "  WHERE j.backlog_max IS NOT NULL AND j.deployment = $1),"
-        " m AS (UPDATE job_instance i SET error_class = 'backlog_full',"
+        " m AS (UPDATE instance_state i SET error_class = 'backlog_full',"
         "  capped_at = now() FROM o"
         "  WHERE i.id = o.id AND i.state = 'SCHEDULED'"
-        "  RETURNING i.id, i.attempt, i.trace_id, o.name, o.backlog_max),"
-        " again AS (UPDATE job_instance i SET capped_at = now() FROM job j"
+        "  RETURNING i.id, i.attempt, (SELECT trace_id FROM instance_def d WHERE d.id = i.id),"
+        "   o.name, o.backlog_max),"
+        " again AS (UPDATE instance_state i SET capped_at = now() FROM job j"
         "  WHERE j.id = i.job_id AND j.deployment = $1 AND j.backlog_max IS NOT NULL"
-        "  AND i.job_id = j.id AND i.state = 'SCHEDULED'"
+        "  AND i.job_id = j.id AND i.active AND i.state = 'SCHEDULED'"
         "  AND i.error_class = 'backlog_full'"
         "  AND i.capped_at < now() - interval '5 seconds'"
-        "  RETURNING i.id, i.attempt, i.trace_id, j.name, j.backlog_max)"
+        "  RETURNING i.id, i.attempt, (SELECT trace_id FROM instance_def d WHERE d.id = i.id),"
+        "   j.name, j.backlog_max)"
         " SELECT * FROM m UNION ALL SELECT * FROM again");
 
 int ax_store_backlog_cap(ax_pg_t *pg, const char *deployment, ax_capped_list_t *out,

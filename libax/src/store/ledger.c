@@ -31,28 +31,40 @@ AX_STMT(st_record, "ledger.record",
     "    CASE WHEN rid IS NULL THEN detail"
     "         ELSE concat_ws('; ', 'flow run ' || rid, detail) END, rid"
     "  FROM f ON CONFLICT DO NOTHING RETURNING job_id, nominal_time, instance_id"
-    "), ins AS ("
-    "  INSERT INTO job_instance (id, job_id, job_name, handler_kind, command, payload,"
-    "    timeout_ms, priority, nominal_time, due_at, trace_id, idempotency_key, wait_for,"
-    "    deployment, executor_group, routing_field, dispatched_at, shard_mode, deferred_at)"
-    "  SELECT led.instance_id, j.id, j.name, j.handler_kind, j.command, j.payload, j.timeout_ms,"
-    "    j.priority, led.nominal_time, led.nominal_time,"
-    "    replace(gen_random_uuid()::text, '-', ''),"
-    "    j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint, f.wait_for, $7,"
-    "    j.executor_group, j.routing_key,"
+    "), n AS MATERIALIZED ("
+    "  SELECT led.instance_id AS id, j.id AS job_id, j.name AS job_name, j.handler_kind,"
+    "    j.command, j.payload, j.timeout_ms, j.priority, led.nominal_time,"
+    "    replace(gen_random_uuid()::text, '-', '') AS trace_id,"
+    "    j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint AS idem,"
+    "    f.wait_for, j.executor_group, j.routing_key,"
     "    CASE WHEN f.wait_for IS NULL AND j.shard_count IS NULL"
-    "         AND f.decision <> 'deferred' THEN now() END,"
+    "         AND f.decision <> 'deferred' THEN now() END AS disp,"
     "    CASE WHEN j.shard_count IS NOT NULL THEN 'static'"
-    "         WHEN j.shard_base IS NOT NULL THEN 'probe' END,"
+    "         WHEN j.shard_base IS NOT NULL THEN 'probe' END AS smode,"
     /* its lane defers: kept SCHEDULED for the due scan to release */
-    "    CASE WHEN f.decision = 'deferred' THEN now() END"
+    "    CASE WHEN f.decision = 'deferred' THEN now() END AS deferred"
     "  FROM led JOIN job j ON j.id = led.job_id JOIN f ON f.iid = led.instance_id"
     "  WHERE led.instance_id IS NOT NULL"
-    "  RETURNING " DISPATCH_COLS ", wait_for, job_id,"
+    /* the definition (written once) and the state row (every transition) */
+    "), d AS ("
+    "  INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload,"
+    "    timeout_ms, nominal_time, trace_id, idempotency_key, executor_group, routing_field)"
+    "  SELECT id, job_id, job_name, handler_kind, command, payload, timeout_ms, nominal_time,"
+    "    trace_id, idem, executor_group, routing_key FROM n"
+    "), s AS ("
+    "  INSERT INTO instance_state (id, job_id, deployment, priority, due_at, wait_for,"
+    "    dispatched_at, shard_mode, deferred_at)"
+    "  SELECT id, job_id, $7, priority, nominal_time, wait_for, disp, smode, deferred FROM n"
+    "), ins AS ("
+    "  SELECT id, 1, job_name, handler_kind, to_json(command)::text, payload, timeout_ms,"
+    "    (extract(epoch FROM nominal_time) * 1000)::bigint,"
+    "    (extract(epoch FROM nominal_time) * 1000)::bigint, priority, trace_id, idem,"
+    "    executor_group, routing_key, wait_for, job_id,"
     /* held back: queued behind a running instance, or a static shard
      * parent (the due scan splits it) */
-    "    CASE WHEN wait_for IS NULL AND shard_mode IS DISTINCT FROM 'static'"
-    "         AND deferred_at IS NULL THEN NULL ELSE 1 END AS hold"
+    "    CASE WHEN wait_for IS NULL AND smode IS DISTINCT FROM 'static'"
+    "         AND deferred IS NULL THEN NULL ELSE 1 END AS hold"
+    "  FROM n"
     "), pend AS ("
     "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
     "  SELECT id, $6::bigint, $7 FROM ins WHERE hold IS NULL"
@@ -65,7 +77,7 @@ enum { REC_ID = DC_ID, REC_WAIT_FOR = DC_NCOLS, REC_JOB, REC_HELD };
 AX_STMT(st_busy, "ledger.busy",
         "SELECT job_id, max(id), string_agg(id || ' ' || state, ', ' ORDER BY id),"
         "  bool_or(wait_for IS NOT NULL AND state = 'SCHEDULED')"
-        " FROM job_instance WHERE job_id = ANY($1::bigint[]) AND state <> 'FINISHED'"
+        " FROM instance_state WHERE job_id = ANY($1::bigint[]) AND active"
         " GROUP BY job_id"
         /* a flow job (no instances): its flow's running runs */
         " UNION ALL SELECT j.id, max(fr.id),"
@@ -76,8 +88,8 @@ AX_STMT(st_busy, "ledger.busy",
 enum { BUSY_JOB, BUSY_LAST, BUSY_WHAT, BUSY_QUEUED };
 
 AX_STMT(st_cancel, "ledger.cancel_unfinished",
-        "UPDATE job_instance SET cancel_requested_at = now()"
-        " WHERE job_id = ANY($1::bigint[]) AND state <> 'FINISHED'"
+        "UPDATE instance_state SET cancel_requested_at = now()"
+        " WHERE job_id = ANY($1::bigint[]) AND active"
         " AND cancel_requested_at IS NULL");
 
 /* The six arrays of ledger.record: job, ms, decision, detail, wait_for, flow. */

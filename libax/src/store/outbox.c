@@ -19,7 +19,7 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
 
 AX_STMT(st_add_finished, "outbox.add_finished",
     "INSERT INTO ax_result_outbox (deployment, instance_id)"
-    " SELECT deployment, id FROM job_instance WHERE id = ANY($1::bigint[])"
+    " SELECT deployment, id FROM instance_state WHERE id = ANY($1::bigint[])"
     "  AND state = 'FINISHED' AND result_published_at IS NULL"
     " ON CONFLICT DO NOTHING");
 
@@ -44,7 +44,7 @@ AX_STMT(st_pending, "outbox.pending",
     "  (extract(epoch FROM i.locked_at) * 1000)::bigint,"
     "  (extract(epoch FROM i.running_at) * 1000)::bigint,"
     "  (extract(epoch FROM i.finished_at) * 1000)::bigint"
-    " FROM ax_result_outbox o LEFT JOIN job_instance i ON i.id = o.instance_id"
+    " FROM ax_result_outbox o LEFT JOIN instance i ON i.id = o.instance_id"
     "  AND i.state = 'FINISHED' AND i.result_published_at IS NULL"
     " WHERE o.deployment = $1 ORDER BY o.instance_id LIMIT $2::int");
 enum { OB_ID, OB_PRESENT, OB_JOB, OB_OUTCOME, OB_ATTEMPTS, OB_EXIT, OB_ERROR_CLASS, OB_ERROR,
@@ -118,9 +118,9 @@ void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n) {
 #define SQL_MARK \
     "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1" \
     "  AND instance_id = ANY($2::bigint[])" \
-    "), l AS (SELECT id FROM job_instance WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'" \
+    "), l AS (SELECT id FROM instance_state WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'" \
     "  AND result_published_at IS NULL ORDER BY id FOR UPDATE" \
-    "), m AS (UPDATE job_instance i SET result_published_at = now() FROM l WHERE i.id = l.id" \
+    "), m AS (UPDATE instance_state i SET result_published_at = now() FROM l WHERE i.id = l.id" \
     "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)" \
     "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)" \
     "  ON CONFLICT (topic, partition) DO UPDATE" \

@@ -59,8 +59,8 @@ AX_STMT(st_finish, "outcome.finish",
     "      retry_ms)"
     "), old AS ("
     /* primary-key lookups (id = ANY), locked in id order like every other
-     * multi-row update of job_instance, so batches never deadlock */
-    "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM job_instance i"
+     * multi-row update of instance_state, so batches never deadlock */
+    "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM instance_state i"
     "  WHERE i.id = ANY($1::bigint[])"
     "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
     /* an instance cut by the trigger's backlog cap, or cancelled by axctl
@@ -74,7 +74,7 @@ AX_STMT(st_finish, "outcome.finish",
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,
      * for the trigger to dispatch; otherwise FINISHED */
-    "  UPDATE job_instance i SET"
+    "  UPDATE instance_state i SET"
     "    state = CASE WHEN u.retry_ms IS NULL THEN 'FINISHED' ELSE 'SCHEDULED' END"
     "      ::ax_instance_state,"
     "    outcome = CASE WHEN u.retry_ms IS NULL THEN u.outcome END,"
@@ -97,17 +97,33 @@ AX_STMT(st_finish, "outcome.finish",
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
-    "    u.started_ms, u.retry_ms, i.flow_run_id, i.parent_id, i.deployment"
+    "    u.started_ms, u.retry_ms, i.deployment"
+    /* Both inserts below skip a row that exists instead of ON CONFLICT DO
+     * NOTHING, whose speculative insertion writes one more WAL record per
+     * row (BENCHMARKS.md, issue #13): the CAS above holds each instance's
+     * state row, so no other finish inserts the same keys concurrently
+     * (a clash with the probe split, which holds the row while it
+     * inserts, is a unique violation: the callback persists the batch
+     * again one result at a time, services/callback/consume.c, in a new
+     * snapshot that sees the row and skips it). */
     "), ob AS ("
     /* ended for good: to be published (the outbox, same transaction) */
     "  INSERT INTO ax_result_outbox (deployment, instance_id)"
-    "  SELECT deployment, id FROM fin WHERE retry_ms IS NULL ON CONFLICT DO NOTHING"
+    "  SELECT f.deployment, f.id FROM fin f WHERE f.retry_ms IS NULL AND NOT EXISTS"
+    "   (SELECT 1 FROM ax_result_outbox o WHERE o.deployment = f.deployment"
+    "    AND o.instance_id = f.id)"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"
-    "  SELECT id, attempt, worker, outcome, exit_code, error_class, error,"
-    "    to_timestamp(started_ms / 1000.0), finished_at FROM fin"
-    "  ON CONFLICT DO NOTHING"
+    "  SELECT f.id, f.attempt, f.worker, f.outcome, f.exit_code, f.error_class, f.error,"
+    "    to_timestamp(f.started_ms / 1000.0), f.finished_at FROM fin f"
+    "  WHERE NOT EXISTS (SELECT 1 FROM job_attempt a WHERE a.instance_id = f.id"
+    "   AND a.attempt = f.attempt)"
+    "), links AS ("
+    /* flow stage and shard parent links, for the instances ended for good */
+    "  SELECT d.id, d.flow_run_id, d.parent_id, fin.outcome FROM fin"
+    "  JOIN instance_def d ON d.id = fin.id WHERE fin.retry_ms IS NULL"
+    "  AND (d.flow_run_id IS NOT NULL OR d.parent_id IS NOT NULL)"
     "), s AS ("
     /* an instance cut by the backlog cap never ran: not a run, not a
      * failure of the job (its circuit stays as it is) */
@@ -121,9 +137,9 @@ AX_STMT(st_finish, "outcome.finish",
     "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
     ")"
     " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
-    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM fin"
-    "   WHERE retry_ms IS NULL AND flow_run_id IS NOT NULL"
-    " UNION ALL SELECT 'c', id::text, '' FROM fin WHERE retry_ms IS NULL AND parent_id IS NOT NULL"
+    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM links"
+    "   WHERE flow_run_id IS NOT NULL"
+    " UNION ALL SELECT 'c', id::text, '' FROM links WHERE parent_id IS NOT NULL"
     /* per job: slots given back, results, successes, failures, mean run
      * time — applied by sql_jobs just before the commit */
     " UNION ALL SELECT 's', job_id::text, concat_ws(',', slots, n, ok, bad, mean_ms) FROM s");
@@ -340,10 +356,10 @@ AX_STMT(st_retry_jobs, "outcome.retry_jobs",
         "SELECT i.id, i.attempt, j.retry_max, j.retry_initial_ms, j.retry_multiplier,"
         "  j.retry_max_ms, j.retry_jitter_ms, j.retry_rules::text, j.name,"
         /* pending retries, counted only up to the budget */
-        "  (SELECT count(*) FROM (SELECT 1 FROM job_instance q"
-        "    WHERE q.state = 'SCHEDULED' AND q.attempt > 1 AND q.deployment = $2"
+        "  (SELECT count(*) FROM (SELECT 1 FROM instance_state q"
+        "    WHERE q.retrying AND q.deployment = $2"
         "    LIMIT $3::bigint + 1) b)"
-        " FROM job_instance i JOIN job j ON j.id = i.job_id"
+        " FROM instance_state i JOIN job j ON j.id = i.job_id"
         " WHERE i.id = ANY($1::bigint[]) AND i.state IN ('LOCKED', 'RUNNING')");
 enum { RJ_ID, RJ_ATTEMPT, RJ_MAX, RJ_INITIAL, RJ_MULT, RJ_MAX_MS, RJ_JITTER, RJ_RULES, RJ_NAME,
        RJ_PENDING };
@@ -400,7 +416,7 @@ void ax_outcome_retry_jobs_free(ax_outcome_retry_jobs_t *r) {
 }
 
 AX_STMT(st_probe_jobs, "outcome.probe_jobs",
-        "SELECT i.id, i.attempt, j.shard_base, j.max_shards FROM job_instance i"
+        "SELECT i.id, i.attempt, j.shard_base, j.max_shards FROM instance_state i"
         " JOIN job j ON j.id = i.job_id WHERE i.id = ANY($1::bigint[])"
         " AND i.shard_mode = 'probe' AND i.shards_pending IS NULL"
         " AND i.state IN ('LOCKED', 'RUNNING')");
@@ -477,14 +493,14 @@ int ax_store_outcome_shards_done(ax_pg_t *pg, const int64_t *children, size_t n,
 AX_STMT(st_probes_split, "outcome.probes_split",
         "WITH x AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[],"
         "  $4::bigint[]) AS x(id, n, worker, started_ms)),"
-        " p AS (SELECT x.* FROM x JOIN job_instance i ON i.id = x.id"
+        " p AS (SELECT x.* FROM x JOIN instance_state i ON i.id = x.id"
         "  AND i.state IN ('LOCKED', 'RUNNING') AND i.shard_mode = 'probe'"
         "  AND i.shards_pending IS NULL FOR UPDATE OF i),"
         " a AS (INSERT INTO job_attempt (instance_id, attempt, worker, outcome,"
         "  error_class, error, started_at, finished_at)"
         "  SELECT p.id, i.attempt, p.worker, 'SUCCESS', 'probe',"
         "   'size probe: ' || p.n || ' shard(s)', to_timestamp(p.started_ms / 1000.0),"
-        "   clock_timestamp() FROM p JOIN job_instance i ON i.id = p.id"
+        "   clock_timestamp() FROM p JOIN instance_state i ON i.id = p.id"
         "  ON CONFLICT DO NOTHING)"
         " SELECT ax_shard_expand(id, n) FROM p ORDER BY id");
 

@@ -1,8 +1,16 @@
 /*
  * run.c — the executor's instance transitions (ax/store_run.h): claim,
- * start, lease renewal, cancel polls, hand-back. Hot path: every
- * statement finds its rows by primary key whatever the planner's
- * statistics say (below).
+ * start, lease renewal, cancel polls, hand-back. Hot path.
+ *
+ * Every statement finds its rows by primary key (id = ANY) whatever the
+ * planner's statistics say: the queues' partial indexes of instance_state
+ * are on generated columns (queued, flying, active, retrying) that no
+ * statement here names, so a state condition next to id = ANY cannot make
+ * the planner walk a queue instead. Before the split it could: with
+ * job_instance_active (state <> 'FINISHED') and the statistics of before a
+ * burst, each start of 16 runs walked every unfinished instance, 15-200 ms
+ * with 40,000 waiting, until autovacuum analyzed (issue #12's burst drain;
+ * BENCHMARKS.md, tests/bench/explain_executor.sh).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,44 +19,35 @@
 #include "ax/store_run.h"
 #include "store_int.h"
 
-/* Every statement here names its rows by primary key only: the state it
- * needs is read from the rows it locks (FOR UPDATE in a MATERIALIZED CTE,
- * in id order) and checked after the lock, never in the WHERE of the scan.
- * A state condition there (state = 'LOCKED' next to id = ANY) lets the
- * planner walk a partial index on state instead, job_instance_active
- * (state <> 'FINISHED'): with the statistics of before a burst it expects
- * 1 row there and walks every unfinished instance on every call — 15-200
- * ms per start of 16 runs with 40,000 waiting, until autovacuum analyzes
- * the table (BENCHMARKS.md, "Issue #12: before and after the store
- * layer"; tests/bench/explain_executor.sh). */
-#define MINE_LOCKED(ok)                                                   \
-    "WITH c AS MATERIALIZED (SELECT id, " ok " AS ok FROM job_instance"    \
-    "  WHERE id = ANY($2::bigint[]) AND worker = $1 ORDER BY id FOR UPDATE)"
-#define MINE_OK " WHERE id = ANY(ARRAY(SELECT id FROM c WHERE ok))"
-
 /* One statement claims every instance of jobs without a concurrency limit:
  * LOCKED, this worker, lease = factor x the job's average run time within
- * the bounds. */
+ * the bounds. id = ANY($2): primary-key lookups, linear in the batch
+ * whatever the planner believes about the partial indexes. The CAS is the
+ * UPDATE's own condition (state and attempt, re-checked on the latest
+ * version when a concurrent claim got there first), not a SELECT ... FOR
+ * UPDATE before it: that lock wrote a WAL record per row besides the HOT
+ * update (BENCHMARKS.md, issue #13). The rows are still visited in id
+ * order (c, sorted, drives the primary-key lookups). */
 AX_STMT(st_claim, "run.claim",
         "WITH c AS MATERIALIZED ("
-        "  SELECT i.id, i.state = 'SCHEDULED'"
-        "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)] AS ok,"
+        "  SELECT i.id, i.attempt,"
         "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
-        "  FROM job_instance i LEFT JOIN job j ON j.id = i.job_id"
-        "  WHERE i.id = ANY($2::bigint[]) AND j.concurrency_limit IS NULL"
-        "  ORDER BY i.id FOR UPDATE OF i"
+        "  FROM instance_state i LEFT JOIN job j ON j.id = i.job_id"
+        "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
+        "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
+        "    AND j.concurrency_limit IS NULL"
+        "  ORDER BY i.id"
         ")"
-        " UPDATE job_instance i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
+        " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
-        " FROM c WHERE i.id = c.id AND c.ok"
+        " FROM c WHERE i.id = c.id AND i.state = 'SCHEDULED' AND i.attempt = c.attempt"
         " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'");
 enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE };
 
-/* NULL (or no row): not claimable. */
 AX_STMT(st_limited_lock, "run.claim_limited.lock",
-        "SELECT CASE WHEN attempt = $2::int AND state = 'SCHEDULED' THEN job_id END"
-        " FROM job_instance WHERE id = $1::bigint FOR UPDATE");
+        "SELECT job_id FROM instance_state WHERE id = $1::bigint AND attempt = $2::int"
+        " AND state = 'SCHEDULED' FOR UPDATE");
 enum { LOCK_JOB_ID };
 
 AX_STMT(st_limited_slot, "run.claim_limited.slot",
@@ -59,57 +58,48 @@ AX_STMT(st_limited_slot, "run.claim_limited.slot",
 enum { SLOT_LEASE };
 
 AX_STMT(st_limited_take, "run.claim_limited.take",
-        "UPDATE job_instance SET state = 'LOCKED', worker = $2, holds_slot = true,"
+        "UPDATE instance_state SET state = 'LOCKED', worker = $2, holds_slot = true,"
         "  locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
         " WHERE id = $1::bigint");
 
 /* No slot: back to the trigger, due again shortly. */
 AX_STMT(st_limited_back, "run.claim_limited.hand_back",
-        "UPDATE job_instance SET dispatched_at = NULL,"
+        "UPDATE instance_state SET dispatched_at = NULL,"
         "  due_at = now() + interval '500 milliseconds' WHERE id = $1::bigint");
 
 /* A queued claim's lease is renewed rarely: starting gives it a fresh
  * one, at least the given length. */
 AX_STMT(st_start, "run.start",
-        MINE_LOCKED("state = 'LOCKED'")
-        " UPDATE job_instance SET state = 'RUNNING', running_at = clock_timestamp(),"
+        "UPDATE instance_state SET state = 'RUNNING', running_at = clock_timestamp(),"
         "  lease_expires_at = greatest(lease_expires_at,"
         "    now() + $3::bigint * interval '1 millisecond')"
-        MINE_OK
+        " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
         " RETURNING id, cancel_requested_at IS NOT NULL");
 
 AX_STMT(st_renew, "run.renew",
-        MINE_LOCKED("state IN ('LOCKED', 'RUNNING')")
-        " UPDATE job_instance SET lease_expires_at = now()"
+        "UPDATE instance_state SET lease_expires_at = now()"
         "  + $3::bigint * interval '1 millisecond'"
-        MINE_OK
+        " WHERE id = ANY($2::bigint[]) AND worker = $1"
+        "  AND state IN ('LOCKED', 'RUNNING')"
         " RETURNING id, cancel_requested_at IS NOT NULL");
 enum { HELD_ID, HELD_CANCEL };
 
-/* Read only: the rows are not locked, the state is checked outside the
- * scan (MATERIALIZED). */
 AX_STMT(st_cancel_poll, "run.cancel_poll",
-        "WITH c AS MATERIALIZED (SELECT id, state, cancel_requested_at FROM job_instance"
-        "  WHERE id = ANY($2::bigint[]) AND worker = $1)"
-        " SELECT id FROM c WHERE cancel_requested_at IS NOT NULL"
-        "  AND state IN ('LOCKED', 'RUNNING')");
+        "SELECT id FROM instance_state WHERE id = ANY($2::bigint[]) AND worker = $1"
+        " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')");
 enum { CANCEL_ID };
 
-/* Both in one transaction: the slots first, the rows locked here. */
 AX_STMT(st_release_slots, "run.release.slots",
-        "WITH c AS MATERIALIZED (SELECT job_id, state = 'LOCKED' AND holds_slot AS ok"
-        "  FROM job_instance WHERE id = ANY($2::bigint[]) AND worker = $1"
-        "  ORDER BY id FOR UPDATE)"
-        " UPDATE job SET running_count = running_count - s.n"
-        " FROM (SELECT job_id, count(*) AS n FROM c WHERE ok GROUP BY job_id) s"
-        " WHERE job.id = s.job_id");
+        "UPDATE job SET running_count = running_count - c.n"
+        " FROM (SELECT job_id, count(*) AS n FROM instance_state"
+        "   WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1"
+        "   AND holds_slot GROUP BY job_id) c WHERE job.id = c.job_id");
 
 AX_STMT(st_release, "run.release",
-        MINE_LOCKED("state = 'LOCKED'")
-        " UPDATE job_instance SET state = 'SCHEDULED', worker = NULL,"
+        "UPDATE instance_state SET state = 'SCHEDULED', worker = NULL,"
         "  locked_at = NULL, lease_expires_at = NULL, holds_slot = false"
-        MINE_OK);
+        " WHERE id = ANY($2::bigint[]) AND state = 'LOCKED' AND worker = $1");
 
 static int id_first_cmp(const void *key, const void *row) {
     int64_t a = *(const int64_t *)key, b = *(const int64_t *)row;

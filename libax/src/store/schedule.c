@@ -42,7 +42,7 @@ AX_STMT(st_missing, "schedule.missing",
 
 AX_STMT(st_finished, "schedule.finished",
         "SELECT job_id, id, ceil(extract(epoch FROM finished_at) * 1000)::bigint"
-        " FROM job_instance WHERE id = ANY($1::bigint[]) AND state = 'FINISHED'");
+        " FROM instance_state WHERE id = ANY($1::bigint[]) AND state = 'FINISHED'");
 enum { FIN_JOB, FIN_ID, FIN_AT };
 
 AX_STMT(st_listen_job, "schedule.listen_job", "LISTEN ax_job");

@@ -2,7 +2,7 @@
  * store_int.h — private to libax/src/store: how a family file declares and
  * runs its statements. Nothing outside libax/src/store includes this.
  *
- *   AX_STMT(st_claim, "instance.claim", "UPDATE job_instance ...");
+ *   AX_STMT(st_claim, "instance.claim", "UPDATE instance_state ...");
  *   ax_num_t n1;
  *   const char *p[] = {ax_num(&n1, id)};
  *   PGresult *r;

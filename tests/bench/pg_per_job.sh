@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# pg_per_job.sh — PostgreSQL's work per job on the no-op path: runs
+# bench_exec BUILD noop 1 N against AX_CONFIG's database and prints, per
+# job, every statement pg_stat_statements saw in that database during the
+# run (called at least 10 times: the benchmark's own cleanup and checks are
+# left out; calls, WAL records, WAL bytes, µs of execution), the backend CPU
+# per job (bench_exec's cpu_pct_postgres x window / N), after bench_exec's
+# own summary (jobs/s, WAL per job from pg_stat_wal, CPU). BENCHMARKS.md,
+# "Issue #13: PostgreSQL writes per job".
+#
+#   AX_CONFIG=ax.conf tests/bench/pg_per_job.sh DRIVER_BUILD BUILD [N]
+#
+# BENCH_ARGS: more bench_exec options (e.g. --set executor.allow.root=true
+# when run as root). DRIVER_BUILD holds bench_exec (the instrument), BUILD the services under
+# test. Needs the pg_stat_statements extension (created if missing) and a
+# role that may reset its statistics. pg_stat_wal is cluster-wide: other
+# databases' writes during the run are counted too; the statement list is
+# this database's only.
+set -euo pipefail
+DRV=${1:?driver build}; BUILD=${2:?build}; N=${3:-20000}
+cfg() { sed -n "s/^$1 *= *//p" "$AX_CONFIG" | head -1; }
+export PGHOST=$(cfg pg.host) PGPORT=$(cfg pg.port) PGUSER=$(cfg pg.user) PGDATABASE=$(cfg pg.dbname)
+export PGPASSWORD=$(cfg pg.password)
+[[ -n $PGPASSWORD ]] || { pf=$(cfg pg.password_file); [[ -z $pf ]] || PGPASSWORD=$(cat "$pf"); }
+p() { psql -X -q -v ON_ERROR_STOP=1 -tA "$@"; }
+p -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+p -c "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)" >/dev/null
+"$DRV/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$BUILD" noop 1 "$N" | tee /tmp/pg_per_job.$$.out
+echo "statements per job (calls, WAL records, WAL bytes, µs), this database:"
+p -F $'\t' -c "SELECT round(calls::numeric / $N, 3), round(wal_records::numeric / $N, 2),
+      round(wal_bytes::numeric / $N, 0), round((total_exec_time * 1000 / $N)::numeric, 2),
+      left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+    FROM pg_stat_statements
+    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND calls >= 10 ORDER BY total_exec_time DESC LIMIT 40"
+p -F $'\t' -c "SELECT 'total', round(sum(calls)::numeric / $N, 2), round(sum(wal_records)::numeric / $N, 2),
+      round(sum(wal_bytes)::numeric / $N, 0), round((sum(total_exec_time) * 1000 / $N)::numeric, 2)
+    FROM pg_stat_statements
+    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls >= 10"
+awk '/^completed_per_s=/ { for (i = 1; i <= NF; i++) if ($i ~ /^window_s=/) { split($i, a, "="); w = a[2] } }
+     /^cpu_pct_trigger=/ { for (i = 1; i <= NF; i++) if ($i ~ /^cpu_pct_postgres=/) { split($i, a, "="); c = a[2] } }
+     END { printf "pg_backend_cpu_us_per_job=%.0f\n", c / 100 * w * 1e6 / '"$N"' }' /tmp/pg_per_job.$$.out
+rm -f /tmp/pg_per_job.$$.out
