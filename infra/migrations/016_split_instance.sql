@@ -1,3 +1,6 @@
+-- ax: stop-the-world (not additive: the previous release's binaries write job_instance,
+-- which is a view now; upgrade with the services stopped, docs/DEPLOYMENT.md)
+--
 -- 016_split_instance: every state change of an instance was a non-HOT update
 -- of a 43-column job_instance row with 11 indexes (state sat in the
 -- predicates of most of them): a new row version and an entry in every index

@@ -11,7 +11,9 @@
 # none SUCCESS twice, every result on the results topic once
 # (read_committed), nothing dead-lettered (the two versions read each
 # other's records), and the job's nominal times were each fired once, none
-# skipped, across the leader's handover.
+# skipped, across the leader's handover. Across a migration marked
+# "-- ax: stop-the-world" (not additive) the upgrade is instead: stop every
+# service, migrate, start the new ones, checked for the same things.
 #
 # The previous binaries: AX_PREV_BIN (a build directory of the previous
 # commit) and AX_PREV_SRC (its source tree), else built here from
@@ -113,6 +115,28 @@ at_least() { [ "$(finished_n)" -ge "$1" ]; }
 wave; wave
 wait_for 60 "the first instances finished by the previous release" at_least 50
 
+# A migration that is not additive (its file has a line "-- ax: stop-the-world")
+# is applied with every service stopped (docs/DEPLOYMENT.md): the upgrade
+# across it is stop all, migrate, start all, checked for the same things.
+stop_the_world=
+for f in "$AX_SRC"/infra/migrations/*.sql; do
+    [ -f "$PREV_SRC/infra/migrations/$(basename "$f")" ] && continue
+    grep -q '^-- ax: stop-the-world' "$f" && stop_the_world=$(basename "$f" .sql)
+done
+if [ -n "$stop_the_world" ]; then
+    log "$stop_the_world is not additive: stop all, migrate, start all"
+    wave
+    for n in executor@1 executor@2 callback@1 callback@2 trigger@b trigger@a; do stop_svc "$n" TERM; done
+    axctl migrate apply >"$WORK/migrate.log" 2>&1 || fail "migrate apply: $(cat "$WORK/migrate.log")"
+    log "schema now: $(sql "SELECT max(version) FROM ax_schema_migrations")"
+    run_svc trigger@a "$AX_BIN" "${COMMON[@]}" --set worker.id=trig-a-new
+    new_leads() { case $(leader) in *-new) return 0 ;; esac; return 1; }
+    wait_for 30 "an upgraded trigger leads" new_leads
+    run_svc trigger@b "$AX_BIN" "${COMMON[@]}" --set worker.id=trig-b-new
+    for e in 1 2; do run_svc executor@$e "$AX_BIN" "${COMMON[@]}" --set worker.id=exec-$e-new --set executor.slots=16; done
+    for c in 1 2; do run_svc callback@$c "$AX_BIN" "${COMMON[@]}" --set worker.id=cb-$c-new; done
+    while [ "$w" -lt "$WAVES" ]; do wave; done
+else
 # ---- 0. the schema, under the running previous release
 axctl migrate apply >"$WORK/migrate.log" 2>&1 || fail "migrate apply: $(cat "$WORK/migrate.log")"
 log "schema now: $(sql "SELECT max(version) FROM ax_schema_migrations") ($(grep -c '^applied ' "$WORK/migrate.log" || true) applied under load)"
@@ -149,6 +173,7 @@ upgraded_leads() { case $(leader) in *-new) return 0 ;; esac; return 1; }
 wait_for 30 "an upgraded trigger leads" upgraded_leads
 run_svc "trigger@${L#trig-}" "$AX_BIN" "${COMMON[@]}" --set worker.id="$L-new"
 while [ "$w" -lt "$WAVES" ]; do wave; done
+fi
 [ ! -s "$WORK/submit.err" ] || fail "submissions failed: $(cat "$WORK/submit.err")"
 
 all_published() {
