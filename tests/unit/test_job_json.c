@@ -87,6 +87,7 @@ static void refused(const char *text, int create, const char *field) {
     int rc = parse(text, create, &b, &f);
     if (rc != AX_ERR_INVALID || strcmp(f, field) != 0)
         fail_msg("%s: rc %d, field %s (expected %s)", text, rc, f ? f : "(none)", field);
+    ax_job_spec_buf_clear(&b);
 }
 
 static void test_refusals(void **state) {
