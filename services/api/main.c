@@ -112,6 +112,12 @@ int main(int argc, char **argv) {
     int rc = api_setup(&api, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ax-api: %s%s\n", rc == 2 ? "configuration error: " : "", err);
+        /* never exit with live librdkafka threads (they race the exit) */
+        if (api.http)
+            evhttp_free(api.http);
+        ax_tls_destroy(api.tls);
+        ax_api_tokens_free(&api.tokens);
+        ax_svc_destroy(svc);
         return rc;
     }
     ax_svc_run(svc);
