@@ -46,6 +46,12 @@ int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t n, const char *w
 /* axctl migrate status | apply, axctl config check (migrate.c) */
 int cmd_migrate(int argc, char **argv);
 int cmd_config_check(int argc, char **argv);
+/* instance.c: a producer for one command (exits 2 on a bad kafka.* key). */
+typedef struct rd_kafka_s rd_kafka_t;
+rd_kafka_t *producer_open(void);
+
+/* axctl api token create (api_token.c) */
+int cmd_api(int argc, char **argv);
 
 /* axctl job ... (job.c) */
 int cmd_job(int argc, char **argv);

@@ -90,6 +90,16 @@ typedef struct ax_conf {
     int64_t consume_fetch_min_bytes;
     int64_t consume_commit_interval_ms; /* 0: a synchronous commit per batch */
     int64_t producer_linger_ms;         /* non-transactional producers */
+    /* api (ax-api, docs/API.md, docs/SECURITY.md) */
+    char *api_listen;
+    char *api_tokens;           /* NAME:SCOPE:SHA256HEX,... (hashes, not tokens) */
+    int64_t api_body_max;
+    int64_t api_rate_limit;
+    int64_t api_rate_burst;
+    char *api_tls_cert;
+    char *api_tls_key;
+    char *api_console_dir;
+    char *api_javascript_dir;
     /* retry of servers */
     int64_t pg_statement_timeout_ms; /* 0: none */
     int64_t backoff_initial_ms;

@@ -49,6 +49,12 @@ AX_STMT(st_get_flow, "job.get_by_flow", JOB_ROW_SQL " WHERE j.flow_id = $1::bigi
 AX_STMT(st_get_flow_lock, "job.get_by_flow_for_update",
         JOB_ROW_SQL " WHERE j.flow_id = $1::bigint FOR UPDATE OF j");
 AX_STMT(st_list, "job.list", JOB_ROW_SQL " ORDER BY j.name");
+AX_STMT(st_page, "job.page",
+        JOB_ROW_SQL " WHERE ($2::text IS NULL OR j.name > $2) AND ($3::text IS NULL OR"
+                    " starts_with(j.name, $3)) AND ($4::boolean IS NULL OR j.enabled = $4)"
+                    " ORDER BY j.name LIMIT $1::int");
+
+static const char *p_bool(int v);
 
 void ax_job_clear(ax_job_t *j) {
     if (!j)
@@ -181,14 +187,32 @@ int ax_store_job_get_by_flow(ax_pg_t *pg, int64_t flow_id, int for_update, ax_jo
                    "no schedule job for flow id", ret_job, errbuf, errlen);
 }
 
+static int jobs_read(PGresult *r, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
+                     size_t errlen);
+
 int ax_store_job_list(ax_pg_t *pg, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
                       size_t errlen) {
     PGresult *r;
     *ret_rows = NULL;
     *ret_n = 0;
     int rc = ax_stmt_run(pg, &st_list, 0, NULL, NULL, NULL, &r, errbuf, errlen);
-    if (rc < 0)
-        return rc;
+    return rc < 0 ? rc : jobs_read(r, ret_rows, ret_n, errbuf, errlen);
+}
+
+int ax_store_job_page(ax_pg_t *pg, const ax_job_page_t *f, ax_job_t **ret_rows, size_t *ret_n,
+                      char *errbuf, size_t errlen) {
+    PGresult *r;
+    ax_num_t l;
+    const char *p[] = {ax_num(&l, f->limit), f->after_name, f->prefix,
+                       f->enabled < 0 ? NULL : p_bool(f->enabled)};
+    *ret_rows = NULL;
+    *ret_n = 0;
+    int rc = ax_stmt_run(pg, &st_page, 4, p, NULL, NULL, &r, errbuf, errlen);
+    return rc < 0 ? rc : jobs_read(r, ret_rows, ret_n, errbuf, errlen);
+}
+
+static int jobs_read(PGresult *r, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
+                     size_t errlen) {
     size_t n = (size_t)PQntuples(r);
     ax_job_t *rows = n ? calloc(n, sizeof *rows) : NULL;
     for (size_t i = 0; i < n && rows; i++)
@@ -484,6 +508,14 @@ AX_STMT(st_history, "job.history",
         " LEFT JOIN job_instance i ON i.id = f.instance_id"
         " WHERE j.name = $1 AND ($2::bigint IS NULL OR f.nominal_time >= " TS("$2") ")"
         " ORDER BY f.nominal_time DESC LIMIT $3::int");
+AX_STMT(st_history_page, "job.history_page",
+        "SELECT " MS("f.nominal_time") ", f.decision, f.instance_id, i.state, i.outcome,"
+        " f.detail, i.id IS NOT NULL"
+        " FROM job_fire f JOIN job j ON j.id = f.job_id"
+        " LEFT JOIN job_instance i ON i.id = f.instance_id"
+        " WHERE j.name = $1 AND ($2::bigint IS NULL OR f.nominal_time >= " TS("$2") ")"
+        " AND ($4::bigint IS NULL OR f.nominal_time < " TS("$4") ")"
+        " ORDER BY f.nominal_time DESC LIMIT $3::int");
 
 void ax_job_fires_free(ax_job_fire_t *rows, size_t n) {
     for (size_t i = 0; rows && i < n; i++) {
@@ -510,15 +542,12 @@ static int fire_read(const PGresult *r, int i, ax_job_fire_t *f) {
                : 0;
 }
 
-int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
-                         int64_t limit, ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
-                         size_t errlen) {
-    ax_num_t s, l;
-    const char *p[] = {name, has_since ? ax_num(&s, since_ms) : NULL, ax_num(&l, limit)};
+static int history_run(ax_pg_t *pg, ax_stmt_t *st, int np, const char *const *p,
+                       ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf, size_t errlen) {
     PGresult *r;
     *ret_rows = NULL;
     *ret_n = 0;
-    int rc = ax_stmt_run(pg, &st_history, 3, p, NULL, NULL, &r, errbuf, errlen);
+    int rc = ax_stmt_run(pg, st, np, p, NULL, NULL, &r, errbuf, errlen);
     if (rc < 0)
         return rc;
     size_t n = (size_t)PQntuples(r);
@@ -530,10 +559,28 @@ int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t s
         }
     PQclear(r);
     if (n && !rows)
-        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "job.history: out of memory");
+        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
     *ret_rows = rows;
     *ret_n = n;
     return 0;
+}
+
+int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
+                         int64_t limit, ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
+                         size_t errlen) {
+    ax_num_t s, l;
+    const char *p[] = {name, has_since ? ax_num(&s, since_ms) : NULL, ax_num(&l, limit)};
+    return history_run(pg, &st_history, 3, p, ret_rows, ret_n, errbuf, errlen);
+}
+
+int ax_store_job_history_page(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
+                              int has_before, int64_t before_ms, int64_t limit,
+                              ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
+                              size_t errlen) {
+    ax_num_t s, l, b;
+    const char *p[] = {name, has_since ? ax_num(&s, since_ms) : NULL, ax_num(&l, limit),
+                       has_before ? ax_num(&b, before_ms) : NULL};
+    return history_run(pg, &st_history_page, 4, p, ret_rows, ret_n, errbuf, errlen);
 }
 
 /* ---- every column (job show) ---------------------------------------------------------- */
