@@ -69,6 +69,9 @@ AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
                  libavro-dev libevent-dev libjansson-dev libcmocka-dev
                  postgresql-15 postgresql-client-15 openjdk-17-jre-headless
                  maven kcat procps iproute2 tzdata libfaketime)
+# The web console's browser test (tests/integration/207_console.sh) and the
+# console's charts (ax-api serves /usr/share/javascript at /javascript/).
+AX_APT_PACKAGES+=(chromium chromium-driver python3-selenium libjs-chart.js)
 
 # Set by ax_kafka_fetch.
 AX_KAFKA_VERSION=${AX_KAFKA_VERSION:-}
