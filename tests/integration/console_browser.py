@@ -159,7 +159,7 @@ def state_of(c):
 
 def watch_echo(c, name, marker):
     create_job(c, name, ['/bin/echo', marker])
-    c.shot('job-light')
+    c.shot('job-created-light')
     iid = run_now(c)
     seen = set()
 
@@ -265,9 +265,9 @@ def main():
                  ('#/executors', 'executors', 'table.grid'),
                  ('#/dlq', 'dlq', 'table.grid')]
         tour(c, pages, 'light')
-        c.wait('the flow DAG has 4 stages', lambda: len(c.els('svg.dag .dag-node')) == 4
-               and len(c.els('svg.dag .dag-edge')) == 4)
         c.go('#/flows/' + flow)
+        c.wait('the flow DAG: 4 stages, 4 edges', lambda: len(c.els('svg.dag .dag-node')) == 4
+               and len(c.els('svg.dag .dag-edge')) == 4)
         c.wait('the flow run drawn with stage states',
                lambda: any(n.get_attribute('data-state') for n in c.els('svg.dag .dag-node')), 30)
         c.theme('dark')
