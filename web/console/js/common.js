@@ -95,7 +95,7 @@ export function filterForm(ctx, fields, extra) {
 
 // After a submission (202 with a trace id) the instance appears once
 // ax-trigger ingests it: poll ?trace_id= for a while, then open it.
-export async function openByTrace(ctx, traceId, tries = 40) {
+export async function openByTrace(ctx, traceId, tries = 120) {
     const {get, listOf} = await import('./api.js');
     for (let i = 0; i < tries && ctx.alive(); i++) {
         const {items} = listOf(await get('/instances', {trace_id: traceId, limit: 1}));

@@ -26,7 +26,7 @@ const ROUTES = [
     [/^dlq$/, dlq, 'dlq'],
 ];
 
-const state = {generation: 0, timers: new Set(), whoami: null};
+const state = {generation: 0, timers: new Set(), whoami: null, moved: false};
 
 function parseHash() {
     const raw = location.hash.replace(/^#\/?/, '');
@@ -110,6 +110,8 @@ async function route() {
     const [match, mod] = found;
     const ctx = makeCtx(main, match, query);
     replace(main, h('p', {class: 'muted'}, 'Loading…'));
+    if (state.moved) main.focus({preventScroll: true});   // screen readers: the new page
+    state.moved = true;
     try {
         await mod.render(ctx);
     } catch (e) {

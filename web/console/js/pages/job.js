@@ -1,7 +1,7 @@
 // job.js — one job: its definition and schedule, the next fires (DST
 // marked), the decision history, recent runs (polled) and actions.
 import {h, replace, badge, table, show, timeEl, hashHref, link, dl, fmtDur} from '../dom.js';
-import {get, post, del, enc, listOf} from '../api.js';
+import {get, post, del, enc, listOf, request, ApiError} from '../api.js';
 import {scheduleText, actionButton, openByTrace} from '../common.js';
 
 function actions(ctx, job) {
@@ -19,9 +19,18 @@ function actions(ctx, job) {
             ? actionButton(ctx, 'Reset circuit', async () => { await post(`${path}/circuit/reset`); ctx.reload(); return 'Circuit reset.'; })
             : null,
         actionButton(ctx, 'Delete', async () => {
-            await del(path);
+            let r;
+            try {
+                r = await del(path);
+            } catch (e) {
+                // 409: unfinished instances; deleting cancels them only when asked
+                if (!(e instanceof ApiError && e.status === 409) ||
+                    !window.confirm(`${e.message}\n\nCancel its unfinished instances and delete it?`)) throw e;
+                r = await request('DELETE', path, null, {cancel_pending: 'true'});
+            }
             ctx.navigate('#/jobs');
-            return `Deleted ${job.name}.`;
+            const n = r && Array.isArray(r.cancelled) ? r.cancelled.length : 0;
+            return `Deleted ${job.name}${n ? `, cancelled ${n} instance(s)` : ''}.`;
         }, {danger: true, confirmText: `Delete job ${job.name}?`}));
 }
 
