@@ -43,6 +43,13 @@ void need_utf8(const char *s, const char *what);
 int cancel_instance_ids(ax_pg_t *pg, const int64_t *ids, size_t n, const char *why,
                         int *ret_stopping, int *ret_scheduled);
 
+/* instance.c: a producer for one command (exits 2 on a bad kafka.* key). */
+typedef struct rd_kafka_s rd_kafka_t;
+rd_kafka_t *producer_open(void);
+
+/* axctl api token create (api_token.c) */
+int cmd_api(int argc, char **argv);
+
 /* axctl job ... (job.c) */
 int cmd_job(int argc, char **argv);
 /* axctl submit (submit.c) */

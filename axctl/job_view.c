@@ -13,6 +13,7 @@
 
 #include "ax/fire.h"
 #include "ax/common.h"
+#include "ax/job_next.h"
 #include "ax/schedule.h"
 #include "job_int.h"
 
@@ -49,74 +50,16 @@ static ax_dst_policy_t dst_of(const ax_job_t *j) {
     return (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
 }
 
-/* schedule_from as the trigger will see it: a disabled job gets a new one
- * (now) when it is enabled. */
-static int64_t eff_from(const ax_job_t *j) { return j->enabled ? j->schedule_from_ms : j->now_ms; }
+typedef ax_fire_time_t fire_t;
 
-static int sched_open(const ax_job_t *j, ax_schedule_t *s) {
-    char err[512];
-    int kind = kind_of(j);
-    int64_t anchor = kind == AX_SCHED_ONCE ? j->start_ms
-                     : j->has_start        ? j->start_ms
-                                           : eff_from(j);
-    if (kind < 0)
-        kind = AX_SCHED_NONE;
-    if (ax_schedule_init(s, (ax_sched_kind_t)kind, j->schedule_expr, j->time_zone, dst_of(j),
-                         j->interval_ms, anchor, err, sizeof err) < 0) {
-        fprintf(stderr, "axctl: job %s: the stored schedule is not usable: %s\n", j->name, err);
-        return -1;
-    }
-    return 0;
-}
-
-typedef struct {
-    int64_t t;
-    int flags;
-} fire_t;
-
-/* Up to n next nominal fire times into out (strictly after `from` if
- * has_from, else by the trigger's rule). For fixed_delay past its first
- * fire: the last fired instance's finish + interval, or *ret_waiting = 1
- * while that instance has not finished. Returns the count, -1 on error. */
+/* ax_job_next_fires, saying why on stderr when the stored schedule is not usable. */
 static int next_fires(const ax_job_t *j, int has_from, int64_t from, int n, fire_t *out,
                       int *ret_waiting) {
-    ax_schedule_t s;
-    int kind = kind_of(j);
-    *ret_waiting = 0;
-    if (kind == AX_SCHED_NONE || n < 1)
-        return 0;
-    if (sched_open(j, &s) < 0)
-        return -1;
-    int64_t after = eff_from(j) - 1;
-    if (has_from)
-        after = from;
-    else if (j->has_last_fire && j->last_fire_ms > after)
-        after = j->last_fire_ms;
-    int k = 0;
-    while (k < n) {
-        int64_t t;
-        int flags;
-        if (ax_schedule_next(&s, after, &t, &flags) < 0)
-            break;
-        out[k].t = t;
-        out[k].flags = flags;
-        k++;
-        after = t;
-        if (kind == AX_SCHED_FIXED_DELAY)
-            break;
-    }
-    if (kind == AX_SCHED_FIXED_DELAY && k == 0 && !has_from && j->has_last_fire &&
-        j->last_fire_ms >= eff_from(j)) {
-        if (j->has_last_finished) {
-            out[0].t = j->last_finished_ms + j->interval_ms;
-            out[0].flags = 0;
-            k = 1;
-        } else if (j->has_last_instance) {
-            *ret_waiting = 1;
-        }
-    }
-    ax_schedule_clear(&s);
-    return k;
+    char err[512];
+    int k = ax_job_next_fires(j, has_from, from, n, out, ret_waiting, err, sizeof err);
+    if (k < 0)
+        fprintf(stderr, "axctl: job %s: the stored schedule is not usable: %s\n", j->name, err);
+    return k < 0 ? -1 : k;
 }
 
 void job_next_summary(const ax_job_t *j, const ax_tz_t *tz, int verbose, char *buf,

@@ -156,6 +156,12 @@ static const char usage[] =
     "      failure's job with the same payload. Idempotent: a replayed submission\n"
     "      carries an idempotency key of the record, so replaying it again makes no\n"
     "      second instance (and says so).\n"
+    "  api token create NAME --scope admin|read\n"
+    "      A new random bearer token for ax-api, printed once, and the api.tokens\n"
+    "      entry (NAME:SCOPE:SHA256HEX) that holds only its hash. Needs no server.\n"
+    "  api token create NAME --scope admin|read\n"
+    "      A new random bearer token for ax-api, printed once, and the api.tokens\n"
+    "      entry (NAME:SCOPE:SHA256HEX) that holds only its hash. Needs no server.\n"
     "  counters                 counters kept by the services (duplicates, stale results)\n"
     "  config reference         the configuration reference (Markdown)\n"
     "  config print             the effective configuration, secrets redacted, URLs as\n"
@@ -228,77 +234,23 @@ int64_t parse_int(const char *s, const char *what) {
 }
 
 /* ISO-8601 with offset (Z or ±HH:MM), optional .mmm; or epoch ms. */
-/* What a PostgreSQL timestamptz holds and a schedule can use: years 1-9999. */
-#define TIME_MIN_MS INT64_C(-62135596800000)
-#define TIME_MAX_MS INT64_C(253402300799999)
-static int64_t time_in_range(int64_t ms, const char *s, const char *what) {
-    if (ms < TIME_MIN_MS || ms > TIME_MAX_MS)
-        die_usagef("%s: '%s' is out of range (years 0001 to 9999)", what, s);
-    return ms;
-}
-
 int64_t parse_time(const char *s, const char *what) {
-    if (*s && strspn(s, "0123456789") == strlen(s))
-        return time_in_range(parse_int(s, what), s, what);
-    struct tm tm = {0};
-    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    int ms = 0;
-    if (p && *p == '.') {
-        char *end;
-        double frac = strtod(p, &end);
-        ms = (int)(frac * 1000 + 0.5);
-        p = end;
-    }
-    long off = 0;
-    if (p && (*p == '+' || *p == '-')) {
-        int hh, mm;
-        if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
-            p = NULL;
-        else {
-            off = (hh * 60 + mm) * 60 * (*p == '-' ? -1 : 1);
-            p += 6;
-        }
-    } else if (p && *p == 'Z') {
-        p++;
-    } else {
-        p = NULL;
-    }
-    if (!p || *p) {
+    int64_t ms;
+    int rc = ax_time_parse(s, &ms);
+    if (rc == AX_ERR_TOOBIG)
+        die_usagef("%s: '%s' is out of range (years 0001 to 9999)", what, s);
+    if (rc == AX_ERR_INVALID && *s && strspn(s, "0123456789") == strlen(s))
+        parse_int(s, what); /* says why */
+    if (rc < 0) {
         fprintf(stderr, "axctl: %s: '%s' is not ISO-8601 with an offset, e.g. "
                         "2026-12-01T02:30:00Z\n", what, s);
         exit(2);
     }
-    return time_in_range(((int64_t)timegm(&tm) - off) * 1000 + ms, s, what);
+    return ms;
 }
 
 int utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s, *e = p + n;
-    while (p < e) {
-        unsigned c = *p++;
-        if (c < 0x80)
-            continue;
-        int more;
-        unsigned min, cp;
-        if ((c & 0xE0) == 0xC0)
-            more = 1, min = 0x80, cp = c & 0x1F;
-        else if ((c & 0xF0) == 0xE0)
-            more = 2, min = 0x800, cp = c & 0x0F;
-        else if ((c & 0xF8) == 0xF0)
-            more = 3, min = 0x10000, cp = c & 0x07;
-        else
-            return 0;
-        if (e - p < more)
-            return 0;
-        for (int k = 0; k < more; k++) {
-            if ((p[k] & 0xC0) != 0x80)
-                return 0;
-            cp = cp << 6 | (p[k] & 0x3F);
-        }
-        p += more;
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-    }
-    return 1;
+    return ax_utf8_valid(s, n);
 }
 
 void need_utf8(const char *s, const char *what) {
@@ -480,6 +432,8 @@ int main(int argc, char **argv) {
         rc = cmd_flow(argc - 2, argv + 2);
     } else if (strcmp(cmd, "counters") == 0) {
         rc = cmd_counters();
+    } else if (strcmp(cmd, "api") == 0) {
+        rc = cmd_api(argc - 2, argv + 2);
     } else if (strcmp(cmd, "config") == 0 && argc >= 3 && strcmp(argv[2], "reference") == 0) {
         ax_conf_reference(stdout);
         rc = 0;

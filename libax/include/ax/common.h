@@ -63,4 +63,12 @@ void ax_random_hex(char *out, size_t nbytes);
  * sequence (or NUL) becomes '?'. Returns the number of bytes replaced. */
 size_t ax_utf8_sanitize(char *s, size_t len);
 
+/* 1 if s[0..n) is valid UTF-8 (NULs allowed). */
+int ax_utf8_valid(const char *s, size_t n);
+
+/* A time as ax takes it on command lines and in the API: ISO-8601 with an
+ * offset (Z or +HH:MM, optional fraction), or epoch milliseconds. 0;
+ * AX_ERR_INVALID (not such a time), AX_ERR_TOOBIG (outside years 1-9999). */
+int ax_time_parse(const char *s, int64_t *ret_ms);
+
 #endif

@@ -81,6 +81,16 @@ typedef struct ax_conf {
     char *alert_webhook_url;        /* NULL/"": no webhook */
     char *alert_webhook_secret;     /* secret: never printed or logged */
     int64_t alert_webhook_timeout_ms;
+    /* api (ax-api, docs/API.md, docs/SECURITY.md) */
+    char *api_listen;
+    char *api_tokens;           /* NAME:SCOPE:SHA256HEX,... (hashes, not tokens) */
+    int64_t api_body_max;
+    int64_t api_rate_limit;
+    int64_t api_rate_burst;
+    char *api_tls_cert;
+    char *api_tls_key;
+    char *api_console_dir;
+    char *api_javascript_dir;
     /* retry of servers */
     int64_t pg_statement_timeout_ms; /* 0: none */
     int64_t backoff_initial_ms;

@@ -91,6 +91,17 @@ int ax_store_job_get_by_flow(ax_pg_t *pg, int64_t flow_id, int for_update, ax_jo
 int ax_store_job_list(ax_pg_t *pg, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
                       size_t errlen);
 
+/* A bounded page of jobs by name (ax-api): after after_name (NULL: from
+ * the first), whose name starts with prefix (NULL: any), enabled 0/1 (-1:
+ * either); at most limit. */
+typedef struct ax_job_page {
+    const char *after_name, *prefix;
+    int enabled;
+    int64_t limit;
+} ax_job_page_t;
+int ax_store_job_page(ax_pg_t *pg, const ax_job_page_t *f, ax_job_t **ret_rows, size_t *ret_n,
+                      char *errbuf, size_t errlen);
+
 /* What to write: NULL strings and has_ flags off mean "not given" (update:
  * keep; create: the table's default). */
 typedef struct ax_job_spec {

@@ -189,6 +189,35 @@ const ax_conf_def_t ax_conf_table[] = {
      300000, "trigger,callback",
      "Longest wait for one webhook delivery (connect, send and response); beyond it the "
      "delivery counts as failed and is retried."},
+    {"api.listen", AX_CONF_STR, OFF(api_listen), "127.0.0.1:8480", 0, 0, "api",
+     "HOST:PORT ax-api listens on for the REST API (/api/v1), /healthz, /readyz and the web "
+     "console. Plain HTTP unless api.tls.cert and api.tls.key are set."},
+    {"api.tokens", AX_CONF_STR, OFF(api_tokens), NULL, 0, 0, "api",
+     "The bearer tokens ax-api accepts, as NAME:SCOPE:SHA256HEX entries separated by commas: "
+     "NAME (letters, digits, . _ -) is logged with every mutating call, SCOPE is read (GET "
+     "only) or admin (everything), SHA256HEX the lower-case hex SHA-256 of the token (the "
+     "token itself is never stored). `axctl api token create NAME --scope admin|read` prints "
+     "a new token and its entry. Without any entry every /api/v1 request is refused (401). "
+     "See docs/SECURITY.md."},
+    {"api.body.max", AX_CONF_INT, OFF(api_body_max), "1048576", 1024, 64 << 20, "api",
+     "Largest request body ax-api reads, in bytes; a larger one is refused with 413."},
+    {"api.rate.limit", AX_CONF_INT, OFF(api_rate_limit), "200", 1, 1000000, "api",
+     "Requests per second each token may make on average (a token bucket refilled at this "
+     "rate); beyond it ax-api answers 429 with Retry-After."},
+    {"api.rate.burst", AX_CONF_INT, OFF(api_rate_burst), "400", 1, 10000000, "api",
+     "Requests a token may make at once above api.rate.limit (the bucket's size)."},
+    {"api.tls.cert", AX_CONF_STR, OFF(api_tls_cert), NULL, 0, 0, "api",
+     "PEM certificate chain file: with api.tls.key, ax-api serves HTTPS only (TLS 1.2 or "
+     "later). Give both or neither."},
+    {"api.tls.key", AX_CONF_STR, OFF(api_tls_key), NULL, 0, 0, "api",
+     "PEM private key file of api.tls.cert (keep it 0600). The path is shown, never the key."},
+    {"api.console.dir", AX_CONF_STR, OFF(api_console_dir), NULL, 0, 0, "api",
+     "Directory of the web console's static files, served at / and /console/ (unset: no "
+     "console, 404)."},
+    {"api.javascript.dir", AX_CONF_STR, OFF(api_javascript_dir), "/usr/share/javascript", 0, 0,
+     "api",
+     "Directory served read-only at /javascript/ for the console: Debian's packaged "
+     "JavaScript libraries (e.g. libjs-chart.js)."},
     {"db.statement.timeout.ms", AX_CONF_INT, OFF(pg_statement_timeout_ms), "5000", 0, 3600000,
      "all",
      "statement_timeout of every PostgreSQL session of a service (and of axctl): a statement "

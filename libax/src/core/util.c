@@ -1,8 +1,12 @@
 /*
  * util.c — error-string helper shared by every module.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "ax/common.h"
 
@@ -81,4 +85,81 @@ size_t ax_utf8_sanitize(char *s, size_t len) {
         i += need + 1;
     }
     return bad;
+}
+
+int ax_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s, *e = p + n;
+    while (p < e) {
+        unsigned c = *p++;
+        if (c < 0x80)
+            continue;
+        int more;
+        unsigned min, cp;
+        if ((c & 0xE0) == 0xC0)
+            more = 1, min = 0x80, cp = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0)
+            more = 2, min = 0x800, cp = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0)
+            more = 3, min = 0x10000, cp = c & 0x07;
+        else
+            return 0;
+        if (e - p < more)
+            return 0;
+        for (int k = 0; k < more; k++) {
+            if ((p[k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (p[k] & 0x3F);
+        }
+        p += more;
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+    }
+    return 1;
+}
+
+/* What a PostgreSQL timestamptz holds and a schedule can use: years 1-9999. */
+#define TIME_MIN_MS INT64_C(-62135596800000)
+#define TIME_MAX_MS INT64_C(253402300799999)
+
+int ax_time_parse(const char *s, int64_t *ret_ms) {
+    int64_t ms;
+    if (*s && strspn(s, "0123456789") == strlen(s)) {
+        errno = 0;
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (errno || *end)
+            return AX_ERR_INVALID;
+        ms = v;
+    } else {
+        struct tm tm = {0};
+        const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+        int frac_ms = 0;
+        if (p && *p == '.') {
+            char *end;
+            double frac = strtod(p, &end);
+            frac_ms = (int)(frac * 1000 + 0.5);
+            p = end;
+        }
+        long off = 0;
+        if (p && (*p == '+' || *p == '-')) {
+            int hh, mm;
+            if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+                p = NULL;
+            else {
+                off = (hh * 60 + mm) * 60 * (*p == '-' ? -1 : 1);
+                p += 6;
+            }
+        } else if (p && *p == 'Z') {
+            p++;
+        } else {
+            p = NULL;
+        }
+        if (!p || *p)
+            return AX_ERR_INVALID;
+        ms = ((int64_t)timegm(&tm) - off) * 1000 + frac_ms;
+    }
+    if (ms < TIME_MIN_MS || ms > TIME_MAX_MS)
+        return AX_ERR_TOOBIG;
+    *ret_ms = ms;
+    return 0;
 }

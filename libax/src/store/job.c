@@ -49,6 +49,12 @@ AX_STMT(st_get_flow, "job.get_by_flow", JOB_ROW_SQL " WHERE j.flow_id = $1::bigi
 AX_STMT(st_get_flow_lock, "job.get_by_flow_for_update",
         JOB_ROW_SQL " WHERE j.flow_id = $1::bigint FOR UPDATE OF j");
 AX_STMT(st_list, "job.list", JOB_ROW_SQL " ORDER BY j.name");
+AX_STMT(st_page, "job.page",
+        JOB_ROW_SQL " WHERE ($2::text IS NULL OR j.name > $2) AND ($3::text IS NULL OR"
+                    " starts_with(j.name, $3)) AND ($4::boolean IS NULL OR j.enabled = $4)"
+                    " ORDER BY j.name LIMIT $1::int");
+
+static const char *p_bool(int v);
 
 void ax_job_clear(ax_job_t *j) {
     if (!j)
@@ -181,14 +187,32 @@ int ax_store_job_get_by_flow(ax_pg_t *pg, int64_t flow_id, int for_update, ax_jo
                    "no schedule job for flow id", ret_job, errbuf, errlen);
 }
 
+static int jobs_read(PGresult *r, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
+                     size_t errlen);
+
 int ax_store_job_list(ax_pg_t *pg, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
                       size_t errlen) {
     PGresult *r;
     *ret_rows = NULL;
     *ret_n = 0;
     int rc = ax_stmt_run(pg, &st_list, 0, NULL, NULL, NULL, &r, errbuf, errlen);
-    if (rc < 0)
-        return rc;
+    return rc < 0 ? rc : jobs_read(r, ret_rows, ret_n, errbuf, errlen);
+}
+
+int ax_store_job_page(ax_pg_t *pg, const ax_job_page_t *f, ax_job_t **ret_rows, size_t *ret_n,
+                      char *errbuf, size_t errlen) {
+    PGresult *r;
+    ax_num_t l;
+    const char *p[] = {ax_num(&l, f->limit), f->after_name, f->prefix,
+                       f->enabled < 0 ? NULL : p_bool(f->enabled)};
+    *ret_rows = NULL;
+    *ret_n = 0;
+    int rc = ax_stmt_run(pg, &st_page, 4, p, NULL, NULL, &r, errbuf, errlen);
+    return rc < 0 ? rc : jobs_read(r, ret_rows, ret_n, errbuf, errlen);
+}
+
+static int jobs_read(PGresult *r, ax_job_t **ret_rows, size_t *ret_n, char *errbuf,
+                     size_t errlen) {
     size_t n = (size_t)PQntuples(r);
     ax_job_t *rows = n ? calloc(n, sizeof *rows) : NULL;
     for (size_t i = 0; i < n && rows; i++)

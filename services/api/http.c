@@ -1,0 +1,439 @@
+/*
+ * http.c — one request: routing under /api/v1, bearer-token auth with
+ * scopes, the per-token rate limit, the body's size and JSON, and replies
+ * (JSON, errors as {"error":{"code","message","field"}}). Every mutating
+ * call is logged with the token's name (never the token).
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+
+#include "api.h"
+#include "ax/common.h"
+#include "ax/log.h"
+
+/* ---- routes ---------------------------------------------------------------------------- */
+
+typedef struct route {
+    enum evhttp_cmd_type method;
+    const char *pattern; /* segments after /api/v1, "*" matches one */
+    api_handler_fn fn;
+} route_t;
+
+static const route_t routes[] = {
+    {EVHTTP_REQ_GET, "jobs", h_jobs_list},
+    {EVHTTP_REQ_POST, "jobs", h_jobs_create},
+    {EVHTTP_REQ_POST, "jobs/pause-all", h_jobs_pause_all},
+    {EVHTTP_REQ_POST, "jobs/resume-all", h_jobs_resume_all},
+    {EVHTTP_REQ_GET, "jobs/*", h_job_get},
+    {EVHTTP_REQ_PATCH, "jobs/*", h_job_update},
+    {EVHTTP_REQ_DELETE, "jobs/*", h_job_delete},
+    {EVHTTP_REQ_POST, "jobs/*/enable", h_job_enable},
+    {EVHTTP_REQ_POST, "jobs/*/disable", h_job_disable},
+    {EVHTTP_REQ_GET, "jobs/*/next", h_job_next},
+    {EVHTTP_REQ_GET, "jobs/*/history", h_job_history},
+    {EVHTTP_REQ_GET, "jobs/*/circuit", h_job_circuit},
+    {EVHTTP_REQ_POST, "jobs/*/circuit/reset", h_job_circuit_reset},
+    {EVHTTP_REQ_GET, "instances", h_instances_list},
+    {EVHTTP_REQ_POST, "instances", h_instances_submit},
+    {EVHTTP_REQ_GET, "instances/*", h_instance_get},
+    {EVHTTP_REQ_POST, "instances/*/cancel", h_instance_cancel},
+    {EVHTTP_REQ_POST, "instances/*/retry", h_instance_retry},
+    {EVHTTP_REQ_GET, "flows", h_flows_list},
+    {EVHTTP_REQ_POST, "flows", h_flows_create},
+    {EVHTTP_REQ_GET, "flows/*", h_flow_get},
+    {EVHTTP_REQ_DELETE, "flows/*", h_flow_delete},
+    {EVHTTP_REQ_POST, "flows/*/runs", h_flow_run},
+    {EVHTTP_REQ_GET, "flows/*/runs", h_flow_runs},
+    {EVHTTP_REQ_GET, "flows/*/runs/*", h_flow_run_get},
+    {EVHTTP_REQ_GET, "executors", h_executors},
+    {EVHTTP_REQ_GET, "lanes", h_lanes},
+    {EVHTTP_REQ_GET, "leader", h_leader},
+    {EVHTTP_REQ_GET, "counters", h_counters},
+    {EVHTTP_REQ_GET, "whoami", h_whoami},
+    {EVHTTP_REQ_GET, "dlq", h_dlq_list},
+    {EVHTTP_REQ_GET, "dlq/*", h_dlq_get},
+    {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay},
+};
+
+static const char *method_name(enum evhttp_cmd_type m) {
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    default: return "OTHER";
+    }
+}
+
+/* 1 if the request's segments match pattern. */
+static int route_match(const req_t *rq, const char *pattern) {
+    int k = 0;
+    const char *p = pattern;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (k >= rq->nseg)
+            return 0;
+        if (!(n == 1 && *p == '*') && (strlen(rq->seg[k]) != n || memcmp(rq->seg[k], p, n) != 0))
+            return 0;
+        if (n == 1 && *p == '*' && !rq->seg[k][0])
+            return 0;
+        k++;
+        p = e ? e + 1 : p + n;
+    }
+    return k == rq->nseg;
+}
+
+/* The route for the request; NULL after replying 404 or 405. A literal
+ * segment wins over "*" (routes are listed literal first). */
+static const route_t *route_find(req_t *rq) {
+    char allow[128] = "";
+    for (size_t i = 0; i < AX_ARRAY_SIZE(routes); i++) {
+        if (!route_match(rq, routes[i].pattern))
+            continue;
+        if (routes[i].method == rq->method)
+            return &routes[i];
+        const char *m = method_name(routes[i].method);
+        if (!strstr(allow, m))
+            snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
+                     *allow ? ", " : "", m);
+    }
+    if (!*allow) {
+        api_error(rq, 404, "not_found", NULL, "no such path: %s", rq->path);
+        return NULL;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(rq->r), "Allow", allow);
+    api_error(rq, 405, "method_not_allowed", NULL, "%s is not allowed on %s (allowed: %s)",
+              rq->method_name, rq->path, allow);
+    return NULL;
+}
+
+/* ---- replies --------------------------------------------------------------------------- */
+
+static int mutation(const req_t *rq) {
+    return rq->method != EVHTTP_REQ_GET && rq->method != EVHTTP_REQ_HEAD;
+}
+
+void api_reply(req_t *rq, int status, json_t *obj) {
+    if (rq->replied) {
+        json_decref(obj);
+        return;
+    }
+    rq->replied = 1;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rq->r);
+    evhttp_add_header(h, "Content-Type", "application/json; charset=utf-8");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    if (status == 401)
+        evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"ax\"");
+    struct evbuffer *b = evbuffer_new();
+    char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    if (b && text) {
+        evbuffer_add(b, text, strlen(text));
+        evbuffer_add(b, "\n", 1);
+    } else if (b) {
+        status = 500;
+        evbuffer_add_printf(b, "{\"error\":{\"code\":\"internal\",\"message\":\"out of "
+                               "memory\",\"field\":null}}\n");
+    }
+    free(text);
+    json_decref(obj);
+    evhttp_send_reply(rq->r, status, NULL, b);
+    evbuffer_free(b);
+    if (mutation(rq) && rq->token) {
+        rq->api->mutations++;
+        ax_info("api: %s %s by %s -> %d", rq->method_name, rq->path, rq->token->name, status);
+    } else if (status >= 500) {
+        ax_warn("api: %s %s -> %d", rq->method_name, rq->path, status);
+    }
+}
+
+void api_error(req_t *rq, int status, const char *code, const char *field, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ax_utf8_sanitize(msg, strlen(msg));
+    json_t *e = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg, "field",
+                          field ? json_string(field) : json_null());
+    api_reply(rq, status, e);
+}
+
+void api_fail(req_t *rq, int rc, const char *field, const char *err) {
+    /* the first line of a PostgreSQL error: no DETAIL/HINT */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", err && *err ? err : "failed");
+    msg[strcspn(msg, "\n")] = '\0';
+    switch (rc) {
+    case AX_ERR_NOTFOUND: api_error(rq, 404, "not_found", field, "%s", msg); break;
+    case AX_ERR_CONFLICT: api_error(rq, 409, "conflict", field, "%s", msg); break;
+    case AX_ERR_INVALID:
+    case AX_ERR_TOOBIG: api_error(rq, 400, "bad_request", field, "%s", msg); break;
+    case AX_ERR_IO: api_error(rq, 503, "unavailable", NULL, "%s", msg); break;
+    default: api_error(rq, 500, "internal", NULL, "%s", msg); break;
+    }
+}
+
+void api_page(req_t *rq, json_t *items, const char *next_cursor) {
+    api_reply(rq, 200, json_pack("{s:o,s:o}", "items", items, "next_cursor",
+                                 next_cursor ? json_string(next_cursor) : json_null()));
+}
+
+/* ---- auth ------------------------------------------------------------------------------ */
+
+/* 0 when the request may go on (else replied 401/403/429). */
+static int authorize(req_t *rq) {
+    api_t *a = rq->api;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(rq->r), "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+        api_error(rq, 401, "unauthorized", NULL, "an Authorization: Bearer <token> header is "
+                                                 "needed");
+        return -1;
+    }
+    const char *t = h + 7;
+    while (*t == ' ')
+        t++;
+    size_t n = strcspn(t, " ");
+    ax_api_token_t *tok = ax_api_tokens_find(&a->tokens, t, n);
+    if (!tok) {
+        api_error(rq, 401, "unauthorized", NULL, "the token is not valid");
+        return -1;
+    }
+    int64_t retry_s;
+    if (!ax_api_rate_take(tok, ax_mono_ms(), a->svc.conf.api_rate_limit,
+                          a->svc.conf.api_rate_burst, &retry_s)) {
+        char v[24];
+        snprintf(v, sizeof v, "%lld", (long long)retry_s);
+        evhttp_add_header(evhttp_request_get_output_headers(rq->r), "Retry-After", v);
+        api_error(rq, 429, "rate_limited", NULL, "more than %lld requests/s for token %s",
+                  (long long)a->svc.conf.api_rate_limit, tok->name);
+        return -1;
+    }
+    rq->token = tok;
+    if (mutation(rq) && tok->scope != AX_SCOPE_ADMIN) {
+        api_error(rq, 403, "forbidden", NULL, "token %s has scope read: %s needs admin",
+                  tok->name, rq->method_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* A mutation's body: absent/empty, or a JSON object. 0, or -1 (replied). */
+static int read_body(req_t *rq) {
+    struct evbuffer *b = evhttp_request_get_input_buffer(rq->r);
+    size_t n = b ? evbuffer_get_length(b) : 0;
+    if (n == 0)
+        return 0;
+    if ((int64_t)n > rq->api->svc.conf.api_body_max) {
+        api_error(rq, 413, "payload_too_large", NULL, "the body is over %lld bytes (api.body.max)",
+                  (long long)rq->api->svc.conf.api_body_max);
+        return -1;
+    }
+    json_error_t e;
+    const char *data = (const char *)evbuffer_pullup(b, -1);
+    rq->body = json_loadb(data, n, JSON_REJECT_DUPLICATES, &e);
+    if (!rq->body || !json_is_object(rq->body)) {
+        api_error(rq, 400, "invalid_json", NULL, "the body must be a JSON object%s%s",
+                  rq->body ? "" : ": ", rq->body ? "" : e.text);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the request ----------------------------------------------------------------------- */
+
+/* Split the decoded path after /api/v1 into segments. */
+static int split(req_t *rq, const char *rest) {
+    rq->segs_buf = strdup(*rest == '/' ? rest + 1 : rest);
+    if (!rq->segs_buf)
+        return -1;
+    char *p = rq->segs_buf;
+    size_t len = strlen(p);
+    if (len && p[len - 1] == '/')
+        p[len - 1] = '\0';
+    while (*p) {
+        if (rq->nseg == API_MAX_SEGS)
+            return -1;
+        rq->seg[rq->nseg++] = p;
+        char *e = strchr(p, '/');
+        if (!e)
+            break;
+        *e = '\0';
+        p = e + 1;
+    }
+    return 0;
+}
+
+static void serve(req_t *rq) {
+    if (api_files_route(rq))
+        return;
+    const char *pre = "/api/v1";
+    if (strncmp(rq->path, pre, 7) != 0 || (rq->path[7] != '/' && rq->path[7] != '\0')) {
+        api_error(rq, 404, "not_found", NULL, "no such path: %s", rq->path);
+        return;
+    }
+    if (split(rq, rq->path + 7) < 0) {
+        api_error(rq, 404, "not_found", NULL, "no such path: %s", rq->path);
+        return;
+    }
+    const route_t *rt = route_find(rq);
+    if (!rt || authorize(rq) < 0 || (mutation(rq) && read_body(rq) < 0))
+        return;
+    rt->fn(rq);
+    if (!rq->replied)
+        api_error(rq, 500, "internal", NULL, "no reply");
+}
+
+void api_on_request(struct evhttp_request *r, void *arg) {
+    api_t *a = arg;
+    req_t rq = {.api = a, .r = r, .method = evhttp_request_get_command(r)};
+    rq.method_name = method_name(rq.method);
+    TAILQ_INIT(&rq.query);
+    a->requests++;
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r);
+    const char *path = u ? evhttp_uri_get_path(u) : NULL;
+    const char *query = u ? evhttp_uri_get_query(u) : NULL;
+    rq.path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
+    if (!rq.path || strlen(rq.path) > 2048 || !ax_utf8_valid(rq.path, strlen(rq.path))) {
+        free(rq.path);
+        rq.path = strdup("?");
+        api_error(&rq, 400, "bad_request", NULL, "the path is not valid");
+    } else if (query && evhttp_parse_query_str(query, &rq.query) < 0) {
+        api_error(&rq, 400, "bad_request", NULL, "the query string does not parse");
+    } else {
+        serve(&rq);
+    }
+    evhttp_clear_headers(&rq.query);
+    json_decref(rq.body);
+    free(rq.segs_buf);
+    free(rq.path);
+}
+
+/* ---- query parameters ------------------------------------------------------------------ */
+
+int q_only(req_t *rq, const char *const *allowed) {
+    struct evkeyval *kv;
+    TAILQ_FOREACH(kv, &rq->query, next) {
+        int i = 0;
+        while (allowed[i] && strcmp(allowed[i], kv->key) != 0)
+            i++;
+        if (!allowed[i] || !ax_utf8_valid(kv->value, strlen(kv->value))) {
+            api_error(rq, 400, "bad_request", kv->key,
+                      allowed[i] ? "%s: not valid UTF-8" : "%s: unknown query parameter",
+                      allowed[i] ? kv->key : kv->key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *q_get(req_t *rq, const char *name) {
+    return evhttp_find_header(&rq->query, name);
+}
+
+int q_int(req_t *rq, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out) {
+    const char *v = q_get(rq, name);
+    *out = def;
+    if (!v)
+        return 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi || (*v == '0' && v[1])) {
+        api_error(rq, 400, "bad_request", name, "%s: must be an integer %lld..%lld", name,
+                  (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int q_limit(req_t *rq, int64_t *out) {
+    return q_int(rq, "limit", 1, 500, 50, out);
+}
+
+int q_time(req_t *rq, const char *name, int *has, int64_t *ms) {
+    const char *v = q_get(rq, name);
+    *has = 0;
+    if (!v)
+        return 0;
+    if (ax_time_parse(v, ms) < 0) {
+        api_error(rq, 400, "bad_request", name,
+                  "%s: must be ISO-8601 with an offset (2026-12-01T02:30:00Z) or epoch ms", name);
+        return -1;
+    }
+    *has = 1;
+    return 0;
+}
+
+int q_bool(req_t *rq, const char *name, int *out) {
+    const char *v = q_get(rq, name);
+    *out = -1;
+    if (!v)
+        return 0;
+    if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0) {
+        *out = v[0] == 't';
+        return 0;
+    }
+    api_error(rq, 400, "bad_request", name, "%s: must be true or false", name);
+    return -1;
+}
+
+int seg_id(req_t *rq, int k, const char *what, int64_t *out) {
+    const char *v = rq->seg[k];
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x < 1 || !isdigit((unsigned char)*v)) {
+        api_error(rq, 400, "bad_request", what, "%s: must be a positive integer, not '%s'", what,
+                  v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* ---- JSON helpers ---------------------------------------------------------------------- */
+
+json_t *js(const char *s) {
+    if (!s)
+        return json_null();
+    json_t *j = json_string(s);
+    if (!j) { /* not UTF-8: as it would print */
+        char *c = strdup(s);
+        if (!c)
+            return json_null();
+        ax_utf8_sanitize(c, strlen(c));
+        j = json_string(c);
+        free(c);
+    }
+    return j ? j : json_null();
+}
+
+json_t *jtime(int has, int64_t ms) {
+    if (!has)
+        return json_null();
+    time_t s = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    int frac = (int)(ms - (int64_t)s * 1000);
+    struct tm tm;
+    char t[40], out[64];
+    if (!gmtime_r(&s, &tm))
+        return json_null();
+    strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, sizeof out, "%s.%03d+00:00", t, frac);
+    return json_string(out);
+}
+
+json_t *jparse(const char *text) {
+    return text ? json_loads(text, 0, NULL) : NULL;
+}
