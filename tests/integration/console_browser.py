@@ -224,6 +224,7 @@ def tour(c, pages, tag):
     for hash_path, name, ready in pages:
         c.go(hash_path)
         c.wait(f'{name} rendered', lambda: c.els(ready) and not c.els('main > p.muted:only-child'), 30)
+        c.d.execute_script("document.getElementById('flash').replaceChildren()")   # toasts off the picture
         time.sleep(0.3)   # let a chart draw before the picture (not an assertion)
         c.shot(f'{name}-{tag}')
 
@@ -247,7 +248,6 @@ def main():
         ids['echo_instance'] = watch_echo(c, ids['job'], a.marker)
         ids['sleep_job'] = a.job_prefix + 'sleep'
         ids['sleep_instance'] = cancel_sleeper(c, ids['sleep_job'], a.sleep_seconds)
-        ids['replay_action'] = replay_dlq(c)
         flow = a.job_prefix + 'flow'
         api(a.base, token, 'POST', '/flows', {'name': flow, 'on_failure': 'stop', 'stages': [
             {'name': 'first', 'job': ids['job'], 'after': []},
@@ -262,8 +262,7 @@ def main():
                  (f'#/instances/{ids["echo_instance"]}', 'instance', '.timeline'),
                  ('#/flows', 'flows', 'table.grid'),
                  (f'#/flows/{flow}', 'flow', 'svg.dag .dag-node'),
-                 ('#/executors', 'executors', 'table.grid'),
-                 ('#/dlq', 'dlq', 'table.grid')]
+                 ('#/executors', 'executors', 'table.grid')]
         tour(c, pages, 'light')
         c.go('#/flows/' + flow)
         c.wait('the flow DAG: 4 stages, 4 edges', lambda: len(c.els('svg.dag .dag-node')) == 4
@@ -274,7 +273,15 @@ def main():
         tour(c, pages, 'dark')
         c.theme('light')
         c.phone(True)
-        tour(c, [p for p in pages if p[1] in ('overview', 'jobs', 'instance', 'flow', 'dlq')], 'phone')
+        tour(c, [p for p in pages if p[1] in ('overview', 'jobs', 'instance', 'flow')], 'phone')
+        c.phone(False)
+        ids['replay_action'] = replay_dlq(c)
+        dlq = [('#/dlq', 'dlq', 'main table.grid tbody tr')]
+        c.theme('dark')
+        tour(c, dlq, 'dark')
+        c.theme('light')
+        c.phone(True)
+        tour(c, dlq, 'phone')
         c.phone(False)
         errs = c.js_errors()
         if errs:

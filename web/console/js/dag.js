@@ -40,20 +40,37 @@ function clip(text, n) {
     return t.length > n ? t.slice(0, n - 1) + '…' : t;
 }
 
-// stages: [{name, job, after: [...]}]; states: Map stage -> {state, instance_id}
-export function drawDag(stages, states, onOpen) {
+// The width the DAG needs left to right (a narrower box draws it top down).
+export function dagWidth(stages) {
+    const {cols} = layers(stages);
+    return PAD * 2 + cols.length * W + Math.max(0, cols.length - 1) * GX;
+}
+
+function edgePath(a, b, vertical) {
+    if (vertical) {
+        const x1 = a.x + W / 2, y1 = a.y + H, x2 = b.x + W / 2, y2 = b.y - 4, my = (y1 + y2) / 2;
+        return `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`;
+    }
+    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x - 4, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+    return `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`;
+}
+
+// stages: [{name, job, after: [...]}]; states: Map stage -> {state, instance_id};
+// vertical: depth goes down instead of right (phone width).
+export function drawDag(stages, states, onOpen, vertical = false) {
     const {cols, depth, row} = layers(stages);
     const rows = Math.max(1, ...cols.map(c => c.length));
-    const width = PAD * 2 + cols.length * W + Math.max(0, cols.length - 1) * GX;
-    const height = PAD * 2 + rows * H + (rows - 1) * GY;
-    const pos = name => ({x: PAD + depth.get(name) * (W + GX), y: PAD + row.get(name) * (H + GY)});
+    const along = PAD * 2 + cols.length * (vertical ? H : W) + Math.max(0, cols.length - 1) * (vertical ? GX : GX);
+    const across = PAD * 2 + rows * (vertical ? W : H) + (rows - 1) * (vertical ? GY : GY);
+    const width = vertical ? across : along, height = vertical ? along : across;
+    const pos = name => (vertical
+        ? {x: PAD + row.get(name) * (W + GY), y: PAD + depth.get(name) * (H + GX)}
+        : {x: PAD + depth.get(name) * (W + GX), y: PAD + row.get(name) * (H + GY)});
     const edges = [], nodes = [];
     for (const st of stages) {
         for (const up of st.after || []) {
             if (!depth.has(up)) continue;
-            const a = pos(up), b = pos(st.name);
-            const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x - 4, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
-            edges.push(s('path', {class: 'dag-edge', d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`,
+            edges.push(s('path', {class: 'dag-edge', d: edgePath(pos(up), pos(st.name), vertical),
                 'marker-end': 'url(#dag-arrow)'}, s('title', null, `${up} → ${st.name}`)));
         }
         const p = pos(st.name);

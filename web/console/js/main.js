@@ -43,7 +43,8 @@ export function flash(message, kind = 'info') {
         h('button', {type: 'button', class: 'icon-btn', 'aria-label': 'Dismiss',
             on: {click: () => item.remove()}}, '×'));
     box.appendChild(item);
-    if (kind !== 'error') setTimeout(() => item.remove(), 6000);
+    while (box.children.length > 3) box.firstChild.remove();
+    setTimeout(() => item.remove(), kind === 'error' ? 15000 : 4000);
 }
 
 export function errorText(e) {

@@ -3,7 +3,7 @@
 import {h, replace, badge, table, show, timeEl, hashHref, link} from '../dom.js';
 import {get, post, enc, listOf} from '../api.js';
 import {actionButton} from '../common.js';
-import {drawDag} from '../dag.js';
+import {drawDag, dagWidth} from '../dag.js';
 
 function runsTable(ctx, name, runs, chosen) {
     return table([
@@ -43,7 +43,8 @@ export async function render(ctx) {
         if (!run && chosen) run = await get(`/flows/${enc(name)}/runs/${enc(chosen)}`).catch(() => null);
         const states = new Map((run && Array.isArray(run.stages) ? run.stages : []).map(x => [x.stage, x]));
         runHead.textContent = run ? `Run #${run.id}: ${run.state} (started by ${show(run.started_by)})` : 'No run yet: the stages as defined.';
-        replace(dagBox, drawDag(stages, states, id => ctx.navigate(hashHref('instances', id))));
+        const vertical = dagBox.clientWidth > 0 && dagBox.clientWidth < dagWidth(stages);
+        replace(dagBox, drawDag(stages, states, id => ctx.navigate(hashHref('instances', id)), vertical));
         replace(runsBox, runsTable(ctx, name, runs, run && run.id));
     });
 }

@@ -96,7 +96,7 @@ export async function render(ctx) {
     const acts = h('div', {class: 'buttons'});
     const tl = h('section', {class: 'card'}), info = h('section', {class: 'card'});
     const att = h('section', {class: 'card'}), out = h('section', {class: 'card'});
-    replace(ctx.main, head, acts, tl, h('div', {class: 'two'}, info, att), out);
+    replace(ctx.main, head, acts, tl, h('div', {class: 'two'}, info, out), att);
     let lastState = null, finishedRounds = 0, skipped = 0;
     await ctx.every(1000, async () => {
         if (finishedRounds > 3 && ++skipped % 5) return;   // finished: refresh every 5 s

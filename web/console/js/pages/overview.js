@@ -48,7 +48,7 @@ function perMinute(items, now) {
 
 function card(title, value, detail) {
     return h('section', {class: 'card stat'}, h('h2', null, title),
-        h('p', {class: 'big'}, value), detail ? h('p', {class: 'muted small'}, detail) : null);
+        h('p', {class: String(value).length > 14 ? 'big long' : 'big'}, value), detail ? h('p', {class: 'muted small'}, detail) : null);
 }
 
 function leaderCard(r) {
