@@ -3,7 +3,7 @@
 // downstream, each stage coloured by its state in the shown run.
 import {s} from './dom.js';
 
-const W = 168, H = 46, GX = 56, GY = 18, PAD = 12;
+const W = 168, WV = 136, H = 46, GX = 56, GY = 18, PAD = 8;
 const STATES = new Set(['pending', 'running', 'succeeded', 'failed', 'skipped']);
 
 function layers(stages) {
@@ -46,12 +46,12 @@ export function dagWidth(stages) {
     return PAD * 2 + cols.length * W + Math.max(0, cols.length - 1) * GX;
 }
 
-function edgePath(a, b, vertical) {
+function edgePath(a, b, vertical, w) {
     if (vertical) {
-        const x1 = a.x + W / 2, y1 = a.y + H, x2 = b.x + W / 2, y2 = b.y - 4, my = (y1 + y2) / 2;
+        const x1 = a.x + w / 2, y1 = a.y + H, x2 = b.x + w / 2, y2 = b.y - 4, my = (y1 + y2) / 2;
         return `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`;
     }
-    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x - 4, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+    const x1 = a.x + w, y1 = a.y + H / 2, x2 = b.x - 4, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
     return `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`;
 }
 
@@ -60,17 +60,19 @@ function edgePath(a, b, vertical) {
 export function drawDag(stages, states, onOpen, vertical = false) {
     const {cols, depth, row} = layers(stages);
     const rows = Math.max(1, ...cols.map(c => c.length));
-    const along = PAD * 2 + cols.length * (vertical ? H : W) + Math.max(0, cols.length - 1) * (vertical ? GX : GX);
-    const across = PAD * 2 + rows * (vertical ? W : H) + (rows - 1) * (vertical ? GY : GY);
+    const w = vertical ? WV : W;
+    // along: the depth axis (columns), across: the stages of one depth
+    const along = PAD * 2 + cols.length * (vertical ? H : W) + Math.max(0, cols.length - 1) * GX;
+    const across = PAD * 2 + rows * (vertical ? w : H) + (rows - 1) * GY;
     const width = vertical ? across : along, height = vertical ? along : across;
     const pos = name => (vertical
-        ? {x: PAD + row.get(name) * (W + GY), y: PAD + depth.get(name) * (H + GX)}
+        ? {x: PAD + row.get(name) * (w + GY), y: PAD + depth.get(name) * (H + GX)}
         : {x: PAD + depth.get(name) * (W + GX), y: PAD + row.get(name) * (H + GY)});
     const edges = [], nodes = [];
     for (const st of stages) {
         for (const up of st.after || []) {
             if (!depth.has(up)) continue;
-            edges.push(s('path', {class: 'dag-edge', d: edgePath(pos(up), pos(st.name), vertical),
+            edges.push(s('path', {class: 'dag-edge', d: edgePath(pos(up), pos(st.name), vertical, w),
                 'marker-end': 'url(#dag-arrow)'}, s('title', null, `${up} → ${st.name}`)));
         }
         const p = pos(st.name);
@@ -80,9 +82,10 @@ export function drawDag(stages, states, onOpen, vertical = false) {
             tabindex: run && run.instance_id ? '0' : null, role: run && run.instance_id ? 'link' : null,
             'data-stage': st.name, 'data-state': run ? String(run.state) : ''},
         s('title', null, `${st.name} (job ${st.job})${run ? ': ' + run.state : ''}`),
-        s('rect', {width: W, height: H, rx: 8, ry: 8}),
-        s('text', {x: 10, y: 19, class: 'dag-name'}, clip(st.name, 18)),
-        s('text', {x: 10, y: 36, class: 'dag-sub'}, clip(run ? `${run.state} · ${st.job}` : st.job, 24)));
+        s('rect', {width: w, height: H, rx: 8, ry: 8}),
+        s('text', {x: 10, y: 19, class: 'dag-name'}, clip(st.name, Math.floor((w - 16) / 8.2))),
+        s('text', {x: 10, y: 36, class: 'dag-sub'}, clip(run ? `${run.state} · ${st.job}` : st.job,
+            Math.floor((w - 16) / 6.4))));
         if (run && run.instance_id && onOpen) {
             g.addEventListener('click', () => onOpen(run.instance_id));
             g.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') onOpen(run.instance_id); });
