@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ax/codec.h"
+#include "ax/dlq.h"
 #include "ax/common.h"
 #include "ax/kafka.h"
 #include "ax/log.h"
@@ -336,229 +337,75 @@ static int dlq_list(int argc, char **argv) {
     return rc;
 }
 
-/* Replays are idempotent: each carries the idempotency key of its DLQ
- * record, so replaying a record twice makes one instance (the trigger's
- * submission table dedups), and a replay whose instance already exists
- * says so. Returns 1 (and prints) if the key made an instance already, 0
- * if not, -1 if PostgreSQL cannot say (printed). */
-static int already_replayed(ax_pg_t *pg, const char *rec, const char *idem) {
-    char err[1024];
-    ax_dlq_replayed_t r = {0};
-    int rc = ax_store_dlq_replayed(pg, idem, &r, err, sizeof err);
-    if (rc == AX_ERR_NOTFOUND)
-        return 0;
-    if (rc < 0) {
-        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
-        return -1;
+/* dlq replay P:O through ax_dlq_replay (libax, ax/dlq.h), which ax-api
+ * calls too. */
+static int replay_print(const char *rec, int64_t instance, const ax_dlq_replay_t *r) {
+    switch (r->action) {
+    case AX_DLQ_ALREADY:
+        printf("record %s was already replayed: instance %lld (trace %s, %s); nothing produced\n",
+               rec, (long long)r->instance_id, r->trace_id, r->state);
+        break;
+    case AX_DLQ_RESUBMITTED:
+        printf("instance %lld resubmitted as trace %s (idempotency key %s)\n",
+               (long long)instance, r->trace_id, r->idempotency_key);
+        break;
+    default:
+        if (r->undecodable)
+            printf("record %s produced again to %s (it does not decode: %s)\n", rec, r->topic,
+                   r->decode_err);
+        else if (r->idempotency_key[0])
+            printf("record %s produced again to %s (idempotency key %s)\n", rec, r->topic,
+                   r->idempotency_key);
+        else
+            printf("record %s produced again to %s\n", rec, r->topic);
     }
-    printf("record %s was already replayed: instance %lld (trace %s, %s); nothing produced\n",
-           rec, (long long)r.instance_id, r.trace_id ? r.trace_id : "?", r.state ? r.state : "?");
-    ax_dlq_replayed_clear(&r);
-    return 1;
-}
-
-static int produce_one(const char *topic, const void *key, size_t klen, const void *buf,
-                       size_t len, char *err, size_t errlen) {
-    rd_kafka_t *rk = ax_kafka_producer_new(&conf, "axctl", err, errlen);
-    if (!rk)
-        return -1;
-    ax_delivery_t d = {0};
-    int rc = ax_kafka_produce(rk, topic, key, klen, buf, len, NULL, &d, err, errlen);
-    if (rc == 0 && ax_kafka_wait(rk, &d, 35000) < 0) {
-        snprintf(err, errlen, "%s", d.err ? rd_kafka_err2str(d.err) : "not acknowledged");
-        rc = -1;
-    }
-    rd_kafka_destroy(rk);
-    return rc < 0 ? -1 : 0;
-}
-
-/* Resubmit instance `id` (read from PostgreSQL) under idempotency key
- * idem. Returns the exit status. */
-static int resubmit(ax_pg_t *pg, const char *rec, int64_t id, const char *idem) {
-    char err[1024], topic[256], trace[200];
-    ax_dlq_instance_t in = {0};
-    int rc = ax_store_dlq_instance(pg, id, &in, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
-        return 1;
-    }
-    if (!in.job) {
-        fprintf(stderr,
-                "axctl: instance %lld is an inline command; resubmit it with axctl submit\n",
-                (long long)id);
-        ax_dlq_instance_clear(&in);
-        return 1;
-    }
-    int done = already_replayed(pg, rec, idem);
-    if (done != 0) {
-        ax_dlq_instance_clear(&in);
-        return done < 0 ? 1 : 0;
-    }
-    ax_submit_t s;
-    ax_submit_init(&s);
-    snprintf(trace, sizeof trace, "%.150s-replay", in.trace_id ? in.trace_id : "");
-    s.trace_id = trace;
-    s.idempotency_key = (char *)idem;
-    s.timeout_ms = in.timeout_ms;
-    s.priority = in.priority;
-    s.payload = in.payload;
-    s.payload_len = in.payload_len;
-    s.job = in.job;
-    void *buf;
-    size_t len;
-    if (ax_submit_encode(&s, &buf, &len) < 0) {
-        fprintf(stderr, "axctl: instance %lld cannot be resubmitted (cannot encode it)\n",
-                (long long)id);
-        ax_dlq_instance_clear(&in);
-        return 1;
-    }
-    rc = produce_one(ax_conf_topic(&conf, "submit", topic, sizeof topic), idem, strlen(idem), buf,
-                     len, err, sizeof err);
-    free(buf);
-    ax_dlq_instance_clear(&in);
-    if (rc < 0) {
-        fprintf(stderr, "axctl: replay not acknowledged by Kafka: %s\n", err);
-        return 1;
-    }
-    printf("instance %lld resubmitted as trace %s (idempotency key %s)\n", (long long)id, trace,
-           idem);
     return 0;
-}
-
-/* Resubmit the instance of a final-failure record. */
-static int replay_instance(const char *rec, const char *id, const char *idem) {
-    char *end;
-    long long iid = strtoll(id, &end, 10);
-    if (*end || end == id) {
-        fprintf(stderr, "axctl: record %s names no instance ('%s')\n", rec, id);
-        return 1;
-    }
-    ax_pg_t *pg = pg_open();
-    int rc = resubmit(pg, rec, iid, idem);
-    ax_pg_destroy(pg);
-    return rc;
-}
-
-/* A rejected submission: produced again with an idempotency key (its own,
- * else the record's), so a second replay makes no second instance. */
-static int replay_submission(const char *rec, rd_kafka_message_t *m, const char *src,
-                             const char *idem) {
-    ax_submit_t s;
-    char err[512];
-    if (ax_submit_decode(m->payload, m->len, &s, err, sizeof err) < 0) {
-        /* undecodable: as it was (it will be rejected again, with its reason) */
-        if (produce_one(src, m->key, m->key_len, m->payload, m->len, err, sizeof err) < 0) {
-            fprintf(stderr, "axctl: replay not acknowledged by Kafka: %s\n", err);
-            return 1;
-        }
-        printf("record %s produced again to %s (it does not decode: %s)\n", rec, src, err);
-        return 0;
-    }
-    if (!s.idempotency_key && !(s.idempotency_key = strdup(idem))) {
-        ax_submit_clear(&s);
-        return 1;
-    }
-    int rc = 1;
-    void *buf = NULL;
-    size_t len;
-    ax_pg_t *pg = pg_open();
-    int done = already_replayed(pg, rec, s.idempotency_key);
-    ax_pg_destroy(pg);
-    if (done != 0) {
-        rc = done < 0 ? 1 : 0;
-    } else if (ax_submit_encode(&s, &buf, &len) < 0) {
-        fprintf(stderr, "axctl: record %s cannot be replayed (cannot encode it)\n", rec);
-    } else if (produce_one(src, s.idempotency_key, strlen(s.idempotency_key), buf, len, err,
-                           sizeof err) < 0) {
-        fprintf(stderr, "axctl: replay not acknowledged by Kafka: %s\n", err);
-    } else {
-        printf("record %s produced again to %s (idempotency key %s)\n", rec, src,
-               s.idempotency_key);
-        rc = 0;
-    }
-    free(buf);
-    ax_submit_clear(&s);
-    return rc;
 }
 
 static int dlq_replay(int argc, char **argv) {
     const char *colon = argc == 1 ? strchr(argv[0], ':') : NULL;
     if (!colon)
         die_usage("dlq replay PARTITION:OFFSET (as dlq list shows them)");
-    char pbuf[32], rec[64];
+    char pbuf[32], rec[64], err[1024];
     snprintf(pbuf, sizeof pbuf, "%.*s", (int)(colon - argv[0]), argv[0]);
     int64_t part = parse_int(pbuf, "dlq replay: PARTITION");
     int64_t off = parse_int(colon + 1, "dlq replay: OFFSET");
-    char topic[256];
-    ax_conf_topic(&conf, "dlq", topic, sizeof topic);
-    rd_kafka_t *rk = reader(NULL);
-    int np = partitions(rk, topic);
-    if (part < 0 || part >= np || off < 0) {
-        /* exit() with a live handle races librdkafka's threads (seen: SIGSEGV
-         * at exit with SASL): close it first */
-        reader_close(rk);
-        die_usagef("dlq replay %s: no such record (%s has partitions 0..%d; offsets are >= 0)",
-                   argv[0], topic, np - 1);
+    int rc;
+    ax_dlq_t *d = ax_dlq_open(&conf, &rc, err, sizeof err);
+    if (!d) {
+        fprintf(stderr, "axctl: %s%s\n", rc == AX_ERR_INVALID ? "configuration error: " : "",
+                err);
+        return rc == AX_ERR_INVALID ? 2 : 1;
     }
     snprintf(rec, sizeof rec, "%d:%lld", (int)part, (long long)off);
-    int64_t lo, hi;
-    watermarks(rk, topic, (int)part, &lo, &hi);
-    if (off < lo || off >= hi) {
-        if (lo >= hi)
-            fprintf(stderr, "axctl: no record at %s %s (partition %d is empty)\n", topic, rec,
-                    (int)part);
-        else
-            fprintf(stderr, "axctl: no record at %s %s (partition %d holds offsets %lld..%lld)\n",
-                    topic, rec, (int)part, (long long)lo, (long long)hi - 1);
-        reader_close(rk);
-        return 1;
-    }
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, topic, (int)part)->offset = off;
-    rd_kafka_assign(rk, l);
     rd_kafka_message_t *m = NULL;
-    for (int tries = 0; tries < 3 && !m; tries++) {
-        m = rd_kafka_consumer_poll(rk, 5000);
-        if (m && (m->err || m->offset != off)) {
-            if (m->err)
-                ax_debug("dlq replay: %s", rd_kafka_message_errstr(m));
-            rd_kafka_message_destroy(m);
-            m = NULL;
-            break;
-        }
+    rc = part > INT32_MAX ? ax_seterr(err, sizeof err, AX_ERR_NOTFOUND, "no such record")
+                          : ax_dlq_fetch(d, (int32_t)part, off, &m, err, sizeof err);
+    if (rc == AX_ERR_NOTFOUND && strncmp(err, "no such record", 14) == 0) {
+        /* exit() with a live handle races librdkafka's threads: close it first */
+        ax_dlq_close(d);
+        die_usagef("dlq replay %s: %s", argv[0], err);
     }
-    int rc = 1;
-    if (!m) {
-        fprintf(stderr, "axctl: no record at %s %s\n", topic, rec);
-    } else {
-        char kind[64], st[256], inst[32], idem[400], submit[256];
-        snprintf(idem, sizeof idem, "dlq-replay:%s:%s", topic, rec);
-        ax_conf_topic(&conf, "submit", submit, sizeof submit);
-        const char *k = hdr(m, "ax.kind", kind, sizeof kind);
-        if (k && strcmp(k, "final_failure") == 0) {
-            rc = hdr(m, "ax.instance.id", inst, sizeof inst) ? replay_instance(rec, inst, idem) : 1;
-        } else if (hdr(m, "ax.source.topic", st, sizeof st) && strcmp(st, submit) == 0) {
-            rc = replay_submission(rec, m, st, idem);
-        } else if (hdr(m, "ax.source.topic", st, sizeof st)) {
-            /* attempts and dispatches: their processing is idempotent */
-            char err[512];
-            if (produce_one(st, m->key, m->key_len, m->payload, m->len, err, sizeof err) == 0) {
-                printf("record %s produced again to %s\n", rec, st);
-                rc = 0;
-            } else {
-                fprintf(stderr, "axctl: replay not acknowledged by Kafka: %s\n", err);
-            }
-        } else {
-            fprintf(stderr, "axctl: record %s has no source to replay to\n", rec);
-        }
+    ax_dlq_replay_t r;
+    int64_t instance = 0;
+    if (rc == 0) {
+        ax_dlq_rec_t rr;
+        ax_dlq_rec_of(m, &rr);
+        instance = rr.instance_id;
+        ax_pg_t *pg = pg_open();
+        rd_kafka_t *rk = producer_open();
+        rc = ax_dlq_replay(d, pg, rk, &conf, m, &r, err, sizeof err);
+        rd_kafka_destroy(rk);
+        ax_pg_destroy(pg);
         rd_kafka_message_destroy(m);
     }
-    rd_kafka_topic_partition_list_destroy(l);
-    reader_close(rk);
-    return rc;
+    ax_dlq_close(d);
+    if (rc < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return 1;
+    }
+    return replay_print(rec, instance, &r);
 }
-
-/* ---- the DLQ's tail, for submit --wait ------------------------------------------------- */
 
 struct dlq_tail {
     rd_kafka_t *rk;

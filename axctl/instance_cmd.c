@@ -10,6 +10,11 @@
 #include <string.h>
 
 #include "ax/common.h"
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+
+#include "ax/ops.h"
+#include "ax/store_api.h"
 #include "ax/store_instance_admin.h"
 #include "axctl.h"
 
@@ -138,102 +143,123 @@ static const char *state_arg(const char *v, char *st, size_t len) {
     return st;
 }
 
-static int instance_list(int argc, char **argv) {
-    ax_instance_filter_t f = {.limit = 20};
-    char st[16];
+/* --outcome: one of the outcomes, any case, as stored (upper case). */
+static const char *outcome_arg(const char *v, char *oc, size_t len) {
+    static const char *const outcomes[] = {"SUCCESS", "FAILED", "TIMEOUT", "CANCELLED", NULL};
+    snprintf(oc, len, "%.15s", v);
+    for (char *c = oc; *c; c++)
+        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+    int k = 0;
+    while (outcomes[k] && strcmp(outcomes[k], oc) != 0)
+        k++;
+    if (!outcomes[k])
+        die_usagef("--outcome must be SUCCESS, FAILED, TIMEOUT or CANCELLED, not '%s'", v);
+    return oc;
+}
+
+/* instance list's options into q; exits 2 on a bad one. */
+static void list_opts(int argc, char **argv, ax_instance_query_t *q, char *st, char *oc,
+                      size_t len) {
+    static const char *const known[] = {"--limit", "--trace", "--job", "--state", "--outcome",
+                                        "--since", "--until", "--group", "--priority",
+                                        "--idempotency-key", "--before", NULL};
+    *q = (ax_instance_query_t){.limit = 20, .priority = -1};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
-        if (strcmp(a, "--limit") != 0 && strcmp(a, "--trace") != 0 &&
-            strcmp(a, "--job") != 0 && strcmp(a, "--state") != 0)
+        int k = 0;
+        while (known[k] && strcmp(known[k], a) != 0)
+            k++;
+        if (!known[k])
             die_usagef("instance list: unknown option '%s' (see axctl --help)", a);
         if (i + 1 >= argc)
             die_usagef("%s needs a value", a);
         const char *v = argv[i + 1];
         need_utf8(v, a);
         if (strcmp(a, "--limit") == 0) {
-            f.limit = parse_int(v, a);
-            if (f.limit < 1 || f.limit > 1000000)
+            q->limit = parse_int(v, a);
+            if (q->limit < 1 || q->limit > 1000000)
                 die_usagef("--limit must be 1..1000000, not %s", v);
         } else if (strcmp(a, "--trace") == 0) {
-            f.trace_id = v;
+            q->trace_id = v;
         } else if (strcmp(a, "--job") == 0) {
-            f.job = v;
+            q->job = v;
+        } else if (strcmp(a, "--state") == 0) {
+            q->state = state_arg(v, st, len);
+        } else if (strcmp(a, "--outcome") == 0) {
+            q->outcome = outcome_arg(v, oc, len);
+        } else if (strcmp(a, "--since") == 0) {
+            q->has_since = 1;
+            q->since_ms = parse_time(v, a);
+        } else if (strcmp(a, "--until") == 0) {
+            q->has_until = 1;
+            q->until_ms = parse_time(v, a);
+        } else if (strcmp(a, "--group") == 0) {
+            q->group = v;
+        } else if (strcmp(a, "--idempotency-key") == 0) {
+            q->idempotency_key = v;
+        } else if (strcmp(a, "--before") == 0) {
+            q->before_id = parse_int(v, a);
         } else {
-            f.state = state_arg(v, st, sizeof st);
+            int64_t p = parse_int(v, a);
+            if (p < 0 || p > 4)
+                die_usagef("--priority must be 0..4, not %s", v);
+            q->priority = (int)p;
         }
     }
+}
+
+/* Instances newest first as JSON lines: the store's documents (the API's
+ * Instance shape, docs/API.md), compact. */
+static int instance_list(int argc, char **argv) {
+    ax_instance_query_t q;
+    char st[16], oc[16], err[1024];
+    list_opts(argc, argv, &q, st, oc, sizeof st);
     ax_pg_t *pg = pg_open();
-    ax_instance_view_t *rows;
+    ax_json_row_t *rows;
     size_t n;
-    char err[1024];
-    int rc = ax_store_instance_admin_list(pg, &f, &rows, &n, err, sizeof err);
+    int rc = ax_store_api_instances(pg, &q, &rows, &n, err, sizeof err);
     ax_pg_destroy(pg);
     if (rc < 0)
         return failed(err);
-    for (size_t i = 0; i < n; i++)
-        instance_print_json(&rows[i], 0);
-    ax_instance_views_free(rows, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_loads(rows[i].json, 0, NULL);
+        char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        puts(line ? line : rows[i].json);
+        free(line);
+        json_decref(o);
+    }
+    ax_json_rows_free(rows, n);
     return 0;
 }
 
 /* ---- cancel ------------------------------------------------------------------------------ */
 
-/* A running shard parent runs nowhere (worker 'shards'): its unfinished
- * shards are cancelled; it finishes (FAILED) when the last has. */
-static int cancel_parent(ax_pg_t *pg, const char *arg, int64_t id) {
-    int64_t *ids;
-    size_t n;
-    char err[1024];
-    if (ax_store_instance_admin_open_shards(pg, id, &ids, &n, err, sizeof err) < 0)
-        return failed(err);
-    int stopping = 0, scheduled = 0;
-    int k = n ? cancel_instance_ids(pg, ids, n,
-                                    "cancelled by an operator (axctl instance cancel of its shard "
-                                    "parent)",
-                                    &stopping, &scheduled)
-              : 0;
-    free(ids);
-    if (k < 0)
-        return 1;
-    if (k == 0) {
-        fprintf(stderr, "axctl: instance %s is a shard parent whose shards have all finished: "
-                        "nothing to cancel (it finishes with them)\n", arg);
-        return 1;
-    }
-    printf("instance %s is a shard parent (no executor runs it): cancelled its %d shard(s) not "
-           "started yet, asked executors to stop %d; it finishes when they have\n",
-           arg, scheduled, stopping);
-    return 0;
-}
-
+/* instance cancel through ax_ops_cancel_instance (libax, ax/ops.h), as
+ * ax-api's POST /instances/{id}/cancel. */
 static int cancel_one(ax_pg_t *pg, const char *arg, int64_t id) {
-    ax_instance_view_t v;
     char err[1024];
-    int rc = ax_store_instance_admin_show(pg, id, &v, err, sizeof err);
+    ax_cancel_result_t r;
+    rd_kafka_t *rk = producer_open();
+    int rc = ax_ops_cancel_instance(pg, rk, &conf, id,
+                                    "cancelled by an operator (axctl instance cancel)", &r, err,
+                                    sizeof err);
+    rd_kafka_destroy(rk);
     if (rc == AX_ERR_NOTFOUND) {
         fprintf(stderr, "axctl: no instance %s\n", arg);
         return 1;
     }
+    if (rc == AX_ERR_IO && r.scheduled) {
+        fprintf(stderr, "axctl: the cancellation was not acknowledged by Kafka: %s (run "
+                        "the command again)\n", err);
+        return 1;
+    }
     if (rc < 0)
         return failed(err);
-    int finished = strcmp(v.state, "FINISHED") == 0;
-    int parent = strcmp(v.state, "RUNNING") == 0 && v.worker && strcmp(v.worker, "shards") == 0;
-    if (finished)
-        fprintf(stderr, "axctl: instance %s already finished (%s): nothing to cancel\n", arg,
-                v.outcome ? v.outcome : "");
-    ax_instance_view_clear(&v);
-    if (finished)
-        return 1;
-    if (parent)
-        return cancel_parent(pg, arg, id);
-    int stopping, scheduled;
-    int n = cancel_instance_ids(pg, &id, 1, "cancelled by an operator (axctl instance cancel)",
-                                &stopping, &scheduled);
-    if (n == 0)
-        fprintf(stderr, "axctl: instance %s finished meanwhile: nothing to cancel\n", arg);
-    if (n <= 0)
-        return 1;
-    if (scheduled)
+    if (r.parents)
+        printf("instance %s is a shard parent (no executor runs it): cancelled its %d shard(s) "
+               "not started yet, asked executors to stop %d; it finishes when they have\n",
+               arg, r.scheduled, r.stopping);
+    else if (r.scheduled)
         printf("instance %s cancelled before it started: ax-callback records it FINISHED "
                "CANCELLED and publishes its result\n", arg);
     else
@@ -253,6 +279,35 @@ static int instance_cancel(int argc, char **argv) {
     return rc;
 }
 
+/* instance retry ID through ax_ops_retry (libax), as ax-api's POST .../retry. */
+static int instance_retry(int argc, char **argv) {
+    if (argc != 2)
+        die_usage("instance retry needs one ID");
+    int64_t id = parse_int(argv[1], "ID");
+    if (id < 1)
+        die_usagef("ID must be a positive instance id, not %s", argv[1]);
+    ax_pg_t *pg = pg_open();
+    rd_kafka_t *rk = producer_open();
+    char err[1024];
+    ax_retry_result_t r;
+    int rc = ax_ops_retry(pg, rk, &conf, id, &r, err, sizeof err);
+    rd_kafka_destroy(rk);
+    ax_pg_destroy(pg);
+    if (rc == AX_ERR_NOTFOUND) {
+        fprintf(stderr, "axctl: no instance %s\n", argv[1]);
+        return 1;
+    }
+    if (rc < 0)
+        return failed(err);
+    if (r.duplicate)
+        printf("instance %s was already retried: instance %lld (trace %s); nothing produced\n",
+               argv[1], (long long)r.instance_id, r.trace_id);
+    else
+        printf("instance %s resubmitted as trace %s (idempotency key %s)\n", argv[1], r.trace_id,
+               r.idempotency_key);
+    return 0;
+}
+
 int cmd_instance(int argc, char **argv) {
     if (argc < 1)
         die_usage("instance needs a subcommand");
@@ -262,5 +317,7 @@ int cmd_instance(int argc, char **argv) {
         return instance_list(argc, argv);
     if (strcmp(argv[0], "cancel") == 0)
         return instance_cancel(argc, argv);
+    if (strcmp(argv[0], "retry") == 0)
+        return instance_retry(argc, argv);
     die_usage("unknown instance subcommand");
 }

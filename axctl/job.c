@@ -18,6 +18,7 @@
 #include "ax/pg.h"
 #include "ax/schedule.h"
 #include "ax/store_job.h"
+#include "ax/store_api.h"
 #include "axctl.h"
 #include "job_int.h"
 
@@ -532,6 +533,27 @@ static int job_reset(int argc, char **argv) {
     return 0;
 }
 
+/* job pause-all | resume-all: the store's statement ax-api's
+ * POST /jobs/pause-all|resume-all runs too. */
+static int job_pause_all(int argc, int pause) {
+    if (argc > 1)
+        die_usagef("job %s takes no arguments", pause ? "pause-all" : "resume-all");
+    ax_pg_t *pg = pg_open();
+    ax_names_t names;
+    char err[1024];
+    int rc = pause ? ax_store_api_pause_all(pg, &names, err, sizeof err)
+                   : ax_store_api_resume_all(pg, &names, err, sizeof err);
+    ax_pg_destroy(pg);
+    if (rc < 0)
+        return failed(err);
+    for (size_t i = 0; i < names.n; i++)
+        printf("%s job %s\n", pause ? "paused" : "resumed", names.v[i]);
+    printf("%zu job(s) %s\n", names.n, pause ? "paused (resume-all enables them again)"
+                                              : "resumed");
+    ax_names_clear(&names);
+    return 0;
+}
+
 int cmd_job(int argc, char **argv) {
     if (argc < 1)
         die_usage("job needs a subcommand: create, update, delete, enable, disable, list, show, "
@@ -557,5 +579,7 @@ int cmd_job(int argc, char **argv) {
         return job_history(argc, argv);
     if (strcmp(sub, "reset") == 0)
         return job_reset(argc, argv);
+    if (strcmp(sub, "pause-all") == 0 || strcmp(sub, "resume-all") == 0)
+        return job_pause_all(argc, sub[0] == 'p');
     die_usagef("unknown job subcommand '%s' (see axctl --help)", sub);
 }

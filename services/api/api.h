@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "ax/apiauth.h"
+#include "ax/dlq.h"
 #include "ax/service.h"
 #include "ax/tls.h"
 
@@ -33,6 +34,7 @@ typedef struct api {
     struct evhttp *http;
     ax_tls_t *tls;
     ax_api_tokens_t tokens;
+    ax_dlq_t *dlq; /* the dead-letter topic's reader, opened on first use */
     int64_t requests, mutations;
 } api_t;
 

@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
     ax_info("stopped: %lld requests served, %lld mutations", (long long)api.requests,
             (long long)api.mutations);
     evhttp_free(api.http);
+    ax_dlq_close(api.dlq);
     ax_tls_destroy(api.tls);
     ax_api_tokens_free(&api.tokens);
     ax_svc_destroy(svc);
