@@ -52,10 +52,11 @@ sql "SELECT output FROM job_instance WHERE id = $echo_id" | grep -q "$MARKER" ||
 got=$(sql "SELECT state || '/' || outcome FROM job_instance WHERE id = $sleep_id")
 [ "$got" = "FINISHED/CANCELLED" ] || fail "instance $sleep_id is $got, not FINISHED/CANCELLED"
 wait_for 30 "the cancelled sleep's process gone" bash -c "! pgrep -f '^/bin/sleep $SLEEP_S\$'"
-case "$(id_of replay_action)" in
-    produced|resubmitted) ;;
-    *) fail "the DLQ replay answered '$(id_of replay_action)'" ;;
-esac
+# The replayed record went back to the submit topic, where it is still not
+# Avro: ax-trigger dead-letters it a second time.
+[ "$(id_of replay_action)" = produced ] || fail "the DLQ replay answered '$(id_of replay_action)', not produced"
+wait_for 60 "the replayed record dead-lettered again" \
+    bash -c "[ \$(kc -C -t $(topic dlq) -o beginning -e -q -f 'x\n' | wc -l) -ge 2 ]"
 n=$(ls "$OUT"/*.png | wc -l)
 [ "$n" -ge 25 ] || fail "only $n screenshots"
 log "ok: $n screenshots in $OUT"

@@ -157,8 +157,12 @@ def state_of(c):
     return (s[0].get_attribute('data-state'), s[0].get_attribute('data-outcome')) if s else (None, None)
 
 
+HOSTILE = '<img src=x id=ax-injected><script>window.axInjected=1</script>'
+
+
 def watch_echo(c, name, marker):
-    create_job(c, name, ['/bin/echo', marker])
+    # The output is untrusted: it must show as text, never become elements.
+    create_job(c, name, ['/bin/echo', marker, HOSTILE])
     c.shot('job-created-light')
     iid = run_now(c)
     seen = set()
@@ -172,6 +176,9 @@ def watch_echo(c, name, marker):
     if state_of(c)[1] != 'SUCCESS':
         raise Failed(f'instance {iid} ended {state_of(c)}')
     c.wait('the output shown', lambda: marker in c.text('pre.output'), 30)
+    if HOSTILE not in c.text('pre.output') or c.els('#ax-injected') or \
+            c.d.execute_script('return window.axInjected === 1'):
+        raise Failed('the output was not shown as plain text')
     c.wait('the FINISHED step in the timeline', lambda: c.els('.tl-step.reached.s-FINISHED'))
     c.log(f'instance {iid} went through {sorted(s for s in seen if s)} to FINISHED on one page')
     c.shot('instance-finished-light')
