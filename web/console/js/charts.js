@@ -41,7 +41,8 @@ function chartJs(box, spec) {
 }
 
 function svgBars(box, spec) {
-    const W = 600, H = 180, pad = 24, n = spec.labels.length || 1;
+    // one SVG unit per CSS pixel of the box, so text keeps its size
+    const W = Math.max(280, Math.round(box.clientWidth) || 600), H = 180, pad = 24, n = spec.labels.length || 1;
     const totals = spec.labels.map((_, i) => spec.series.reduce((a, x) => a + (x.data[i] || 0), 0));
     const max = Math.max(1, ...(spec.stacked ? totals : spec.series.flatMap(x => x.data)));
     const bw = (W - pad) / n;
@@ -67,7 +68,7 @@ function svgBars(box, spec) {
         s('text', {x: pad + i * bw, y: H - 6, class: 'tick'}, l)));
     const legend = h('ul', {class: 'legend'}, spec.series.map(x =>
         h('li', null, h('span', {class: `swatch c${x.color.replace(/^--/, '')}`}), x.name)));
-    replace(box, s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'bars', role: 'img',
+    replace(box, s('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'bars', role: 'img',
         'aria-label': spec.title || 'chart'},
     s('text', {x: 0, y: 12, class: 'tick'}, `max ${Math.round(max)}${spec.unit ? ' ' + spec.unit : ''}`),
     s('line', {x1: pad, y1: H - pad, x2: W, y2: H - pad, class: 'axis'}), bars, ticks), legend);
