@@ -19,13 +19,14 @@ trap 'rc=$?; set +e; sql "DELETE FROM flow WHERE name LIKE '"'${JOBP}%'"'" >/dev
 create_topics 1
 start_all
 
-# An admin token for this test only: ax-api keeps its SHA-256, the browser
-# gets the token from the environment (never a command line).
+# An admin and a read token for this test only: ax-api keeps their SHA-256,
+# the browser gets them from the environment (never a command line).
 TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-HASH=$(printf '%s' "$TOKEN" | sha256sum | cut -d' ' -f1)
+READ_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 BASE="http://127.0.0.1:$PORT"
-AXCONF_API_TOKENS="console:admin:$HASH" start_svc api --set "api.listen=127.0.0.1:$PORT" \
+AXCONF_API_TOKENS="console:admin:$(sha "$TOKEN"),viewer:read:$(sha "$READ_TOKEN")" start_svc api --set "api.listen=127.0.0.1:$PORT" \
     --set "api.console.dir=$ROOT/web/console"
 wait_for 60 "ax-api ready" curl -sf "$BASE/readyz"
 curl -sfL "$BASE/" | grep -q '<title>ax console</title>' || fail "/ does not serve the console"
@@ -40,7 +41,7 @@ OUT="$IT_ARTIFACTS/$T"
 rm -rf "$OUT"; mkdir -p "$OUT"
 SLEEP_S=$(( 3000 + RANDOM % 5000 ))
 MARKER="console-$$-$RANDOM"
-AX_CONSOLE_TOKEN=$TOKEN /usr/bin/python3 "$(dirname "$0")/console_browser.py" --base "$BASE" --out "$OUT" \
+AX_CONSOLE_TOKEN=$TOKEN AX_CONSOLE_READ_TOKEN=$READ_TOKEN /usr/bin/python3 "$(dirname "$0")/console_browser.py" --base "$BASE" --out "$OUT" \
     --job-prefix "$JOBP" --sleep-seconds "$SLEEP_S" --marker "$MARKER" 2>&1 | tee "$WORK/browser.log" \
     || fail "the browser run failed (screenshots in $OUT)"
 

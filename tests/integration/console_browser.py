@@ -7,7 +7,9 @@ without a reload; create a sleeping job, run it, cancel it on its page and
 see it end CANCELLED; show a DLQ record and replay it; visit every page and
 save screenshots (light, dark, phone width) under --out, printing each path.
 
-The token comes from the environment (AX_CONSOLE_TOKEN), never argv.
+The tokens come from the environment (AX_CONSOLE_TOKEN: admin,
+AX_CONSOLE_READ_TOKEN: read), never argv; at the end the read token logs in
+and finds the job page's actions disabled.
 Writes the ids it made to --out/ids (job, echo_instance, sleep_instance,
 replay_action) for the shell test to check against PostgreSQL.
 """
@@ -168,8 +170,9 @@ def watch_echo(c, name, marker):
     seen = set()
 
     def finished():
-        seen.add(state_of(c)[0])
-        return state_of(c)[0] == 'FINISHED'
+        st = state_of(c)[0]
+        seen.add(st)
+        return st == 'FINISHED'
     c.wait(f'instance {iid} FINISHED on its page', finished, 90)
     if not c.d.execute_script('return window.__axNoReload === true'):
         raise Failed('the instance page was reloaded')
@@ -218,6 +221,35 @@ def replay_dlq(c):
     return action
 
 
+def filter_instances(c, job, want, not_want):
+    """The instances page's filter form: job + outcome CANCELLED."""
+    c.go('#/instances')
+    c.wait('the instance filters', lambda: c.els('#f-job'))
+    c.el('#f-job').send_keys(job)
+    c.d.execute_script("document.getElementById('f-outcome').value = 'CANCELLED'")
+    c.el('form.filters button[type=submit]').click()
+    ids = lambda: [a.text for a in c.els('#instance-list tbody td a')]
+    c.wait(f'instance {want} listed by the filter', lambda: f'#{want}' in ids())
+    if f'#{not_want}' in ids() or 'outcome=CANCELLED' not in c.d.execute_script('return location.hash'):
+        raise Failed(f'the filter listed {ids()}')
+    c.shot('instances-filtered-light')
+
+
+def read_only(c, token, job):
+    """A read token sees the pages; the buttons that change things are disabled."""
+    c.el('#logout').click()
+    c.wait('the login form again', lambda: c.els('#token'))
+    c.el('#token').send_keys(token)
+    c.el('form.login button[type=submit]').click()
+    c.wait('logged in as the read token', lambda: '(read)' in c.text('#who'))
+    c.go(f'#/jobs/{job}')
+    run = c.wait('the job page', lambda: [b for b in c.els('main .buttons button') if b.text == 'Run now'])[0]
+    if run.is_enabled():
+        raise Failed('Run now is enabled for a read token')
+    c.shot('job-read-only-light')
+    c.log('a read token sees the job page with its actions disabled')
+
+
 def api(base, token, method, path, body=None):
     req = urllib.request.Request(base + '/api/v1' + path, method=method,
                                  data=None if body is None else json.dumps(body).encode(),
@@ -255,6 +287,7 @@ def main():
         ids['echo_instance'] = watch_echo(c, ids['job'], a.marker)
         ids['sleep_job'] = a.job_prefix + 'sleep'
         ids['sleep_instance'] = cancel_sleeper(c, ids['sleep_job'], a.sleep_seconds)
+        filter_instances(c, ids['sleep_job'], ids['sleep_instance'], ids['echo_instance'])
         flow = a.job_prefix + 'flow'
         api(a.base, token, 'POST', '/flows', {'name': flow, 'on_failure': 'stop', 'stages': [
             {'name': 'first', 'job': ids['job'], 'after': []},
@@ -290,6 +323,7 @@ def main():
         c.phone(True)
         tour(c, dlq, 'phone')
         c.phone(False)
+        read_only(c, os.environ['AX_CONSOLE_READ_TOKEN'], ids['job'])
         errs = c.js_errors()
         if errs:
             raise Failed(f'JavaScript errors in the console: {errs}')
