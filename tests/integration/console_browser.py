@@ -25,6 +25,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 CHROME_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
                '--disable-background-networking', '--disable-component-update', '--disable-sync',
@@ -135,11 +136,15 @@ def sessionStorage(c):
     return c.d.execute_script("return sessionStorage.getItem('ax.token')")
 
 
-def create_job(c, name, argv):
+def create_job(c, name, argv, cron=None, tz=None):
     c.go('#/jobs?new=1')
     c.wait('the create-job form', lambda: c.els('#create-job #j-name'))
     c.el('#j-name').send_keys(name)
     c.el('#j-command').send_keys('\n'.join(argv))
+    if cron:
+        Select(c.el('#j-kind')).select_by_value('cron')
+        c.el('#j-expr').send_keys(cron)
+        c.el('#j-tz').send_keys(tz)
     c.el('#create-job button[type=submit]').click()
     c.wait(f'the page of job {name}', lambda: name in c.text('main h1') and c.els('#live'))
     c.log(f'created job {name}')
@@ -221,6 +226,20 @@ def replay_dlq(c):
     return action
 
 
+def cron_dst(c, name):
+    """A cron job in Europe/Berlin at 02:30 on March Sundays: its next fires
+    include 2027-03-28, moved out of the spring-forward gap (DST shifted)."""
+    create_job(c, name, ['/bin/true'], cron='30 2 * 3 SUN', tz='Europe/Berlin')
+    mark = c.wait('a DST mark among the next fires', lambda: c.els('ol.fires .b-dst'), 30)[0]
+    if mark.text != 'DST shifted':
+        raise Failed(f'the DST mark says {mark.text!r}')
+    times = [li.text for li in c.els('ol.fires li') if 'DST' in li.text]
+    if not times or not times[0].startswith('Sun 2027-03-28 03:30:00 +02:00'):
+        raise Failed(f'the shifted fire is {times}')
+    c.shot('job-cron-dst-light')
+    c.log(f'job {name}: next fires marked {times[0]}')
+
+
 def filter_instances(c, job, want, not_want):
     """The instances page's filter form: job + outcome CANCELLED."""
     c.go('#/instances')
@@ -288,6 +307,7 @@ def main():
         ids['sleep_job'] = a.job_prefix + 'sleep'
         ids['sleep_instance'] = cancel_sleeper(c, ids['sleep_job'], a.sleep_seconds)
         filter_instances(c, ids['sleep_job'], ids['sleep_instance'], ids['echo_instance'])
+        cron_dst(c, a.job_prefix + 'cron')
         flow = a.job_prefix + 'flow'
         api(a.base, token, 'POST', '/flows', {'name': flow, 'on_failure': 'stop', 'stages': [
             {'name': 'first', 'job': ids['job'], 'after': []},

@@ -54,11 +54,21 @@ function definition(job) {
     ]);
 }
 
+// "2027-03-28T03:30:00+02:00" -> "Sun 2027-03-28 03:30:00 +02:00" (the
+// zone's wall clock as the API gives it).
+const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+function fireText(t) {
+    const m = /^(\d{4})-(\d{2})-(\d{2})T([0-9:.]+)(Z|[+-]\d{2}:?\d{2})?$/.exec(String(t ?? ''));
+    if (!m) return show(t);
+    const day = DAYS[new Date(Date.UTC(+m[1], +m[2] - 1, +m[3])).getUTCDay()];
+    return `${day} ${m[1]}-${m[2]}-${m[3]} ${m[4]}${m[5] ? ' ' + (m[5] === 'Z' ? 'UTC' : m[5]) : ''}`;
+}
+
 function fires(list) {
     const items = Array.isArray(list) ? list : [];
     if (!items.length) return h('p', {class: 'muted'}, 'No upcoming fire.');
     return h('ol', {class: 'fires'}, items.map(f => h('li', null,
-        h('time', {datetime: show(f.time)}, show(f.time)),
+        h('time', {datetime: show(f.time), title: show(f.time)}, fireText(f.time)),
         f.dst ? h('span', {class: 'badge b-dst', title: f.dst === 'shifted'
             ? 'moved out of a spring-forward gap' : 'in the repeated hour of a fall-back overlap'},
         `DST ${f.dst}`) : null)));
