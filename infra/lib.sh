@@ -54,6 +54,7 @@ AX_CACHE=${AX_CACHE:-$AX_ROOT/.cache}
 AX_KAFKA_PORT=${AX_KAFKA_PORT:-19092}
 AX_KAFKA_CONTROLLER_PORT=${AX_KAFKA_CONTROLLER_PORT:-19093}
 AX_PG_PORT=${AX_PG_PORT:-15432}
+AX_API_PORT=${AX_API_PORT:-8480}
 AX_PARTITIONS=${AX_PARTITIONS:-6}
 AX_KAFKA_VERSIONS=${AX_KAFKA_VERSIONS:-3.9.2 3.9.1 3.9.0}
 AX_PG_BIN=${AX_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -64,11 +65,12 @@ AX_USER=ax           # system user running Kafka and the ax services
 AX_KAFKA_USER=ax     # Kafka SASL user (a super user of the broker)
 AX_KAFKA_MECHANISM=SCRAM-SHA-512
 AX_PG_DB=ax
-AX_SERVICES=(trigger executor callback)
+AX_SERVICES=(trigger executor callback api)
 AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
                  libavro-dev libevent-dev libjansson-dev libcmocka-dev
                  postgresql-15 postgresql-client-15 openjdk-17-jre-headless
-                 maven kcat procps iproute2 tzdata libfaketime)
+                 maven kcat procps iproute2 tzdata libfaketime
+                 libssl-dev curl jq openssl python3 python3-jsonschema)
 # The web console's browser test (tests/integration/207_console.sh) and the
 # console's charts (ax-api serves /usr/share/javascript at /javascript/).
 AX_APT_PACKAGES+=(chromium chromium-driver python3-selenium libjs-chart.js)
@@ -818,6 +820,13 @@ ax_write_config() {
       printf 'pg.dbname = %s\n' "$AX_PG_DB"
       printf 'pg.user = %s\n' "$AX_PG_USER"
       printf 'pg.password = %s\n' "$pw"
+      printf 'api.listen = 127.0.0.1:%s\n' "$AX_API_PORT"
+      if [[ -s $AX_STATE/api.tokens ]]; then
+        printf 'api.tokens = %s\n' "$(cat "$AX_STATE/api.tokens")"
+      fi
+      if [[ -d $AX_ROOT/console ]]; then
+        printf 'api.console.dir = %s\n' "$AX_ROOT/console"
+      fi
     } >"$tmp"
   )
   pw= kpw=
@@ -829,6 +838,28 @@ ax_write_config() {
 }
 
 # ---------------------------------------------------------------- ax services
+
+# ax_api_token_ensure -- an admin bearer token for ax-api unless one exists:
+# the token in $AX_STATE/api.token and its api.tokens entry (a SHA-256, no
+# secret) in $AX_STATE/api.tokens, both root 0600 like the other secrets;
+# ax_write_config puts the entry in ax.conf. Never printed here.
+ax_api_token_ensure() {
+  local out
+  if [[ -s $AX_STATE/api.token && -s $AX_STATE/api.tokens ]]; then
+    return 0
+  fi
+  out=$("$AX_BUILD/axctl/axctl" api token create admin --scope admin) || ax_die "axctl api token create failed"
+  (
+    umask 077
+    awk '/^token:/ { print $2 }' <<<"$out" >"$AX_STATE/api.token.tmp"
+    awk '/entry:/ { print $3 }' <<<"$out" >"$AX_STATE/api.tokens.tmp"
+  )
+  out=
+  mv -f "$AX_STATE/api.token.tmp" "$AX_STATE/api.token"
+  mv -f "$AX_STATE/api.tokens.tmp" "$AX_STATE/api.tokens"
+  chmod 600 "$AX_STATE/api.token" "$AX_STATE/api.tokens"
+  ax_log "made an admin token for ax-api ($AX_STATE/api.token, mode 0600)"
+}
 
 # ax_axctl ARGS... -- run the built axctl with $AX_STATE/ax.conf.
 ax_axctl() {
