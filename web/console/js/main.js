@@ -62,7 +62,8 @@ function stopTimers() {
 }
 
 // ctx.every(ms, fn): fn now and then every ms after it ends, while this page
-// is shown; a hidden tab skips rounds. Errors go to ctx.onError.
+// is shown; a hidden tab skips rounds. The first round's error is the page's
+// (route() shows it); later ones mark the page stale until a round works.
 function makeCtx(main, match, query) {
     const gen = state.generation;
     const ctx = {
@@ -73,17 +74,22 @@ function makeCtx(main, match, query) {
         flash, errorText,
         navigate: hash => { if (location.hash === hash) route(); else location.hash = hash; },
         reload: () => route(),
-        every(ms, fn) {
+        async every(ms, fn) {
+            const next = () => {
+                if (!ctx.alive()) return;
+                const t = setTimeout(() => { state.timers.delete(t); round(); }, ms);
+                state.timers.add(t);
+            };
             const round = async () => {
                 if (!ctx.alive()) return;
                 if (!document.hidden) {
                     try { await fn(); markLive(true); } catch (e) { markLive(false, e); }
                 }
-                if (!ctx.alive()) return;
-                const t = setTimeout(() => { state.timers.delete(t); round(); }, ms);
-                state.timers.add(t);
+                next();
             };
-            return round();
+            await fn();
+            markLive(true);
+            next();
         },
     };
     return ctx;
