@@ -54,6 +54,7 @@ got=$(sql "SELECT state || '/' || outcome || '/' || job_name FROM job_instance W
 sql "SELECT output FROM job_instance WHERE id = $echo_id" | grep -q "$MARKER" || fail "output lacks $MARKER"
 got=$(sql "SELECT state || '/' || outcome FROM job_instance WHERE id = $sleep_id")
 [ "$got" = "FINISHED/CANCELLED" ] || fail "instance $sleep_id is $got, not FINISHED/CANCELLED"
+# (the browser script saw the process run before the cancel and end after it)
 wait_for 30 "the cancelled sleep's process gone" bash -c "! pgrep -f '^/bin/sleep $SLEEP_S\$'"
 # The replayed record went back to the submit topic, where it is still not
 # Avro: ax-trigger dead-letters it a second time.

@@ -16,6 +16,7 @@ replay_action) for the shell test to check against PostgreSQL.
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -197,6 +198,9 @@ def cancel_sleeper(c, name, seconds):
     create_job(c, name, ['/bin/sleep', str(seconds)])
     iid = run_now(c)
     c.wait(f'instance {iid} RUNNING', lambda: state_of(c)[0] == 'RUNNING', 90)
+    sleeping = lambda: subprocess.run(['pgrep', '-f', f'^/bin/sleep {seconds}$'],
+                                      stdout=subprocess.DEVNULL).returncode == 0
+    c.wait(f'the process /bin/sleep {seconds} running', sleeping, 30)
     c.shot('instance-running-light')
     c.wait('the Cancel button', lambda: c.els('button.cancel'))[0].click()
     c.accept_confirm()
@@ -204,7 +208,8 @@ def cancel_sleeper(c, name, seconds):
            lambda: state_of(c) == ('FINISHED', 'CANCELLED'), 120)
     if not c.d.execute_script('return window.__axNoReload === true'):
         raise Failed('the instance page was reloaded')
-    c.log(f'instance {iid} cancelled')
+    c.wait(f'the process /bin/sleep {seconds} gone', lambda: not sleeping(), 30)
+    c.log(f'instance {iid} cancelled, its process gone')
     c.shot('instance-cancelled-light')
     return iid
 
