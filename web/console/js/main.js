@@ -151,6 +151,7 @@ function setWho(who) {
     const el = document.getElementById('who');
     el.textContent = who ? `${who.name ?? 'token'} (${who.scope ?? '?'})` : '';
     document.getElementById('logout').hidden = !who && !auth.token;
+    document.body.classList.toggle('logged-out', !who && !auth.token);
     document.body.classList.toggle('read-only', !!who && who.scope !== 'admin');
 }
 
