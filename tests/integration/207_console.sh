@@ -52,6 +52,9 @@ echo_id=$(id_of echo_instance) sleep_id=$(id_of sleep_instance)
 got=$(sql "SELECT state || '/' || outcome || '/' || job_name FROM job_instance WHERE id = $echo_id")
 [ "$got" = "FINISHED/SUCCESS/$(id_of job)" ] || fail "instance $echo_id is $got"
 sql "SELECT output FROM job_instance WHERE id = $echo_id" | grep -q "$MARKER" || fail "output lacks $MARKER"
+retry_id=$(id_of retry_instance)
+got=$(sql "SELECT state || '/' || outcome || '/' || job_name FROM job_instance WHERE id = $retry_id")
+[ "$got" = "FINISHED/SUCCESS/$(id_of job)" ] || fail "the retry, instance $retry_id, is $got"
 got=$(sql "SELECT state || '/' || outcome FROM job_instance WHERE id = $sleep_id")
 [ "$got" = "FINISHED/CANCELLED" ] || fail "instance $sleep_id is $got, not FINISHED/CANCELLED"
 # (the browser script saw the process run before the cancel and end after it)

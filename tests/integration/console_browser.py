@@ -3,8 +3,9 @@
 
 Against a running ax stack with ax-api: a wrong token is refused; log in;
 create a job in the form, run it and watch its instance page reach FINISHED
-without a reload; create a sleeping job, run it, cancel it on its page and
-see it end CANCELLED; show a DLQ record and replay it; visit every page and
+without a reload; retry it; create a sleeping job, run it, cancel it on its
+page and see it end CANCELLED and its process end; filter instances; a
+cron job's DST-marked next fires; keyset pages; show a DLQ record and replay it; visit every page and
 save screenshots (light, dark, phone width) under --out, printing each path.
 
 The tokens come from the environment (AX_CONSOLE_TOKEN: admin,
@@ -194,6 +195,20 @@ def watch_echo(c, name, marker):
     return iid
 
 
+def retry_finished(c, iid):
+    """Retry on a finished instance's page opens the new instance."""
+    c.go(f'#/instances/{iid}')
+    c.wait('the Retry button', lambda: c.els('button.retry'))[0].click()
+    c.wait('the retry instance page', lambda: c.d.execute_script('return location.hash')
+           != f'#/instances/{iid}' and c.els('#instance-state'), 90)
+    new = c.d.execute_script('return location.hash').rsplit('/', 1)[-1]
+    if not new.isdigit() or int(new) <= int(iid):
+        raise Failed(f'Retry of {iid} opened {new}')
+    c.wait(f'the retry {new} FINISHED', lambda: state_of(c) == ('FINISHED', 'SUCCESS'), 90)
+    c.log(f'retry of {iid} is instance {new}, FINISHED SUCCESS')
+    return new
+
+
 def cancel_sleeper(c, name, seconds):
     create_job(c, name, ['/bin/sleep', str(seconds)])
     iid = run_now(c)
@@ -347,6 +362,7 @@ def main():
         c.theme('light')
         ids['job'] = a.job_prefix + 'echo'
         ids['echo_instance'] = watch_echo(c, ids['job'], a.marker)
+        ids['retry_instance'] = retry_finished(c, ids['echo_instance'])
         ids['sleep_job'] = a.job_prefix + 'sleep'
         ids['sleep_instance'] = cancel_sleeper(c, ids['sleep_job'], a.sleep_seconds)
         filter_instances(c, ids['sleep_job'], ids['sleep_instance'], ids['echo_instance'])
