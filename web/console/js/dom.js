@@ -110,7 +110,7 @@ const BADGE = new Set(['SCHEDULED', 'LOCKED', 'RUNNING', 'FINISHED', 'SUCCESS', 
     'TIMEOUT', 'CANCELLED', 'pending', 'running', 'succeeded', 'failed', 'skipped',
     'enabled', 'disabled', 'open', 'closed', 'half_open', 'alive', 'lost', 'leader', 'standby',
     'draining', 'stopped', 'fired', 'queued', 'skipped_overlap', 'skipped_misfire',
-    'skipped_circuit', 'deferred', 'rejected', 'final_failure']);
+    'skipped_circuit', 'deferred', 'deferring', 'rejected', 'final_failure']);
 
 export function badge(word) {
     const w = word === undefined || word === null ? '' : String(word);

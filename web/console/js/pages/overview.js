@@ -84,11 +84,17 @@ function lanesTable(r) {
     return table([
         ['Lane', l => `${show(l.lane)} (${show(l.priority)})`],
         ['Lag', l => (l.measured ? show(l.lag) : 'not measured')],
-        ['Deferring', l => (l.deferring ? badge('open') : 'no')],
+        ['Deferring', l => (l.deferring ? badge('deferring') : 'no')],
         ['Deferred', l => show(l.deferred)],
         ['Oldest deferred wait', l => fmtDur(l.oldest_deferred_wait_ms)],
         ['Measured', l => (l.measured_ago_ms === null || l.measured_ago_ms === undefined ? '—' : fmtDur(l.measured_ago_ms) + ' ago')],
     ], listOf(r.value).items, {caption: 'Lag per lane'});
+}
+
+function countersTable(r) {
+    if (r.status !== 'fulfilled') return h('p', {class: 'muted'}, 'Counters unavailable.');
+    return table([['Counter', x => h('code', null, show(x.name))], ['Value', x => show(x.value)]],
+        listOf(r.value).items, {caption: 'Counters', empty: 'No counter yet.'});
 }
 
 function execTable(r) {
@@ -107,22 +113,23 @@ export async function render(ctx) {
     const finished = h('div', {class: 'chart', id: 'chart-finished'});
     const lateness = h('div', {class: 'chart', id: 'chart-lateness'});
     const note = h('p', {class: 'muted small'});
-    const lanes = h('div'), execs = h('div');
+    const lanes = h('div'), execs = h('div'), counters = h('div');
     replace(ctx.main,
         h('div', {class: 'page-head'}, h('h1', null, 'Overview'), h('span', {id: 'live', class: 'live'}, '')),
         cards,
         h('section', {class: 'card'}, h('h2', null, `Finished per minute by outcome (last ${MINUTES} min)`), finished, note),
         h('section', {class: 'card'}, h('h2', null, 'Fire lateness (dispatched − due), ms'), lateness),
         h('div', {class: 'two'}, h('section', {class: 'card'}, lanes), h('section', {class: 'card'}, execs)),
+        h('details', {class: 'card'}, h('summary', null, 'Counters'), counters),
         h('p', null, link('#/instances?state=RUNNING', 'Running instances'), ' · ',
             link(hashHref('instances') + '?outcome=FAILED', 'Failed instances')));
     await ctx.every(5000, async () => {
         const now = Date.now();
         const since = new Date(now - MINUTES * 60000).toISOString();
-        const [done, sched, lanesR, execR, leaderR] = await Promise.allSettled([
+        const [done, sched, lanesR, execR, leaderR, countR] = await Promise.allSettled([
             get('/instances', {state: 'FINISHED', since, limit: 500}),
             get('/instances', {state: 'SCHEDULED', limit: 500}),
-            get('/lanes'), get('/executors'), get('/leader')]);
+            get('/lanes'), get('/executors'), get('/leader'), get('/counters')]);
         if (!ctx.alive()) return;
         replace(cards, leaderCard(leaderR), executorsCard(execR), backlogCard(sched, now));
         if (done.status === 'fulfilled') {
@@ -139,6 +146,7 @@ export async function render(ctx) {
         }
         replace(lanes, lanesTable(lanesR));
         replace(execs, execTable(execR));
+        replace(counters, countersTable(countR));
         if ([done, sched, lanesR, execR, leaderR].every(r => r.status === 'rejected')) throw done.reason;
     });
 }
