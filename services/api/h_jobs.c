@@ -362,6 +362,7 @@ void h_job_history(req_t *rq) {
     static const char *const allowed[] = {"limit", "cursor", "since", NULL};
     int64_t limit, since, before = 0;
     int has_since;
+    ax_job_t j;
     if (q_only(rq, allowed) || q_limit(rq, &limit) || q_time(rq, "since", &has_since, &since))
         return;
     const char *cur = q_get(rq, "cursor");
@@ -369,37 +370,31 @@ void h_job_history(req_t *rq) {
         api_error(rq, 400, "bad_request", "cursor", "cursor: not a cursor of this list");
         return;
     }
+    if (job_load(rq, &j) < 0)
+        return;
+    ax_job_clear(&j);
     ax_job_fire_t *rows;
     size_t n;
-    char err[1024];
-    /* keyset by nominal time: read through the cursor and skip up to it */
-    int64_t want = limit + 1;
-    int rc = ax_store_job_history(PG(rq), rq->seg[1], has_since, since,
-                                  cur ? want + 500 : want, &rows, &n, err, sizeof err);
+    char err[1024], next[32];
+    int rc = ax_store_job_history_page(PG(rq), rq->seg[1], has_since, since, cur != NULL, before,
+                                       limit + 1, &rows, &n, err, sizeof err);
     if (rc < 0) {
-        api_fail(rq, rc, NULL, rc == AX_ERR_NOTFOUND ? "no such job" : err);
+        api_fail(rq, rc, NULL, err);
         return;
     }
     json_t *items = json_array();
-    char next[32] = "";
-    int64_t k = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && (int64_t)i < limit; i++) {
         const ax_job_fire_t *f = &rows[i];
-        if (cur && f->nominal_ms >= before)
-            continue;
-        if (k == limit) {
-            snprintf(next, sizeof next, "%lld", (long long)rows[i - 1].nominal_ms);
-            break;
-        }
         json_array_append_new(
             items, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "nominal_time", jtime(1, f->nominal_ms),
                              "decision", js(f->decision), "instance_id",
                              jint_opt(f->has_instance, f->instance_id), "instance_state",
                              js(f->instance_state), "instance_outcome", js(f->instance_outcome),
                              "detail", js(f->detail)));
-        k++;
     }
-    api_page(rq, items, *next ? next : NULL);
+    if ((int64_t)n > limit)
+        snprintf(next, sizeof next, "%lld", (long long)rows[limit - 1].nominal_ms);
+    api_page(rq, items, (int64_t)n > limit ? next : NULL);
     ax_job_fires_free(rows, n);
 }
 

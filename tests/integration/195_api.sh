@@ -176,6 +176,8 @@ want 404 GET "/api/v1/jobs/${JOBP}c"
 bad cancel_pending DELETE "/api/v1/jobs/${JOBP}b?cancel_pending=yes"
 
 # ---- (c) instances ---------------------------------------------------------------------------------
+TICK=${JOBP}tick
+want 201 POST /api/v1/jobs "$(jq -c -n --arg n "$TICK" '{name: $n, schedule: {kind: "fixed_rate", interval_ms: 500}, command: ["/bin/true"]}')"
 W=${JOBP}work
 want 201 POST /api/v1/jobs "$(jq -c -n --arg n "$W" '{name: $n, command: ["/bin/sh", "-c", "cat; echo hello"], retry: {max: 0}}')"
 bad job POST /api/v1/instances "$(jq -c -n --arg n "${JOBP}nope" '{job: $n}')"
@@ -283,6 +285,19 @@ sql "INSERT INTO job_instance (job_id, job_name, state, outcome, timeout_ms, due
             current_setting('ax.deployment') FROM job WHERE name = '$P'" >/dev/null
 want 200 GET "/api/v1/instances?job=$P&limit=1&cursor=$c1"
 [ "$(j '.items[0].id')" = "$fourth" ] || fail "the page after a cursor moved with a new instance"
+
+# the fire ledger in keyset pages
+fires() { [ "$(sql "SELECT count(*) FROM job_fire f JOIN job j ON j.id = f.job_id WHERE j.name = '$TICK'")" -ge 3 ]; }
+wait_for 60 "three fires of $TICK" fires
+want 200 POST "/api/v1/jobs/$TICK/disable"
+want 200 GET "/api/v1/jobs/$TICK/history?limit=2"
+[ "$(j '.items|length')" = 2 ] && [ "$(j .next_cursor)" != null ] || fail "history page 1: $(cat "$WORK/body")"
+[ "$(j '.items[0].decision')" = fired ] || fail "history decision: $(cat "$WORK/body")"
+h1=$(j '.items[1].nominal_time'); hc=$(j .next_cursor)
+want 200 GET "/api/v1/jobs/$TICK/history?limit=2&cursor=$hc"
+[ "$(j '.items|length')" -ge 1 ] && [[ "$(j '.items[0].nominal_time')" < "$h1" ]] || fail "history page 2: $(cat "$WORK/body")"
+want 404 GET "/api/v1/jobs/${JOBP}nope/history"
+bad cursor GET "/api/v1/jobs/$TICK/history?cursor=x"
 
 # ---- (d) flows, fleet, DLQ ---------------------------------------------------------------------------
 FL=${JOBP}flow

@@ -21,13 +21,15 @@ typedef struct ax_job_spec_buf {
     char **command;        /* spec.command's array */
     char *retry_rules;     /* serialized retry.rules */
     char mult[32];         /* retry.multiplier as text */
+    char field[64];        /* the member at fault (what *ret_field points to) */
 } ax_job_spec_buf_t;
 void ax_job_spec_buf_clear(ax_job_spec_buf_t *b);
 
 /* Read o (a JSON object) into ret: every member optional for an update
  * (create = 0; then "name" and "enabled" are refused), "name" and
  * "command" required on create. Unknown members are refused. Values are
- * range-checked here; then call ax_job_spec_check. */
+ * range-checked here; then call ax_job_spec_check. On failure *ret_field
+ * points into ret (ret->field), which stays valid until ret is reused. */
 int ax_job_spec_from_json(const json_t *o, int create, ax_job_spec_buf_t *ret,
                           const char **ret_field, char *errbuf, size_t errlen);
 

@@ -193,6 +193,13 @@ int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t s
                          int64_t limit, ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
                          size_t errlen);
 
+/* The same, a page (ax-api): entries before before_ms if has_before (a
+ * keyset cursor: the previous page's last nominal time). */
+int ax_store_job_history_page(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
+                              int has_before, int64_t before_ms, int64_t limit,
+                              ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
+                              size_t errlen);
+
 /* Every column of job `name` in table order, whatever columns the table
  * has (axctl job show). */
 typedef enum {

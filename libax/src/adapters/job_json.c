@@ -25,7 +25,6 @@ typedef struct rd {
     const char **field;
     char *err;
     size_t errlen;
-    char path[64];
 } rd_t;
 
 /* msg with its "%s" (if any) replaced by detail. */
@@ -38,8 +37,8 @@ static void fill(char *out, size_t len, const char *msg, const char *detail) {
 }
 
 static int fail(rd_t *r, const char *member, const char *msg, const char *detail) {
-    snprintf(r->path, sizeof r->path, "%s", member);
-    *r->field = r->path;
+    snprintf(r->b->field, sizeof r->b->field, "%s", member);
+    *r->field = r->b->field;
     char m[600];
     fill(m, sizeof m, msg, detail);
     return ax_seterr(r->err, r->errlen, AX_ERR_INVALID, "%s: %s", member, m);
@@ -349,8 +348,12 @@ int ax_job_spec_from_json(const json_t *o, int create, ax_job_spec_buf_t *ret,
         rc = read_command(&r, x);
     if (!rc && create && !ret->spec.ncommand)
         rc = fail(&r, "command", "is required", NULL);
-    if (rc)
+    if (rc) {
+        char field[sizeof ret->field];
+        memcpy(field, ret->field, sizeof field);
         ax_job_spec_buf_clear(ret);
+        memcpy(ret->field, field, sizeof field);
+    }
     return rc;
 }
 

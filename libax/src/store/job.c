@@ -508,6 +508,14 @@ AX_STMT(st_history, "job.history",
         " LEFT JOIN job_instance i ON i.id = f.instance_id"
         " WHERE j.name = $1 AND ($2::bigint IS NULL OR f.nominal_time >= " TS("$2") ")"
         " ORDER BY f.nominal_time DESC LIMIT $3::int");
+AX_STMT(st_history_page, "job.history_page",
+        "SELECT " MS("f.nominal_time") ", f.decision, f.instance_id, i.state, i.outcome,"
+        " f.detail, i.id IS NOT NULL"
+        " FROM job_fire f JOIN job j ON j.id = f.job_id"
+        " LEFT JOIN job_instance i ON i.id = f.instance_id"
+        " WHERE j.name = $1 AND ($2::bigint IS NULL OR f.nominal_time >= " TS("$2") ")"
+        " AND ($4::bigint IS NULL OR f.nominal_time < " TS("$4") ")"
+        " ORDER BY f.nominal_time DESC LIMIT $3::int");
 
 void ax_job_fires_free(ax_job_fire_t *rows, size_t n) {
     for (size_t i = 0; rows && i < n; i++) {
@@ -534,15 +542,12 @@ static int fire_read(const PGresult *r, int i, ax_job_fire_t *f) {
                : 0;
 }
 
-int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
-                         int64_t limit, ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
-                         size_t errlen) {
-    ax_num_t s, l;
-    const char *p[] = {name, has_since ? ax_num(&s, since_ms) : NULL, ax_num(&l, limit)};
+static int history_run(ax_pg_t *pg, ax_stmt_t *st, int np, const char *const *p,
+                       ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf, size_t errlen) {
     PGresult *r;
     *ret_rows = NULL;
     *ret_n = 0;
-    int rc = ax_stmt_run(pg, &st_history, 3, p, NULL, NULL, &r, errbuf, errlen);
+    int rc = ax_stmt_run(pg, st, np, p, NULL, NULL, &r, errbuf, errlen);
     if (rc < 0)
         return rc;
     size_t n = (size_t)PQntuples(r);
@@ -554,10 +559,28 @@ int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t s
         }
     PQclear(r);
     if (n && !rows)
-        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "job.history: out of memory");
+        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
     *ret_rows = rows;
     *ret_n = n;
     return 0;
+}
+
+int ax_store_job_history(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
+                         int64_t limit, ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
+                         size_t errlen) {
+    ax_num_t s, l;
+    const char *p[] = {name, has_since ? ax_num(&s, since_ms) : NULL, ax_num(&l, limit)};
+    return history_run(pg, &st_history, 3, p, ret_rows, ret_n, errbuf, errlen);
+}
+
+int ax_store_job_history_page(ax_pg_t *pg, const char *name, int has_since, int64_t since_ms,
+                              int has_before, int64_t before_ms, int64_t limit,
+                              ax_job_fire_t **ret_rows, size_t *ret_n, char *errbuf,
+                              size_t errlen) {
+    ax_num_t s, l, b;
+    const char *p[] = {name, has_since ? ax_num(&s, since_ms) : NULL, ax_num(&l, limit),
+                       has_before ? ax_num(&b, before_ms) : NULL};
+    return history_run(pg, &st_history_page, 4, p, ret_rows, ret_n, errbuf, errlen);
 }
 
 /* ---- every column (job show) ---------------------------------------------------------- */
