@@ -42,7 +42,7 @@ rm -rf "$OUT"; mkdir -p "$OUT"
 SLEEP_S=$(( 3000 + RANDOM % 5000 ))
 MARKER="console-$$-$RANDOM"
 AX_CONSOLE_TOKEN=$TOKEN AX_CONSOLE_READ_TOKEN=$READ_TOKEN /usr/bin/python3 "$(dirname "$0")/console_browser.py" --base "$BASE" --out "$OUT" \
-    --job-prefix "$JOBP" --sleep-seconds "$SLEEP_S" --marker "$MARKER" 2>&1 | tee "$WORK/browser.log" \
+    --job-prefix "$JOBP" --sleep-seconds "$SLEEP_S" --marker "$MARKER" --profile "$WORK/chromium" 2>&1 | tee "$WORK/browser.log" \
     || fail "the browser run failed (screenshots in $OUT)"
 
 # What the browser saw is what PostgreSQL holds.

@@ -352,10 +352,11 @@ def main():
     ap.add_argument('--job-prefix', required=True)
     ap.add_argument('--sleep-seconds', type=int, required=True)
     ap.add_argument('--marker', required=True)
+    ap.add_argument('--profile', help="Chromium's user data dir (fresh; default a new temporary one)")
     a = ap.parse_args()
     token = os.environ['AX_CONSOLE_TOKEN']
     os.makedirs(a.out, exist_ok=True)
-    c = Console(a.base, a.out, tempfile.mkdtemp(prefix='ax-chromium-'))
+    c = Console(a.base, a.out, a.profile or tempfile.mkdtemp(prefix='ax-chromium-'))
     ids = {}
     try:
         login(c, token)
