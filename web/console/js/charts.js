@@ -73,3 +73,11 @@ function svgBars(box, spec) {
     s('text', {x: 0, y: 12, class: 'tick'}, `max ${Math.round(max)}${spec.unit ? ' ' + spec.unit : ''}`),
     s('line', {x1: pad, y1: H - pad, x2: W, y2: H - pad, class: 'axis'}), bars, ticks), legend);
 }
+
+// A chart's Chart.js instance is released when its page goes.
+export function destroyChart(box) {
+    if (box && box._chart) {
+        box._chart.destroy();
+        box._chart = null;
+    }
+}

@@ -26,7 +26,7 @@ const ROUTES = [
     [/^dlq$/, dlq, 'dlq'],
 ];
 
-const state = {generation: 0, timers: new Set(), whoami: null, moved: false};
+const state = {generation: 0, timers: new Set(), leave: [], whoami: null, moved: false};
 
 function parseHash() {
     const raw = location.hash.replace(/^#\/?/, '');
@@ -59,6 +59,9 @@ function stopTimers() {
     state.generation++;
     for (const t of state.timers) clearTimeout(t);
     state.timers.clear();
+    for (const fn of state.leave.splice(0)) {
+        try { fn(); } catch (_) { /* the page is gone anyway */ }
+    }
 }
 
 // ctx.every(ms, fn): fn now and then every ms after it ends, while this page
@@ -74,6 +77,7 @@ function makeCtx(main, match, query) {
         flash, errorText,
         navigate: hash => { if (location.hash === hash) route(); else location.hash = hash; },
         reload: () => route(),
+        onLeave: fn => state.leave.push(fn),
         async every(ms, fn) {
             const next = () => {
                 if (!ctx.alive()) return;

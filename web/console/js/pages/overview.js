@@ -4,7 +4,7 @@
 // instances (the API has no aggregate endpoint yet: NEEDS-FROM-API.md).
 import {h, replace, badge, table, fmtDur, toDate, show, hashHref, link} from '../dom.js';
 import {get, listOf} from '../api.js';
-import {barChart} from '../charts.js';
+import {barChart, destroyChart} from '../charts.js';
 
 const MINUTES = 30;
 const OUTCOMES = [['SUCCESS', '--ok'], ['FAILED', '--bad'], ['TIMEOUT', '--warn'],
@@ -123,6 +123,7 @@ export async function render(ctx) {
         h('details', {class: 'card'}, h('summary', null, 'Counters'), counters),
         h('p', null, link('#/instances?state=RUNNING', 'Running instances'), ' · ',
             link(hashHref('instances') + '?outcome=FAILED', 'Failed instances')));
+    ctx.onLeave(() => { destroyChart(finished); destroyChart(lateness); });
     await ctx.every(5000, async () => {
         const now = Date.now();
         const since = new Date(now - MINUTES * 60000).toISOString();
