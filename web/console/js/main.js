@@ -156,7 +156,6 @@ function setWho(who) {
     el.textContent = who ? `${who.name ?? 'token'} (${who.scope ?? '?'})` : '';
     document.getElementById('logout').hidden = !who && !auth.token;
     document.body.classList.toggle('logged-out', !who && !auth.token);
-    document.body.classList.toggle('read-only', !!who && who.scope !== 'admin');
 }
 
 // The saved token is checked once at start (it may have been revoked).
