@@ -73,6 +73,16 @@ export function show(v) {
     return String(v);
 }
 
+// A command's argv as a shell would need it typed: plain words as they are,
+// others in single quotes (display only: commands never go through a shell).
+export function argvText(argv) {
+    if (!Array.isArray(argv)) return show(argv);
+    return argv.map(a => {
+        const t = String(a);
+        return /^[A-Za-z0-9_\/.:=@%+,-]+$/.test(t) ? t : `'${t.replace(/'/g, "'\\''")}'`;
+    }).join(' ');
+}
+
 export function toDate(v) {
     if (v === undefined || v === null || v === '') return null;
     const d = typeof v === 'number' ? new Date(v) : new Date(String(v));

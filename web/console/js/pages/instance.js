@@ -1,7 +1,7 @@
 // instance.js — one instance, updated in place while it runs: the
 // SCHEDULED→LOCKED→RUNNING→FINISHED timeline with durations, attempts,
 // output, trace id, cancel and retry.
-import {h, replace, badge, table, show, timeEl, hashHref, link, dl, fmtDur, toDate} from '../dom.js';
+import {h, replace, badge, table, show, timeEl, hashHref, link, dl, fmtDur, toDate, argvText} from '../dom.js';
 import {get, post, enc} from '../api.js';
 import {actionButton, openByTrace} from '../common.js';
 
@@ -48,7 +48,7 @@ function details(inst) {
         ['Trace id', h('code', {id: 'trace-id'}, show(inst.trace_id))],
         ['Idempotency key', h('code', null, show(inst.idempotency_key))],
         ['Attempt', show(inst.attempt)],
-        ['Command', h('code', null, show(inst.command))],
+        ['Command', h('code', null, argvText(inst.command))],
         ['Worker', show(inst.worker)],
         ['Priority / group', `P${show(inst.priority)} / ${show(inst.group)}`],
         ['Timeout', fmtDur(inst.timeout_ms)],

@@ -1,6 +1,6 @@
 // job.js — one job: its definition and schedule, the next fires (DST
 // marked), the decision history, recent runs (polled) and actions.
-import {h, replace, badge, table, show, timeEl, hashHref, link, dl, fmtDur} from '../dom.js';
+import {h, replace, badge, table, show, timeEl, hashHref, link, dl, fmtDur, argvText} from '../dom.js';
 import {get, post, del, enc, listOf, request, ApiError} from '../api.js';
 import {scheduleText, actionButton, openByTrace} from '../common.js';
 
@@ -40,7 +40,7 @@ function definition(job) {
         ['Schedule', scheduleText(job.schedule)],
         job.schedule && job.schedule.kind === 'cron' ? ['DST', `gap ${show(job.schedule.dst_gap)}, overlap ${show(job.schedule.dst_overlap)}`] : null,
         ['Handler', show(job.handler)],
-        ['Command', h('code', null, show(job.command))],
+        ['Command', h('code', null, argvText(job.command))],
         ['Enabled', badge(job.enabled ? 'enabled' : 'disabled')],
         ['Group / priority', `${show(job.group)} / P${show(job.priority)}`],
         ['Timeout', fmtDur(job.timeout_ms)],

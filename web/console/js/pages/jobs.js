@@ -1,6 +1,6 @@
 // jobs.js — the jobs list (filters, keyset paging), create form, pause-all
 // and resume-all.
-import {h, replace, badge, table, show, timeEl, hashHref, link} from '../dom.js';
+import {h, replace, badge, table, show, timeEl, hashHref, link, argvText} from '../dom.js';
 import {get, post, listOf} from '../api.js';
 import {pager, scheduleText, actionButton, field, select, filterForm} from '../common.js';
 
@@ -85,7 +85,7 @@ export async function render(ctx) {
             ['Name', j => link(hashHref('jobs', j.name), j.name)],
             ['Enabled', j => badge(j.enabled ? 'enabled' : 'disabled')],
             ['Schedule', j => scheduleText(j.schedule)],
-            ['Command', j => h('code', null, show(j.command))],
+            ['Command', j => h('code', null, argvText(j.command))],
             ['Last fire', j => (j.last_fire ? h('span', null, timeEl(j.last_fire.nominal_time), ' ',
                 badge(j.last_fire.decision)) : '—')],
             ['Circuit', j => badge(j.circuit && j.circuit.state)],
