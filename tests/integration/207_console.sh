@@ -28,7 +28,7 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 BASE="http://127.0.0.1:$PORT"
 AXCONF_API_TOKENS="console:admin:$(sha "$TOKEN"),viewer:read:$(sha "$READ_TOKEN")" start_svc api --set "api.listen=127.0.0.1:$PORT" \
     --set "api.console.dir=$ROOT/web/console"
-wait_for 60 "ax-api ready" curl -sf "$BASE/readyz"
+wait_for 120 "ax-api ready" curl -sf "$BASE/readyz"
 curl -sfL "$BASE/" | grep -q '<title>ax console</title>' || fail "/ does not serve the console"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$BASE/api/v1/whoami")
 [ "$code" = 401 ] || fail "a wrong token got $code, not 401"

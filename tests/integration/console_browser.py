@@ -336,6 +336,19 @@ def api(base, token, method, path, body=None):
         return json.loads(r.read() or b'null')
 
 
+def phone_menu(c):
+    """At phone width the navigation folds under Menu."""
+    c.go('#/overview')
+    nav = c.el('#nav')
+    c.wait('the navigation folded', lambda: not nav.is_displayed() and c.el('#menu-toggle').is_displayed())
+    c.el('#menu-toggle').click()
+    c.wait('the navigation open', lambda: nav.is_displayed())
+    c.shot('menu-phone')
+    c.el('#nav a[data-page=executors]').click()
+    c.wait('the executors page from the menu', lambda: c.d.execute_script('return location.hash') == '#/executors'
+           and not nav.is_displayed())
+
+
 def tour(c, pages, tag):
     for hash_path, name, ready in pages:
         c.go(hash_path)
@@ -394,6 +407,7 @@ def main():
         tour(c, pages, 'dark')
         c.theme('light')
         c.phone(True)
+        phone_menu(c)
         tour(c, [p for p in pages if p[1] in ('overview', 'jobs', 'instance', 'flow')], 'phone')
         c.phone(False)
         ids['replay_action'] = replay_dlq(c)
