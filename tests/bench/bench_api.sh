@@ -39,13 +39,15 @@ if [ "$have" -lt "$N" ]; then
          FROM generate_series($have + 1, $N) g
          JOIN job j ON j.name = 'bench-api-' || (ARRAY['a','b','c','d'])[1 + g % 4]
          CROSS JOIN LATERAL (SELECT now() - (($N - g) * interval '10 ms') AS t) ts" >/dev/null
-    sql "INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
-         SELECT id, 1, worker, outcome, exit_code, running_at, finished_at FROM job_instance
-         WHERE job_name LIKE 'bench-api-%' AND NOT EXISTS (SELECT 1 FROM job_attempt a WHERE a.instance_id = job_instance.id)" >/dev/null
     sql "ANALYZE job_instance; ANALYZE job_attempt" >/dev/null
 fi
 total=$(sql "SELECT count(*) FROM job_instance")
 ID=$(sql "SELECT max(id) - 1000 FROM job_instance WHERE job_name = 'bench-api-b'")
+# the instance page's instance has its attempts (two: a failure, then the success)
+sql "INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
+     SELECT id, a, worker, CASE WHEN a = 1 THEN 'FAILED' ELSE 'SUCCESS' END::ax_outcome, a - 1,
+            running_at, finished_at FROM job_instance, generate_series(1, 2) a WHERE id = $ID
+     ON CONFLICT DO NOTHING" >/dev/null
 
 out=$("$AX_BIN/axctl/axctl" api token create bench --scope read)
 TOKEN=$(awk '/^token:/ { print $2 }' <<<"$out")

@@ -134,8 +134,10 @@ ISTATE=$WORK/state
 infra() { (export AX_STATE=$ISTATE AX_BUILD=$AX_BIN; source "$AX_SRC/infra/lib.sh"; "$@"); }
 infra ax_state_init
 install -m 600 -o ax -g ax "$AX_CONFIG" "$ISTATE/ax.conf"
+api_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+echo "api.listen = 127.0.0.1:$api_port" >>"$ISTATE/ax.conf"
 infra ax_services_start
-for svc in trigger executor callback; do
+for svc in trigger executor callback api; do
     pid=$(cat "$ISTATE/run/ax-$svc.pid")
     SVC_PID[infra-$svc]=$pid   # killed by the cleanup if we fail
     ln -s "$ISTATE/log/ax-$svc.log" "$WORK/infra-$svc.log"
@@ -148,6 +150,7 @@ trace3=$(echo "$out" | sed -n 's/.*"trace_id":"\([0-9a-f]*\)".*/\1/p')
 got=$(field "$trace3" output | tr -d '\n')
 [ "$got" = "$(id -u ax)" ] || fail "a command of the infra-started executor ran as uid '$got', not ax ($(id -u ax))"
 log "services started by infra run as ax, and so do their commands (uid $got)"
+curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null || fail "ax-api started by infra does not answer"
 infra ax_services_stop
-for svc in trigger executor callback; do unset "SVC_PID[infra-$svc]"; done
+for svc in trigger executor callback api; do unset "SVC_PID[infra-$svc]"; done
 log "OK"
