@@ -80,6 +80,9 @@ AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
                  maven kcat procps iproute2 tzdata libfaketime
                  prometheus jq curl libssl-dev openssl python3 python3-jsonschema
                  systemd)   # systemd-analyze verify of infra/systemd (tests/deploy)
+# The web console's browser test (tests/integration/207_console.sh) and the
+# console's charts (ax-api serves /usr/share/javascript at /javascript/).
+AX_APT_PACKAGES+=(chromium chromium-driver python3-selenium libjs-chart.js)
 
 # Set by ax_kafka_fetch.
 AX_KAFKA_VERSION=${AX_KAFKA_VERSION:-}

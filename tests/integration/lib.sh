@@ -19,6 +19,9 @@ export ASAN_OPTIONS="detect_leaks=0"
 export AXCONF_EXECUTOR_ALLOW_ROOT=true
 WORK=$(mktemp -d "/tmp/ax-it.${T}.XXXXXX")
 chmod 755 "$WORK"
+# What a test keeps after it ends (screenshots, ...): $IT_ARTIFACTS/$T, not
+# removed with $WORK (AX_IT_ARTIFACTS, default <build dir>/it-artifacts).
+IT_ARTIFACTS=${AX_IT_ARTIFACTS:-$AX_BIN/it-artifacts}
 declare -A SVC_PID=()
 
 conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail -n 1; }
