@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Metrics scraped by a real Prometheus (Debian's package, started here on
 # loopback with a configuration this test writes, scrape interval 1 s):
-# trigger, executor and callback serve GET /metrics on metrics.listen (any
+# trigger, executor, callback and ax-api serve GET /metrics on metrics.listen (any
 # free port, read from their logs); every /metrics output passes
 # `promtool check metrics`; other paths are 404, other methods, large
 # headers and any body are refused. After a known load — 100
@@ -17,18 +17,20 @@ command -v prometheus >/dev/null || fail "prometheus not installed (infra instal
 command -v promtool >/dev/null || fail "promtool not installed"
 create_topics 2
 start_all --set metrics.listen=127.0.0.1:0
+API_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start_svc api --set metrics.listen=127.0.0.1:0 --set "api.listen=127.0.0.1:$API_PORT"
 
 # The port each service bound (port 0: the kernel's choice), from its log.
 port_of() { sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-$1.log" | tail -n 1; }
 has_port() { [ -n "$(port_of "$1")" ]; }
 declare -A PORT=()
-for s in trigger executor callback; do
+for s in trigger executor callback api; do
     wait_for 60 "ax-$s serving metrics" has_port "$s"
     PORT[$s]=$(port_of $s)
 done
 
 # promtool lints every exposition; other paths and methods are refused.
-for s in trigger executor callback; do
+for s in trigger executor callback api; do
     curl -sf "http://127.0.0.1:${PORT[$s]}/metrics" >"$WORK/$s.prom" || fail "GET /metrics of ax-$s failed"
     promtool check metrics <"$WORK/$s.prom" || fail "promtool check metrics: ax-$s"
     grep -q '^process_start_time_seconds ' "$WORK/$s.prom" || fail "no process_start_time_seconds in ax-$s"
@@ -56,6 +58,8 @@ scrape_configs:
     static_configs: [{targets: ['127.0.0.1:${PORT[executor]}']}]
   - job_name: callback
     static_configs: [{targets: ['127.0.0.1:${PORT[callback]}']}]
+  - job_name: api
+    static_configs: [{targets: ['127.0.0.1:${PORT[api]}']}]
 EOF
 promtool check config "$WORK/prometheus.yml" >/dev/null || fail "prometheus.yml does not check"
 prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
@@ -69,8 +73,8 @@ query() {
         jq -r 'select(.status == "success") | .data.result[0].value[1] // empty'
 }
 value_is() { [ "$(query "$1")" = "$2" ]; }
-all_up() { value_is 'count(up == 1)' 3; }
-wait_for 60 "Prometheus scraping all three services" all_up
+all_up() { value_is 'count(up == 1)' 4; }
+wait_for 60 "Prometheus scraping all four services" all_up
 
 # A schedule (every 500 ms) while the load runs, stopped before the counts.
 axctl job create "${JOBP}tick" --fixed-rate 500 -- true >/dev/null || fail "job create failed"
