@@ -238,7 +238,7 @@ static void pg_snap(pgstat_t *s) {
     if (sql("SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),"
             " w.wal_records, w.wal_fpi, w.wal_bytes::bigint, w.wal_sync, t.n_tup_upd,"
             " t.n_tup_hot_upd FROM pg_stat_wal w, pg_stat_user_tables t"
-            " WHERE t.relid = 'job_instance'::regclass",
+            " WHERE t.relid = 'instance_state'::regclass",
             0, NULL, &r) < 0)
         return;
     if (PQntuples(r)) {
@@ -1000,8 +1000,8 @@ static int run(const char *bin, long n, const char *batch, int fail_pct, int liv
                (double)(c1.be_wait - c0.be_wait) * 100.0 / wns);
     long long dupd = s1.upd - s0.upd;
     printf("pg_commits_per_result=%.3f pg_wal_records_per_result=%.1f pg_wal_bytes_per_result=%.0f "
-           "pg_wal_fpi_per_result=%.2f pg_wal_syncs=%lld job_instance_updates_per_result=%.2f "
-           "job_instance_hot_pct=%.0f\n",
+           "pg_wal_fpi_per_result=%.2f pg_wal_syncs=%lld instance_state_updates_per_result=%.2f "
+           "instance_state_hot_pct=%.0f\n",
            (double)(s1.commits - s0.commits) / (double)n,
            (double)(s1.wal_records - s0.wal_records) / (double)n,
            (double)(s1.wal_bytes - s0.wal_bytes) / (double)n,
