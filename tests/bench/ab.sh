@@ -49,7 +49,7 @@
 #   - explain_leader.sh measures the statements copied into it, on a schema:
 #     the side's own script, on a scratch database per side (<db>_abx_old,
 #     <db>_abx_new: created when missing and migrated with the side's
-#     infra/migrations; the script truncates job_instance there).
+#     infra/migrations; the script truncates instance_def and instance_state there).
 # --driver own takes every program from its own side. Before the runs the
 # script says which programs differ between OLD_SRC and NEW_SRC.
 #

@@ -264,7 +264,7 @@ static void cleanup(void) {
     sql("DELETE FROM ax_leader WHERE role = $1", 1, q, NULL);
     /* Keep runs independent: the next one should not pay for this one's
      * dead rows. */
-    sql("VACUUM (ANALYZE) job_instance, job_fire, job", 0, NULL, NULL);
+    sql("VACUUM (ANALYZE) instance_def, instance_state, job_fire, job", 0, NULL, NULL);
     fprintf(stderr, "bench_trigger: cleanup: %lld job(s) deleted in %lld ms\n",
             (long long)(left < 0 ? 0 : left), (long long)(ax_mono_ms() - t0));
 }

@@ -49,7 +49,7 @@ for run in $(seq 1 "$RUNS"); do
     start_svc executor --set log.level=warn
     start_svc callback --set log.level=warn
     sleep 3
-    sql "ANALYZE job_instance" >/dev/null
+    sql "ANALYZE instance_def, instance_state" >/dev/null
     out=$("$AX_BIN/tests/bench_burst" --set log.level=warn "$J" "$N" | tr '\n' ' ')
     lost=$(cat "$WORK"/ax-trigger@*.log | grep -c "leadership lost" || true)
     cancelled=$(cat "$WORK"/*.log | grep -c "canceling statement due to statement timeout" || true)
