@@ -276,7 +276,7 @@ int ax_dlq_list(ax_dlq_t *d, int64_t limit, int64_t since_ms, const char *reason
 
 int ax_dlq_fetch(ax_dlq_t *d, int32_t part, int64_t off, rd_kafka_message_t **ret, char *errbuf,
                  size_t errlen) {
-    int np;
+    int np = 0;
     int rc = ax_dlq_partitions(d, &np, errbuf, errlen);
     *ret = NULL;
     if (rc < 0)
