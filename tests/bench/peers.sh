@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# peers.sh — ax beside pg-boss and River in one session on one PostgreSQL
+# cluster (BENCHMARKS.md, "Issue #13: side by side with the peers"):
+# ROUNDS rounds of bench_exec (no-op plugin, 1 executor, N jobs) each
+# followed by one round of ../shared/peers/run.sh on PEERS_DSN (a database
+# of its own), then ROUNDS runs with 2 and with 4 executors, then ROUNDS
+# runs paced at 1,000 jobs/s (fire-to-start at a moderate load). Prints
+# bench_exec's figures and the peers' JSON lines as they come.
+#
+#   AX_CONFIG=/path/ax.conf PEERS_DSN=postgres://u:p@host:port/peers \
+#     tests/bench/peers.sh BUILD_DIR [N] [ROUNDS]
+#
+# Run it alone (the machine-wide benchmark lock where one exists):
+# every figure moves with what else the machine does.
+set -u
+build=${1:?usage: peers.sh BUILD_DIR [N] [ROUNDS]}; n=${2:-20000}; rounds=${3:-3}
+: "${AX_CONFIG:?set AX_CONFIG}" "${PEERS_DSN:?set PEERS_DSN (a database of its own)}"
+here=$(cd "$(dirname "$0")" && pwd)
+peers=${PEERS_RUN:-$here/../../../shared/peers/run.sh}
+[ -x "$peers" ] || { echo "peers.sh: no $peers (set PEERS_RUN)" >&2; exit 2; }
+ax() { # ax EXECUTORS [RATE]
+    "$build/tests/bench_exec" --config "$AX_CONFIG" "$build" noop "$1" "$n" ${2:+"$2"} 2>/dev/null |
+        grep -E '^(completed|sched_fin|cpu_pct|pg_commits|outcomes)'
+}
+for i in $(seq 1 "$rounds"); do
+    echo "== ax, 1 executor, then the peers: round $i $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
+    ax 1
+    "$peers" "$PEERS_DSN" "$n" 1 2>&1 | grep '^{'
+done
+for e in 2 4; do
+    for i in $(seq 1 "$rounds"); do echo "== ax, $e executors: round $i $(date -u +%T)"; ax "$e"; done
+done
+for i in $(seq 1 "$rounds"); do echo "== ax at 1,000 jobs/s: round $i $(date -u +%T)"; ax 1 1000; done
