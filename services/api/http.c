@@ -153,7 +153,7 @@ void api_reply(req_t *rq, int status, json_t *obj) {
     evbuffer_free(b);
     if (mutation(rq) && rq->token) {
         rq->api->mutations++;
-        ax_info("api: %s %s by %s -> %d", rq->method_name, rq->path, rq->token->name, status);
+        ax_info("api: %s %s by %s -> %d", rq->method_name, rq->path, rq->who, status);
     } else if (status >= 500) {
         ax_warn("api: %s %s -> %d", rq->method_name, rq->path, status);
     }
@@ -222,6 +222,7 @@ static int authorize(req_t *rq) {
         return -1;
     }
     rq->token = tok;
+    snprintf(rq->who, sizeof rq->who, "%.63s", tok->name);
     if (mutation(rq) && tok->scope != AX_SCOPE_ADMIN) {
         api_error(rq, 403, "forbidden", NULL, "token %s has scope read: %s needs admin",
                   tok->name, rq->method_name);
@@ -292,33 +293,48 @@ static void serve(req_t *rq) {
     if (!rt || authorize(rq) < 0 || (mutation(rq) && read_body(rq) < 0))
         return;
     rt->fn(rq);
-    if (!rq->replied)
+    if (!rq->replied && !rq->deferred)
         api_error(rq, 500, "internal", NULL, "no reply");
+}
+
+void api_req_free(req_t *rq) {
+    if (!rq)
+        return;
+    evhttp_clear_headers(&rq->query);
+    json_decref(rq->body);
+    free(rq->segs_buf);
+    free(rq->path);
+    free(rq);
 }
 
 void api_on_request(struct evhttp_request *r, void *arg) {
     api_t *a = arg;
-    req_t rq = {.api = a, .r = r, .method = evhttp_request_get_command(r)};
-    rq.method_name = method_name(rq.method);
-    TAILQ_INIT(&rq.query);
+    req_t *rq = calloc(1, sizeof *rq);
+    if (!rq) {
+        evhttp_send_error(r, 503, "out of memory");
+        return;
+    }
+    rq->api = a;
+    rq->r = r;
+    rq->method = evhttp_request_get_command(r);
+    rq->method_name = method_name(rq->method);
+    TAILQ_INIT(&rq->query);
     a->requests++;
     const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r);
     const char *path = u ? evhttp_uri_get_path(u) : NULL;
     const char *query = u ? evhttp_uri_get_query(u) : NULL;
-    rq.path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
-    if (!rq.path || strlen(rq.path) > 2048 || !ax_utf8_valid(rq.path, strlen(rq.path))) {
-        free(rq.path);
-        rq.path = strdup("?");
-        api_error(&rq, 400, "bad_request", NULL, "the path is not valid");
-    } else if (query && evhttp_parse_query_str(query, &rq.query) < 0) {
-        api_error(&rq, 400, "bad_request", NULL, "the query string does not parse");
+    rq->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
+    if (!rq->path || strlen(rq->path) > 2048 || !ax_utf8_valid(rq->path, strlen(rq->path))) {
+        free(rq->path);
+        rq->path = strdup("?");
+        api_error(rq, 400, "bad_request", NULL, "the path is not valid");
+    } else if (query && evhttp_parse_query_str(query, &rq->query) < 0) {
+        api_error(rq, 400, "bad_request", NULL, "the query string does not parse");
     } else {
-        serve(&rq);
+        serve(rq);
     }
-    evhttp_clear_headers(&rq.query);
-    json_decref(rq.body);
-    free(rq.segs_buf);
-    free(rq.path);
+    if (!rq->deferred)
+        api_req_free(rq);
 }
 
 /* ---- query parameters ------------------------------------------------------------------ */

@@ -20,7 +20,8 @@
 #     DLQ (list newest first, show, replay once: the second replay makes no
 #     second instance);
 # (e) every mutating call is logged with the token's name, never the token;
-#     TLS when api.tls.cert/key are set;
+#     a DLQ request waiting on an unreachable Kafka holds up no other
+#     request and ends in 503 + Retry-After; TLS when api.tls.cert/key are set;
 # (f) every response recorded is checked against services/api/openapi.json
 #     (helpers/openapi_check.py, python3-jsonschema), and every documented
 #     operation was seen succeeding.
@@ -389,6 +390,28 @@ grep -qi '^Retry-After: [1-9]' "$WORK/h429" && [ "$(jq -r .error.code "$WORK/b42
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "http://127.0.0.1:$P2/api/v1/whoami")" = 200 ] \
     || fail "one token's rate limited another"
 stop_svc api@slow
+
+# A DLQ request does not hold up the others: with Kafka unreachable for
+# this ax-api, a DLQ list waits on Kafka's metadata (seconds) and ends in
+# 503 + Retry-After, while /healthz and a store read sent during it are
+# answered (each bounded by curl -m 2) before the DLQ list has ended.
+P4=$(free_port)
+DEAD=$(free_port)
+start_svc api@nokafka --set "api.listen=127.0.0.1:$P4" --set "api.tokens=$ENTRIES" \
+    --set "kafka.bootstrap.servers=127.0.0.1:$DEAD"
+wait_for 30 "the ax-api without Kafka" curl -sf "http://127.0.0.1:$P4/healthz"
+curl -s -D "$WORK/hdlq" -o "$WORK/bdlq" -w '%{http_code}' -H "Authorization: Bearer $READ" \
+    "http://127.0.0.1:$P4/api/v1/dlq?limit=5" >"$WORK/cdlq" &
+DLQ_PID=$!
+sleep 0.5 # the DLQ list reaches ax-api first (ordering, not a speed check)
+curl -sf -m 2 "http://127.0.0.1:$P4/healthz" >/dev/null || fail "/healthz waited for the DLQ request"
+[ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $READ" "http://127.0.0.1:$P4/api/v1/jobs?limit=1")" = 200 ] \
+    || fail "/api/v1/jobs waited for the DLQ request"
+kill -0 "$DLQ_PID" 2>/dev/null || fail "the DLQ list had ended before the other requests were answered: $(cat "$WORK/cdlq")"
+wait "$DLQ_PID" || true
+[ "$(cat "$WORK/cdlq")" = 503 ] && [ "$(jq -r .error.code "$WORK/bdlq")" = unavailable ] \
+    && grep -qi '^Retry-After: [1-9]' "$WORK/hdlq" || fail "DLQ with Kafka away: $(cat "$WORK/cdlq") $(cat "$WORK/bdlq")"
+stop_svc api@nokafka
 
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 1 \
     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
