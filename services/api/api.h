@@ -15,6 +15,7 @@
  *   h_fleet.c     /api/v1/executors, lanes, leader, counters, whoami
  *   h_dlq.c       /api/v1/dlq...
  *   dlqw.c        the DLQ reader's worker thread (Kafka reads off the loop)
+ *   metrics.c     ax-api's own metrics (docs/METRICS.md)
  *
  * Requests are answered on the loop, most before their handler returns;
  * a DLQ request is deferred (req_t.deferred): its Kafka reads run on
@@ -42,6 +43,7 @@ typedef struct api {
     ax_tls_t *tls;
     ax_api_tokens_t tokens;
     struct api_dlqw *dlqw; /* the dead-letter topic's reader, off the loop (dlqw.c) */
+    struct api_metrics *metrics; /* metrics.c; NULL when metrics are off */
     int64_t requests, mutations;
 } api_t;
 
@@ -61,6 +63,8 @@ typedef struct req {
     ax_api_token_t *token;       /* who (NULL before auth) */
     json_t *body;                /* a mutation's JSON object, or NULL */
     char who[64];                /* the token's name ("" before auth) */
+    const char *route;           /* the route table's pattern, once matched */
+    int64_t start_us;            /* arrival (api_clock_us) */
     int replied;
     int deferred;                /* the handler replies later, then api_req_free */
 } req_t;
@@ -130,6 +134,16 @@ void api_dlqw_stop(api_dlqw_t *w);
 /* Queue j; -1 if the queue is full (j still the caller's). */
 int api_dlqw_submit(api_dlqw_t *w, api_dlq_job_t *j);
 void api_dlq_job_free(api_dlq_job_t *j); /* and its request (api_req_free) */
+
+/* metrics.c (docs/METRICS.md; each a no-op when metrics are off). */
+typedef struct api_metrics api_metrics_t;
+void api_metrics_init(api_t *a);
+void api_metrics_reply(req_t *rq, int status); /* every reply, once */
+void api_metrics_auth_failure(api_t *a, const char *reason); /* missing|invalid|scope */
+void api_metrics_rate_limited(api_t *a);
+int64_t api_clock_us(void);
+/* http.c: the route table's i-th pattern (repeats included); NULL past the end. */
+const char *api_route_pattern(size_t i);
 
 /* The dispatch (http.c) and the routes (each h_*.c): */
 void api_on_request(struct evhttp_request *r, void *arg);

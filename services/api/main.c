@@ -92,6 +92,7 @@ static int api_setup(api_t *a, char *err, size_t len) {
         snprintf(err, len, "api.listen: cannot listen on %s", c->api_listen);
         return 1;
     }
+    api_metrics_init(a);
     if (!(a->dlqw = api_dlqw_start(a, err, len)))
         return 1;
     if (a->tokens.n == 0)
