@@ -13,7 +13,9 @@
 #     no second instance), cancel of a RUNNING command (its process group
 #     is gone, the instance CANCELLED), cancel of a finished one is 409;
 #     keyset pagination over 10,000 instances (every one seen once, in
-#     order); axctl instance list --outcome, instance retry, job
+#     order); only this deployment's instances (another deployment's ax-api
+#     and axctl list none of them unless all_deployments / --all-deployments);
+#     axctl instance list --outcome, instance retry, job
 #     pause-all/resume-all;
 # (d) flows (define, cycle and unknown job refused naming the stage, run,
 #     runs with stage states, delete), executors, lanes, leader, counters,
@@ -390,6 +392,25 @@ grep -qi '^Retry-After: [1-9]' "$WORK/h429" && [ "$(jq -r .error.code "$WORK/b42
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "http://127.0.0.1:$P2/api/v1/whoami")" = 200 ] \
     || fail "one token's rate limited another"
 stop_svc api@slow
+
+# Instances of this deployment only: an ax-api (and axctl) of another
+# deployment (topic.prefix) lists none of this one's instances, unless
+# asked for every deployment's.
+OTHER="${AXCONF_TOPIC_PREFIX}other-"
+P5=$(free_port)
+start_svc api@other --set "api.listen=127.0.0.1:$P5" --set "api.tokens=$ENTRIES" --set "topic.prefix=$OTHER"
+wait_for 30 "the other deployment's ax-api" curl -sf "http://127.0.0.1:$P5/healthz"
+mine=$(call GET "/api/v1/instances?limit=500&trace_id=$TR-fail" >/dev/null; j '.items|length')
+[ "$mine" -ge 1 ] || fail "this deployment lists no instance of $TR-fail"
+olist() { curl -sf -H "Authorization: Bearer $READ" "http://127.0.0.1:$P5/api/v1/instances?limit=500&trace_id=$TR-fail$1" | jq '.items|length'; }
+[ "$(olist '')" = 0 ] || fail "another deployment's ax-api lists this deployment's instances"
+[ "$(olist '&all_deployments=true')" = "$mine" ] || fail "all_deployments=true does not list every deployment's"
+bad all_deployments GET "/api/v1/instances?all_deployments=maybe"
+[ "$(AXCONF_TOPIC_PREFIX=$OTHER axctl instance list --trace "$TR-fail" | wc -l)" = 0 ] || fail "axctl instance list of another deployment lists this one's"
+[ "$(AXCONF_TOPIC_PREFIX=$OTHER axctl instance list --trace "$TR-fail" --all-deployments | wc -l)" = "$mine" ] \
+    || fail "axctl instance list --all-deployments"
+[ "$(axctl instance list --trace "$TR-fail" | wc -l)" = "$mine" ] || fail "axctl instance list of this deployment"
+stop_svc api@other
 
 # A DLQ request does not hold up the others: with Kafka unreachable for
 # this ax-api, a DLQ list waits on Kafka's metadata (seconds) and ends in

@@ -26,6 +26,9 @@ typedef struct ax_instance_query {
     int64_t since_ms, until_ms;
     int64_t before_id; /* keyset: ids below this one */
     int64_t limit;
+    /* the deployment (topic.prefix) whose instances are listed: the
+     * caller's own by default (ax-api, axctl); NULL: every deployment's */
+    const char *deployment;
 } ax_instance_query_t;
 
 typedef struct ax_json_row {

@@ -34,7 +34,8 @@
     " AND ($9::text IS NULL OR i.id IN (SELECT t.instance_id FROM instance_trace t"            \
     "  WHERE t.trace_id = $9))"                                                                  \
     " AND ($10::text IS NULL OR i.idempotency_key = $10)"                                       \
-    " AND ($11::bigint IS NULL OR i.id < $11::bigint)"
+    " AND ($11::bigint IS NULL OR i.id < $11::bigint)"                                         \
+    " AND ($12::text IS NULL OR i.deployment = $12)"
 
 AX_STMT(st_list, "api.instances",
         "SELECT i.id, " INSTANCE_JSON "::text FROM job_instance i"
@@ -133,9 +134,10 @@ int ax_store_api_instances(ax_pg_t *pg, const ax_instance_query_t *q, ax_json_ro
                        q->has_until ? ax_num(&until, q->until_ms) : NULL,
                        q->trace_id,
                        q->idempotency_key,
-                       q->before_id > 0 ? ax_num(&before, q->before_id) : NULL};
+                       q->before_id > 0 ? ax_num(&before, q->before_id) : NULL,
+                       q->deployment};
     ax_stmt_t *st = job_id ? &st_list_job : &st_list;
-    int rc = ax_stmt_run(pg, st, 11, p, NULL, NULL, &r, errbuf, errlen);
+    int rc = ax_stmt_run(pg, st, 12, p, NULL, NULL, &r, errbuf, errlen);
     return rc < 0 ? rc : json_rows(r, st, ret_rows, ret_n, errbuf, errlen);
 }
 
