@@ -181,6 +181,7 @@ void h_lanes(req_t *rq);
 void h_leader(req_t *rq);
 void h_counters(req_t *rq);
 void h_whoami(req_t *rq);
+void h_stats(req_t *rq);
 void h_dlq_list(req_t *rq);
 void h_dlq_get(req_t *rq);
 void h_dlq_replay(req_t *rq);

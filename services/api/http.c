@@ -58,6 +58,7 @@ static const route_t routes[] = {
     {EVHTTP_REQ_GET, "leader", h_leader},
     {EVHTTP_REQ_GET, "counters", h_counters},
     {EVHTTP_REQ_GET, "whoami", h_whoami},
+    {EVHTTP_REQ_GET, "stats", h_stats},
     {EVHTTP_REQ_GET, "dlq", h_dlq_list},
     {EVHTTP_REQ_GET, "dlq/*", h_dlq_get},
     {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay},

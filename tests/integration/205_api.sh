@@ -19,6 +19,7 @@
 #     pause-all/resume-all;
 # (d) flows (define, cycle and unknown job refused naming the stage, run,
 #     runs with stage states, delete), executors, lanes, leader, counters,
+#     stats (the overview's aggregate, against the database),
 #     DLQ (list newest first, show, replay once: the second replay makes no
 #     second instance);
 # (e) every mutating call is logged with the token's name, never the token;
@@ -366,6 +367,16 @@ sleep 1
 # delete with unfinished instances: refused, then cancel_pending
 want 202 POST /api/v1/instances "$(jq -c -n --arg n "$W" --arg t "$TR-later" '{job: $n, trace_id: $t, delay_ms: 600000}')"
 wait_for 30 "the delayed instance" state_is "$TR-later" SCHEDULED
+# the overview's aggregate: this deployment's FAILED per minute (the two
+# /bin/false runs above) and the backlog, as the database has them
+want 200 GET "/api/v1/stats?minutes=60"
+[ "$(j '.minutes|length')" = 60 ] || fail "stats: not 60 minutes: $(head -c 300 "$WORK/body")"
+failed_db=$(sql "SELECT count(*) FROM job_instance WHERE deployment = '$AXCONF_TOPIC_PREFIX' AND outcome = 'FAILED' AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'")
+[ "$failed_db" -ge 2 ] && [ "$(j '[.minutes[].finished.FAILED // 0] | add')" = "$failed_db" ] \
+    || fail "stats: FAILED per minute $(j '[.minutes[].finished.FAILED // 0] | add'), the database $failed_db"
+[ "$(j '.backlog.count')" -ge 1 ] && [ "$(j '.backlog.oldest_age_ms')" -ge 0 ] || fail "stats: backlog $(j .backlog)"
+[ "$(j '[.minutes[] | select(.lateness_p99_ms != null)] | length')" -ge 1 ] || fail "stats: no fire lateness"
+bad minutes GET "/api/v1/stats?minutes=0"
 want 409 DELETE "/api/v1/jobs/$W"
 [ "$(j .error.field)" = cancel_pending ] || fail "delete refusal names cancel_pending"
 want 200 DELETE "/api/v1/jobs/$W?cancel_pending=true"
