@@ -127,6 +127,8 @@ struct api_dlq_job {
     /* a replay's delivery (on the loop) */
     ax_delivery_t dv;
     ax_dlq_replay_t replay;
+    api_dlq_job_t *fly_next;     /* the reader's replays awaiting delivery */
+    int orphan;                  /* its request went with the server (stop) */
 };
 typedef struct api_dlqw api_dlqw_t;
 api_dlqw_t *api_dlqw_start(api_t *a, char *err, size_t len);
@@ -134,6 +136,11 @@ void api_dlqw_stop(api_dlqw_t *w);
 /* Queue j; -1 if the queue is full (j still the caller's). */
 int api_dlqw_submit(api_dlqw_t *w, api_dlq_job_t *j);
 void api_dlq_job_free(api_dlq_job_t *j); /* and its request (api_req_free) */
+/* On the loop: j awaits its delivery report (flying) / has it (landed).
+ * At stop, jobs still flying lose their request (orphan): their delivery
+ * report, if it comes, only frees them. */
+void api_dlqw_flying(api_dlqw_t *w, api_dlq_job_t *j);
+void api_dlqw_landed(api_dlqw_t *w, api_dlq_job_t *j);
 
 /* metrics.c (docs/METRICS.md; each a no-op when metrics are off). */
 typedef struct api_metrics api_metrics_t;

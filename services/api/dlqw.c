@@ -38,6 +38,7 @@ struct api_dlqw {
     pthread_cond_t cv;
     api_dlq_job_t *todo, **todo_tail;
     api_dlq_job_t *done, **done_tail;
+    api_dlq_job_t *flying;   /* the loop's only: replays awaiting delivery */
     int ntodo, stop;
     int fds[2];
     struct event *ev;
@@ -156,6 +157,11 @@ void api_dlqw_stop(api_dlqw_t *w) {
     api_dlq_job_t *j;
     while ((j = pop(&w->todo, &w->todo_tail)) || (j = pop(&w->done, &w->done_tail)))
         api_dlq_job_free(j);
+    for (j = w->flying; j; j = j->fly_next) {
+        j->orphan = 1;
+        api_req_free(j->rq);
+        j->rq = NULL;
+    }
     if (w->ev)
         event_free(w->ev);
     for (int i = 0; i < 2; i++)
@@ -189,4 +195,17 @@ void api_dlq_job_free(api_dlq_job_t *j) {
     if (j->rq)
         api_req_free(j->rq);
     free(j);
+}
+
+void api_dlqw_flying(api_dlqw_t *w, api_dlq_job_t *j) {
+    j->fly_next = w->flying;
+    w->flying = j;
+}
+
+void api_dlqw_landed(api_dlqw_t *w, api_dlq_job_t *j) {
+    api_dlq_job_t **p = &w->flying;
+    while (*p && *p != j)
+        p = &(*p)->fly_next;
+    if (*p)
+        *p = j->fly_next;
 }

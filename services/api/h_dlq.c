@@ -197,6 +197,11 @@ static void replay_delivered(ax_delivery_t *dv, rd_kafka_resp_err_t err) {
     api_dlq_job_t *j = (api_dlq_job_t *)((char *)dv - offsetof(api_dlq_job_t, dv));
     if (dv->pending > 0)
         return;
+    if (j->orphan) { /* ax-api stopped meanwhile: nobody to answer */
+        api_dlq_job_free(j);
+        return;
+    }
+    api_dlqw_landed(j->rq->api->dlqw, j);
     if (dv->failed) {
         char e[512];
         snprintf(e, sizeof e, "replay not acknowledged by Kafka: %s", rd_kafka_err2str(dv->err));
@@ -218,8 +223,10 @@ static void replay_fetched(api_dlq_job_t *j) {
                                  &j->replay, &j->dv, j->err, sizeof j->err);
         rd_kafka_message_destroy(j->msg);
         j->msg = NULL;
-        if (rc == 0 && j->dv.pending > 0)
-            return; /* the delivery report replies */
+        if (rc == 0 && j->dv.pending > 0) {
+            api_dlqw_flying(rq->api->dlqw, j); /* the delivery report replies */
+            return;
+        }
     }
     if (rc < 0)
         dlq_fail(rq, rc == AX_ERR_INVALID ? AX_ERR_CONFLICT : rc, j->err);
