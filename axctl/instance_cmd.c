@@ -163,9 +163,15 @@ static void list_opts(int argc, char **argv, ax_instance_query_t *q, char *st, c
     static const char *const known[] = {"--limit", "--trace", "--job", "--state", "--outcome",
                                         "--since", "--until", "--group", "--priority",
                                         "--idempotency-key", "--before", NULL};
-    *q = (ax_instance_query_t){.limit = 20, .priority = -1};
+    /* this deployment's (topic.prefix) unless --all-deployments */
+    *q = (ax_instance_query_t){.limit = 20, .priority = -1, .deployment = conf.topic_prefix};
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
+        if (strcmp(a, "--all-deployments") == 0) {
+            q->deployment = NULL;
+            i--; /* a flag: no value */
+            continue;
+        }
         int k = 0;
         while (known[k] && strcmp(known[k], a) != 0)
             k++;

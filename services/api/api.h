@@ -12,8 +12,15 @@
  *   h_jobs.c      /api/v1/jobs...
  *   h_instances.c /api/v1/instances...
  *   h_flows.c     /api/v1/flows...
- *   h_fleet.c     /api/v1/executors, lanes, leader, counters, whoami
+ *   h_fleet.c     /api/v1/executors, lanes, leader, counters, whoami, stats
  *   h_dlq.c       /api/v1/dlq...
+ *   dlqw.c        the DLQ reader's worker thread (Kafka reads off the loop)
+ *   metrics.c     ax-api's own metrics (docs/METRICS.md)
+ *
+ * Requests are answered on the loop, most before their handler returns;
+ * a DLQ request is deferred (req_t.deferred): its Kafka reads run on
+ * dlqw.c's thread and the loop replies when they are done, so a slow or
+ * unreachable Kafka never holds up the other requests.
  */
 #ifndef AX_API_H
 #define AX_API_H
@@ -26,6 +33,7 @@
 
 #include "ax/apiauth.h"
 #include "ax/dlq.h"
+#include "ax/kafka.h"
 #include "ax/service.h"
 #include "ax/tls.h"
 
@@ -34,7 +42,8 @@ typedef struct api {
     struct evhttp *http;
     ax_tls_t *tls;
     ax_api_tokens_t tokens;
-    ax_dlq_t *dlq; /* the dead-letter topic's reader, opened on first use */
+    struct api_dlqw *dlqw; /* the dead-letter topic's reader, off the loop (dlqw.c) */
+    struct api_metrics *metrics; /* metrics.c; NULL when metrics are off */
     int64_t requests, mutations;
 } api_t;
 
@@ -53,8 +62,15 @@ typedef struct req {
     struct evkeyvalq query;
     ax_api_token_t *token;       /* who (NULL before auth) */
     json_t *body;                /* a mutation's JSON object, or NULL */
+    char who[64];                /* the token's name ("" before auth) */
+    const char *route;           /* the route table's pattern, once matched */
+    int64_t start_us;            /* arrival (api_clock_us) */
     int replied;
+    int deferred;                /* the handler replies later, then api_req_free */
 } req_t;
+
+/* The end of a deferred request's life (after its reply). */
+void api_req_free(req_t *rq);
 
 typedef void (*api_handler_fn)(req_t *rq);
 
@@ -84,6 +100,57 @@ json_t *js(const char *s);
 json_t *jtime(int has, int64_t ms); /* ISO-8601 UTC, or null */
 /* Parse PostgreSQL's JSON text (a store row); NULL if it does not parse. */
 json_t *jparse(const char *text);
+
+/* dlqw.c: the DLQ reader's thread. A job is a request's Kafka reads;
+ * finish runs on the loop when they are done (it replies and frees). */
+typedef enum { API_DLQ_LIST, API_DLQ_FETCH } api_dlq_op_t;
+typedef struct api_dlq_job api_dlq_job_t;
+struct api_dlq_job {
+    api_dlq_job_t *next;
+    req_t *rq;
+    api_dlq_op_t op;
+    void (*finish)(api_dlq_job_t *j);
+    int64_t queued_ms;
+    /* in: list */
+    int64_t limit, since;
+    char reason[256];
+    /* in: fetch */
+    int32_t part;
+    int64_t off;
+    /* out */
+    int rc;
+    char err[512];
+    ax_dlq_t *dlq;               /* the reader (its topic names), when rc is 0 */
+    ax_dlq_rec_t *recs;
+    size_t nrecs;
+    rd_kafka_message_t *msg;
+    /* a replay's delivery (on the loop) */
+    ax_delivery_t dv;
+    ax_dlq_replay_t replay;
+    api_dlq_job_t *fly_next;     /* the reader's replays awaiting delivery */
+    int orphan;                  /* its request went with the server (stop) */
+};
+typedef struct api_dlqw api_dlqw_t;
+api_dlqw_t *api_dlqw_start(api_t *a, char *err, size_t len);
+void api_dlqw_stop(api_dlqw_t *w);
+/* Queue j; -1 if the queue is full (j still the caller's). */
+int api_dlqw_submit(api_dlqw_t *w, api_dlq_job_t *j);
+void api_dlq_job_free(api_dlq_job_t *j); /* and its request (api_req_free) */
+/* On the loop: j awaits its delivery report (flying) / has it (landed).
+ * At stop, jobs still flying lose their request (orphan): their delivery
+ * report, if it comes, only frees them. */
+void api_dlqw_flying(api_dlqw_t *w, api_dlq_job_t *j);
+void api_dlqw_landed(api_dlqw_t *w, api_dlq_job_t *j);
+
+/* metrics.c (docs/METRICS.md; each a no-op when metrics are off). */
+typedef struct api_metrics api_metrics_t;
+void api_metrics_init(api_t *a);
+void api_metrics_reply(req_t *rq, int status); /* every reply, once */
+void api_metrics_auth_failure(api_t *a, const char *reason); /* missing|invalid|scope */
+void api_metrics_rate_limited(api_t *a);
+int64_t api_clock_us(void);
+/* http.c: the route table's i-th pattern (repeats included); NULL past the end. */
+const char *api_route_pattern(size_t i);
 
 /* The dispatch (http.c) and the routes (each h_*.c): */
 void api_on_request(struct evhttp_request *r, void *arg);
@@ -121,6 +188,7 @@ void h_lanes(req_t *rq);
 void h_leader(req_t *rq);
 void h_counters(req_t *rq);
 void h_whoami(req_t *rq);
+void h_stats(req_t *rq);
 void h_dlq_list(req_t *rq);
 void h_dlq_get(req_t *rq);
 void h_dlq_replay(req_t *rq);

@@ -32,6 +32,7 @@ static void send_raw(req_t *rq, int status, const char *type, const void *data, 
         evbuffer_add(b, data, len);
     evhttp_send_reply(rq->r, status, NULL, b);
     evbuffer_free(b);
+    api_metrics_reply(rq, status);
 }
 
 static void readyz(req_t *rq) {
@@ -108,6 +109,7 @@ static void send_file(req_t *rq, const char *dir, const char *rel) {
         close(fd);
     evhttp_send_reply(rq->r, 200, NULL, b);
     evbuffer_free(b);
+    api_metrics_reply(rq, 200);
 }
 
 static int is_get(req_t *rq) {

@@ -3,10 +3,12 @@
  * (docs/API.md "Fleet", "DLQ and counters").
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "ax/common.h"
+#include "ax/store_api.h"
 #include "ax/store_counter.h"
 #include "ax/store_fleet.h"
 
@@ -134,4 +136,24 @@ void h_counters(req_t *rq) {
 void h_whoami(req_t *rq) {
     api_reply(rq, 200, json_pack("{s:s,s:s}", "name", rq->token->name, "scope",
                                  ax_scope_name(rq->token->scope)));
+}
+
+void h_stats(req_t *rq) {
+    static const char *const allowed[] = {"minutes", NULL};
+    int64_t minutes;
+    char err[1024], *text;
+    if (q_only(rq, allowed) || q_int(rq, "minutes", 1, 1440, 30, &minutes))
+        return;
+    int rc = ax_store_api_stats(rq->api->svc.pg, rq->api->svc.conf.topic_prefix, (int)minutes,
+                                &text, err, sizeof err);
+    if (rc < 0) {
+        api_fail(rq, rc, NULL, err);
+        return;
+    }
+    json_t *o = jparse(text);
+    free(text);
+    if (!o)
+        api_error(rq, 500, "internal", NULL, "api.stats: not JSON");
+    else
+        api_reply(rq, 200, o);
 }

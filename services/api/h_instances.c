@@ -31,16 +31,19 @@ static const char *enum_arg(const char *v, const char *const *names, char *buf, 
 static int query_of(req_t *rq, ax_instance_query_t *q, char *st, char *oc, size_t len) {
     static const char *const allowed[] = {"limit", "cursor", "job", "state", "outcome",
                                           "priority", "group", "since", "until", "trace_id",
-                                          "idempotency_key", NULL};
+                                          "idempotency_key", "all_deployments", NULL};
     static const char *const states[] = {"SCHEDULED", "LOCKED", "RUNNING", "FINISHED", NULL};
     static const char *const outcomes[] = {"SUCCESS", "FAILED", "TIMEOUT", "CANCELLED", NULL};
     int64_t pr, before;
+    int all;
     memset(q, 0, sizeof *q);
     if (q_only(rq, allowed) || q_limit(rq, &q->limit) || q_int(rq, "priority", 0, 4, -1, &pr) ||
         q_int(rq, "cursor", 1, INT64_MAX, 0, &before) ||
         q_time(rq, "since", &q->has_since, &q->since_ms) ||
-        q_time(rq, "until", &q->has_until, &q->until_ms))
+        q_time(rq, "until", &q->has_until, &q->until_ms) || q_bool(rq, "all_deployments", &all))
         return -1;
+    /* this deployment's instances (topic.prefix), as the services see them */
+    q->deployment = all == 1 ? NULL : rq->api->svc.conf.topic_prefix;
     q->priority = (int)pr;
     q->before_id = before;
     q->job = q_get(rq, "job");

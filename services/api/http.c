@@ -58,10 +58,15 @@ static const route_t routes[] = {
     {EVHTTP_REQ_GET, "leader", h_leader},
     {EVHTTP_REQ_GET, "counters", h_counters},
     {EVHTTP_REQ_GET, "whoami", h_whoami},
+    {EVHTTP_REQ_GET, "stats", h_stats},
     {EVHTTP_REQ_GET, "dlq", h_dlq_list},
     {EVHTTP_REQ_GET, "dlq/*", h_dlq_get},
     {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay},
 };
+
+const char *api_route_pattern(size_t i) {
+    return i < AX_ARRAY_SIZE(routes) ? routes[i].pattern : NULL;
+}
 
 static const char *method_name(enum evhttp_cmd_type m) {
     switch (m) {
@@ -151,9 +156,10 @@ void api_reply(req_t *rq, int status, json_t *obj) {
     json_decref(obj);
     evhttp_send_reply(rq->r, status, NULL, b);
     evbuffer_free(b);
+    api_metrics_reply(rq, status);
     if (mutation(rq) && rq->token) {
         rq->api->mutations++;
-        ax_info("api: %s %s by %s -> %d", rq->method_name, rq->path, rq->token->name, status);
+        ax_info("api: %s %s by %s -> %d", rq->method_name, rq->path, rq->who, status);
     } else if (status >= 500) {
         ax_warn("api: %s %s -> %d", rq->method_name, rq->path, status);
     }
@@ -198,6 +204,7 @@ static int authorize(req_t *rq) {
     api_t *a = rq->api;
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(rq->r), "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+        api_metrics_auth_failure(a, "missing");
         api_error(rq, 401, "unauthorized", NULL, "an Authorization: Bearer <token> header is "
                                                  "needed");
         return -1;
@@ -208,6 +215,7 @@ static int authorize(req_t *rq) {
     size_t n = strcspn(t, " ");
     ax_api_token_t *tok = ax_api_tokens_find(&a->tokens, t, n);
     if (!tok) {
+        api_metrics_auth_failure(a, "invalid");
         api_error(rq, 401, "unauthorized", NULL, "the token is not valid");
         return -1;
     }
@@ -215,6 +223,7 @@ static int authorize(req_t *rq) {
     if (!ax_api_rate_take(tok, ax_mono_ms(), a->svc.conf.api_rate_limit,
                           a->svc.conf.api_rate_burst, &retry_s)) {
         char v[24];
+        api_metrics_rate_limited(a);
         snprintf(v, sizeof v, "%lld", (long long)retry_s);
         evhttp_add_header(evhttp_request_get_output_headers(rq->r), "Retry-After", v);
         api_error(rq, 429, "rate_limited", NULL, "more than %lld requests/s for token %s",
@@ -222,7 +231,9 @@ static int authorize(req_t *rq) {
         return -1;
     }
     rq->token = tok;
+    snprintf(rq->who, sizeof rq->who, "%.63s", tok->name);
     if (mutation(rq) && tok->scope != AX_SCOPE_ADMIN) {
+        api_metrics_auth_failure(a, "scope");
         api_error(rq, 403, "forbidden", NULL, "token %s has scope read: %s needs admin",
                   tok->name, rq->method_name);
         return -1;
@@ -289,36 +300,54 @@ static void serve(req_t *rq) {
         return;
     }
     const route_t *rt = route_find(rq);
+    if (rt)
+        rq->route = rt->pattern;
     if (!rt || authorize(rq) < 0 || (mutation(rq) && read_body(rq) < 0))
         return;
     rt->fn(rq);
-    if (!rq->replied)
+    if (!rq->replied && !rq->deferred)
         api_error(rq, 500, "internal", NULL, "no reply");
+}
+
+void api_req_free(req_t *rq) {
+    if (!rq)
+        return;
+    evhttp_clear_headers(&rq->query);
+    json_decref(rq->body);
+    free(rq->segs_buf);
+    free(rq->path);
+    free(rq);
 }
 
 void api_on_request(struct evhttp_request *r, void *arg) {
     api_t *a = arg;
-    req_t rq = {.api = a, .r = r, .method = evhttp_request_get_command(r)};
-    rq.method_name = method_name(rq.method);
-    TAILQ_INIT(&rq.query);
+    req_t *rq = calloc(1, sizeof *rq);
+    if (!rq) {
+        evhttp_send_error(r, 503, "out of memory");
+        return;
+    }
+    rq->api = a;
+    rq->r = r;
+    rq->start_us = api_clock_us();
+    rq->method = evhttp_request_get_command(r);
+    rq->method_name = method_name(rq->method);
+    TAILQ_INIT(&rq->query);
     a->requests++;
     const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(r);
     const char *path = u ? evhttp_uri_get_path(u) : NULL;
     const char *query = u ? evhttp_uri_get_query(u) : NULL;
-    rq.path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
-    if (!rq.path || strlen(rq.path) > 2048 || !ax_utf8_valid(rq.path, strlen(rq.path))) {
-        free(rq.path);
-        rq.path = strdup("?");
-        api_error(&rq, 400, "bad_request", NULL, "the path is not valid");
-    } else if (query && evhttp_parse_query_str(query, &rq.query) < 0) {
-        api_error(&rq, 400, "bad_request", NULL, "the query string does not parse");
+    rq->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
+    if (!rq->path || strlen(rq->path) > 2048 || !ax_utf8_valid(rq->path, strlen(rq->path))) {
+        free(rq->path);
+        rq->path = strdup("?");
+        api_error(rq, 400, "bad_request", NULL, "the path is not valid");
+    } else if (query && evhttp_parse_query_str(query, &rq->query) < 0) {
+        api_error(rq, 400, "bad_request", NULL, "the query string does not parse");
     } else {
-        serve(&rq);
+        serve(rq);
     }
-    evhttp_clear_headers(&rq.query);
-    json_decref(rq.body);
-    free(rq.segs_buf);
-    free(rq.path);
+    if (!rq->deferred)
+        api_req_free(rq);
 }
 
 /* ---- query parameters ------------------------------------------------------------------ */

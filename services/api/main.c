@@ -92,6 +92,9 @@ static int api_setup(api_t *a, char *err, size_t len) {
         snprintf(err, len, "api.listen: cannot listen on %s", c->api_listen);
         return 1;
     }
+    api_metrics_init(a);
+    if (!(a->dlqw = api_dlqw_start(a, err, len)))
+        return 1;
     if (a->tokens.n == 0)
         ax_warn("api.tokens is empty: every /api/v1 request is refused (401)");
     ax_info("listening on %s://%s (%zu token(s))", a->tls ? "https" : "http", c->api_listen,
@@ -123,8 +126,11 @@ int main(int argc, char **argv) {
     ax_svc_run(svc);
     ax_info("stopped: %lld requests served, %lld mutations", (long long)api.requests,
             (long long)api.mutations);
+    /* replays in flight reply (their requests still live), then the
+     * reader's thread stops, then the server goes */
+    rd_kafka_flush(svc->producer, 10000);
+    api_dlqw_stop(api.dlqw);
     evhttp_free(api.http);
-    ax_dlq_close(api.dlq);
     ax_tls_destroy(api.tls);
     ax_api_tokens_free(&api.tokens);
     ax_svc_destroy(svc);

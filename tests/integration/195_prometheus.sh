@@ -9,7 +9,9 @@
 # Prometheus's HTTP API (/api/v1/query) returns those counts from every
 # process: submissions, claims, runs by handler kind, attempts and final
 # outcomes by outcome, results published, the fire-to-start and handler
-# histograms' counts, and a schedule's fires with their lateness; the
+# histograms' counts, and a schedule's fires with their lateness; ax-api's
+# requests by route pattern and status class, their durations, auth
+# failures by reason and requests refused by the rate limit; the
 # leader is one, the store's claim statement ran,
 # process_* and librdkafka's statistics are there.
 source "$(dirname "$0")/lib.sh"
@@ -18,7 +20,14 @@ command -v promtool >/dev/null || fail "promtool not installed"
 create_topics 2
 start_all --set metrics.listen=127.0.0.1:0
 API_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-start_svc api --set metrics.listen=127.0.0.1:0 --set "api.listen=127.0.0.1:$API_PORT"
+axctl api token create ops --scope admin >"$WORK/tok.ops"
+axctl api token create viewer --scope read >"$WORK/tok.viewer"
+axctl api token create flood --scope read >"$WORK/tok.flood"
+tok() { awk '/^token:/ { print $2 }' "$WORK/tok.$1"; }
+entry() { awk '/entry:/ { print $3 }' "$WORK/tok.$1"; }
+start_svc api --set metrics.listen=127.0.0.1:0 --set "api.listen=127.0.0.1:$API_PORT" \
+    --set "api.tokens=$(entry ops),$(entry viewer),$(entry flood)" --set api.rate.limit=1 \
+    --set api.rate.burst=5
 
 # The port each service bound (port 0: the kernel's choice), from its log.
 port_of() { sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-$1.log" | tail -n 1; }
@@ -125,8 +134,31 @@ expect 'sum(ax_dlq_messages_total)' 0
 # The store's figures: the claim statement ran, without errors, in every batch.
 expect 'sum(ax_store_statement_calls_total{job="executor",statement="run.claim"}) > bool 0' 1
 expect 'sum(ax_store_statement_errors_total{job="executor",statement="run.claim"})' 0
-expect 'count(process_resident_memory_bytes > 0)' 3
-expect 'count(process_start_time_seconds > 1.6e9)' 3
+# ax-api's own: a known set of requests, counted by route (the route
+# table's pattern, not the raw path), status class and auth failure reason.
+API="http://127.0.0.1:$API_PORT"
+for i in 1 2 3; do curl -sf -o /dev/null -H "Authorization: Bearer $(tok ops)" "$API/api/v1/jobs?limit=$i" || fail "GET /api/v1/jobs"; done
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(tok ops)" "$API/api/v1/jobs/no-such-job")" = 404 ] ||
+    fail "GET /api/v1/jobs/no-such-job is not 404"
+for i in 1 2; do curl -s -o /dev/null "$API/api/v1/jobs"; done                     # 401 missing
+curl -s -o /dev/null -H "Authorization: Bearer axt_wrong" "$API/api/v1/jobs"           # 401 invalid
+curl -s -o /dev/null -X POST -H "Authorization: Bearer $(tok viewer)" "$API/api/v1/jobs" # 403 scope
+curl -sf -o /dev/null "$API/healthz" || fail "GET /healthz"
+codes=$(for i in 1 2 3 4 5 6 7 8 9 10; do curl -s -o /dev/null -w '%{http_code} ' -H "Authorization: Bearer $(tok flood)" "$API/api/v1/whoami"; done)
+n429=$(grep -o 429 <<<"$codes" | wc -l)
+[ "$n429" -ge 1 ] || fail "no 429 past api.rate.burst: $codes"
+expect 'sum(ax_api_requests_total{route="/api/v1/jobs",code="2xx"})' 3
+expect 'sum(ax_api_requests_total{route="/api/v1/jobs/*",code="4xx"})' 1
+expect 'sum(ax_api_requests_total{route="/api/v1/jobs",code="4xx"})' 4
+expect 'sum(ax_api_request_duration_seconds_count{route="/api/v1/jobs"})' 7
+expect 'sum(ax_api_requests_total{route="/healthz",code="2xx"}) >= bool 1' 1
+expect 'sum(ax_api_auth_failures_total{reason="missing"})' 2
+expect 'sum(ax_api_auth_failures_total{reason="invalid"})' 1
+expect 'sum(ax_api_auth_failures_total{reason="scope"})' 1
+expect 'sum(ax_api_rate_limited_total)' "$n429"
+expect 'sum(ax_api_requests_total{route="/api/v1/whoami",code="4xx"})' "$n429"
+expect 'count(process_resident_memory_bytes > 0)' 4 # four processes
+expect 'count(process_start_time_seconds > 1.6e9)' 4
 # librdkafka's statistics arrive every 5 s: every consumer received something.
 expect 'count(ax_kafka_messages_received_total{client="consumer"} > 0)' 3
 
@@ -140,7 +172,7 @@ while read -r e; do
          jq -r .status)
     [ "$st" = success ] || fail "dashboard query does not parse: $e"
 done <"$WORK/dash.exprs"
-for s in trigger executor callback; do # after the load: every family there, all lint-clean
+for s in trigger executor callback api; do # after the load: every family there, all lint-clean
     curl -sf "http://127.0.0.1:${PORT[$s]}/metrics" >"$WORK/$s.end.prom" || fail "GET /metrics of ax-$s failed"
     promtool check metrics <"$WORK/$s.end.prom" || fail "promtool check metrics (after the load): ax-$s"
 done

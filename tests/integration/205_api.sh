@@ -13,14 +13,18 @@
 #     no second instance), cancel of a RUNNING command (its process group
 #     is gone, the instance CANCELLED), cancel of a finished one is 409;
 #     keyset pagination over 10,000 instances (every one seen once, in
-#     order); axctl instance list --outcome, instance retry, job
+#     order); only this deployment's instances (another deployment's ax-api
+#     and axctl list none of them unless all_deployments / --all-deployments);
+#     axctl instance list --outcome, instance retry, job
 #     pause-all/resume-all;
 # (d) flows (define, cycle and unknown job refused naming the stage, run,
 #     runs with stage states, delete), executors, lanes, leader, counters,
+#     stats (the overview's aggregate, against the database),
 #     DLQ (list newest first, show, replay once: the second replay makes no
 #     second instance);
 # (e) every mutating call is logged with the token's name, never the token;
-#     TLS when api.tls.cert/key are set;
+#     a DLQ request waiting on an unreachable Kafka holds up no other
+#     request and ends in 503 + Retry-After; TLS when api.tls.cert/key are set;
 # (f) every response recorded is checked against services/api/openapi.json
 #     (helpers/openapi_check.py, python3-jsonschema), and every documented
 #     operation was seen succeeding.
@@ -363,6 +367,16 @@ sleep 1
 # delete with unfinished instances: refused, then cancel_pending
 want 202 POST /api/v1/instances "$(jq -c -n --arg n "$W" --arg t "$TR-later" '{job: $n, trace_id: $t, delay_ms: 600000}')"
 wait_for 30 "the delayed instance" state_is "$TR-later" SCHEDULED
+# the overview's aggregate: this deployment's FAILED per minute (the two
+# /bin/false runs above) and the backlog, as the database has them
+want 200 GET "/api/v1/stats?minutes=60"
+[ "$(j '.minutes|length')" = 60 ] || fail "stats: not 60 minutes: $(head -c 300 "$WORK/body")"
+failed_db=$(sql "SELECT count(*) FROM job_instance WHERE deployment = '$AXCONF_TOPIC_PREFIX' AND outcome = 'FAILED' AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'")
+[ "$failed_db" -ge 2 ] && [ "$(j '[.minutes[].finished.FAILED // 0] | add')" = "$failed_db" ] \
+    || fail "stats: FAILED per minute $(j '[.minutes[].finished.FAILED // 0] | add'), the database $failed_db"
+[ "$(j '.backlog.count')" -ge 1 ] && [ "$(j '.backlog.oldest_age_ms')" -ge 0 ] || fail "stats: backlog $(j .backlog)"
+[ "$(j '[.minutes[] | select(.lateness_p99_ms != null)] | length')" -ge 1 ] || fail "stats: no fire lateness"
+bad minutes GET "/api/v1/stats?minutes=0"
 want 409 DELETE "/api/v1/jobs/$W"
 [ "$(j .error.field)" = cancel_pending ] || fail "delete refusal names cancel_pending"
 want 200 DELETE "/api/v1/jobs/$W?cancel_pending=true"
@@ -389,6 +403,47 @@ grep -qi '^Retry-After: [1-9]' "$WORK/h429" && [ "$(jq -r .error.code "$WORK/b42
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "http://127.0.0.1:$P2/api/v1/whoami")" = 200 ] \
     || fail "one token's rate limited another"
 stop_svc api@slow
+
+# Instances of this deployment only: an ax-api (and axctl) of another
+# deployment (topic.prefix) lists none of this one's instances, unless
+# asked for every deployment's.
+OTHER="${AXCONF_TOPIC_PREFIX}other-"
+P5=$(free_port)
+start_svc api@other --set "api.listen=127.0.0.1:$P5" --set "api.tokens=$ENTRIES" --set "topic.prefix=$OTHER"
+wait_for 30 "the other deployment's ax-api" curl -sf "http://127.0.0.1:$P5/healthz"
+mine=$(call GET "/api/v1/instances?limit=500&trace_id=$TR-fail" >/dev/null; j '.items|length')
+[ "$mine" -ge 1 ] || fail "this deployment lists no instance of $TR-fail"
+olist() { curl -sf -H "Authorization: Bearer $READ" "http://127.0.0.1:$P5/api/v1/instances?limit=500&trace_id=$TR-fail$1" | jq '.items|length'; }
+[ "$(olist '')" = 0 ] || fail "another deployment's ax-api lists this deployment's instances"
+[ "$(olist '&all_deployments=true')" = "$mine" ] || fail "all_deployments=true does not list every deployment's"
+bad all_deployments GET "/api/v1/instances?all_deployments=maybe"
+[ "$(AXCONF_TOPIC_PREFIX=$OTHER axctl instance list --trace "$TR-fail" | wc -l)" = 0 ] || fail "axctl instance list of another deployment lists this one's"
+[ "$(AXCONF_TOPIC_PREFIX=$OTHER axctl instance list --trace "$TR-fail" --all-deployments | wc -l)" = "$mine" ] \
+    || fail "axctl instance list --all-deployments"
+[ "$(axctl instance list --trace "$TR-fail" | wc -l)" = "$mine" ] || fail "axctl instance list of this deployment"
+stop_svc api@other
+
+# A DLQ request does not hold up the others: with Kafka unreachable for
+# this ax-api, a DLQ list waits on Kafka's metadata (seconds) and ends in
+# 503 + Retry-After, while /healthz and a store read sent during it are
+# answered (each bounded by curl -m 2) before the DLQ list has ended.
+P4=$(free_port)
+DEAD=$(free_port)
+start_svc api@nokafka --set "api.listen=127.0.0.1:$P4" --set "api.tokens=$ENTRIES" \
+    --set "kafka.bootstrap.servers=127.0.0.1:$DEAD"
+wait_for 30 "the ax-api without Kafka" curl -sf "http://127.0.0.1:$P4/healthz"
+curl -s -D "$WORK/hdlq" -o "$WORK/bdlq" -w '%{http_code}' -H "Authorization: Bearer $READ" \
+    "http://127.0.0.1:$P4/api/v1/dlq?limit=5" >"$WORK/cdlq" &
+DLQ_PID=$!
+sleep 0.5 # the DLQ list reaches ax-api first (ordering, not a speed check)
+curl -sf -m 2 "http://127.0.0.1:$P4/healthz" >/dev/null || fail "/healthz waited for the DLQ request"
+[ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $READ" "http://127.0.0.1:$P4/api/v1/jobs?limit=1")" = 200 ] \
+    || fail "/api/v1/jobs waited for the DLQ request"
+kill -0 "$DLQ_PID" 2>/dev/null || fail "the DLQ list had ended before the other requests were answered: $(cat "$WORK/cdlq")"
+wait "$DLQ_PID" || true
+[ "$(cat "$WORK/cdlq")" = 503 ] && [ "$(jq -r .error.code "$WORK/bdlq")" = unavailable ] \
+    && grep -qi '^Retry-After: [1-9]' "$WORK/hdlq" || fail "DLQ with Kafka away: $(cat "$WORK/cdlq") $(cat "$WORK/bdlq")"
+stop_svc api@nokafka
 
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 1 \
     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1

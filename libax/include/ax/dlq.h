@@ -87,4 +87,14 @@ int ax_dlq_replay(ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk, const ax_conf_t *c,
                   const rd_kafka_message_t *m, ax_dlq_replay_t *ret, char *errbuf,
                   size_t errlen);
 
+/* The same without waiting (ax-api, whose loop serves rk's delivery
+ * reports): the record is handed to rk tracked by dv, whose on_report
+ * tells the outcome. 0 with dv->pending 0 when nothing was produced
+ * (AX_DLQ_ALREADY); an error when nothing was handed over. d is only
+ * read (its topic names), so another thread may be using d's consumer. */
+typedef struct ax_delivery ax_delivery_t;
+int ax_dlq_replay_start(const ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk,
+                        const rd_kafka_message_t *m, ax_dlq_replay_t *ret, ax_delivery_t *dv,
+                        char *errbuf, size_t errlen);
+
 #endif

@@ -26,6 +26,9 @@ typedef struct ax_instance_query {
     int64_t since_ms, until_ms;
     int64_t before_id; /* keyset: ids below this one */
     int64_t limit;
+    /* the deployment (topic.prefix) whose instances are listed: the
+     * caller's own by default (ax-api, axctl); NULL: every deployment's */
+    const char *deployment;
 } ax_instance_query_t;
 
 typedef struct ax_json_row {
@@ -42,6 +45,14 @@ int ax_store_api_instances(ax_pg_t *pg, const ax_instance_query_t *q, ax_json_ro
  * (*ret_json malloc'd); AX_ERR_NOTFOUND if none. */
 int ax_store_api_instance(ax_pg_t *pg, int64_t id, char **ret_json, char *errbuf,
                           size_t errlen);
+
+/* The overview of the last `minutes` (1..1440) whole minutes of a
+ * deployment, as JSON text (*ret_json malloc'd): {"now", "minutes":[{"minute",
+ * "finished":{OUTCOME:n}, "lateness_p50_ms", "lateness_p99_ms"}...],
+ * "backlog":{"count","oldest_scheduled_at","oldest_age_ms"}} (one statement,
+ * api.stats). */
+int ax_store_api_stats(ax_pg_t *pg, const char *deployment, int minutes, char **ret_json,
+                       char *errbuf, size_t errlen);
 
 /* A names list (malloc'd strings). */
 typedef struct ax_names {

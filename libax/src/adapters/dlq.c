@@ -324,13 +324,18 @@ int ax_dlq_fetch(ax_dlq_t *d, int32_t part, int64_t off, rd_kafka_message_t **re
 
 /* ---- replay ----------------------------------------------------------------------------- */
 
-static int produce_one(rd_kafka_t *rk, const char *topic, const void *key, size_t klen,
-                       const void *buf, size_t len, char *errbuf, size_t errlen) {
-    ax_delivery_t dv = {0};
-    int rc = ax_kafka_produce(rk, topic, key, klen, buf, len, NULL, &dv, errbuf, errlen);
-    if ((rc == 0 || dv.pending) && ax_kafka_wait(rk, &dv, 35000) < 0)
+/* Hand one record to rk. dv NULL: wait for its acknowledgement here;
+ * else tracked by dv, whose on_report tells the outcome (no wait). */
+static int produce_one(rd_kafka_t *rk, ax_delivery_t *dv, const char *topic, const void *key,
+                       size_t klen, const void *buf, size_t len, char *errbuf, size_t errlen) {
+    ax_delivery_t own = {0};
+    int rc = ax_kafka_produce(rk, topic, key, klen, buf, len, NULL, dv ? dv : &own, errbuf,
+                              errlen);
+    if (dv)
+        return rc < 0 ? AX_ERR_IO : 0;
+    if ((rc == 0 || own.pending) && ax_kafka_wait(rk, &own, 35000) < 0)
         rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "replay not acknowledged by Kafka: %s",
-                       dv.err ? rd_kafka_err2str(dv.err) : "timed out");
+                       own.err ? rd_kafka_err2str(own.err) : "timed out");
     return rc < 0 ? AX_ERR_IO : 0;
 }
 
@@ -352,7 +357,7 @@ static int already(ax_pg_t *pg, const char *idem, ax_dlq_replay_t *ret, char *er
 }
 
 /* A final failure: its instance's job submitted again under idem. */
-static int resubmit(ax_pg_t *pg, rd_kafka_t *rk, const ax_dlq_t *d, int64_t id,
+static int resubmit(ax_pg_t *pg, rd_kafka_t *rk, ax_delivery_t *dv, const ax_dlq_t *d, int64_t id,
                     ax_dlq_replay_t *ret, char *errbuf, size_t errlen) {
     ax_dlq_instance_t in = {0};
     int rc = ax_store_dlq_instance(pg, id, &in, errbuf, errlen);
@@ -386,7 +391,7 @@ static int resubmit(ax_pg_t *pg, rd_kafka_t *rk, const ax_dlq_t *d, int64_t id,
                          "instance %lld cannot be resubmitted (cannot encode it)", (long long)id);
     }
     const char *idem = ret->idempotency_key;
-    rc = produce_one(rk, d->submit, idem, strlen(idem), buf, len, errbuf, errlen);
+    rc = produce_one(rk, dv, d->submit, idem, strlen(idem), buf, len, errbuf, errlen);
     free(buf);
     ax_dlq_instance_clear(&in);
     ret->action = AX_DLQ_RESUBMITTED;
@@ -396,7 +401,8 @@ static int resubmit(ax_pg_t *pg, rd_kafka_t *rk, const ax_dlq_t *d, int64_t id,
 
 /* A rejected submission: produced again with an idempotency key (its own,
  * else the record's), so a second replay makes no second instance. */
-static int replay_submission(ax_pg_t *pg, rd_kafka_t *rk, const rd_kafka_message_t *m,
+static int replay_submission(ax_pg_t *pg, rd_kafka_t *rk, ax_delivery_t *dv,
+                             const rd_kafka_message_t *m,
                              const char *src, ax_dlq_replay_t *ret, char *errbuf, size_t errlen) {
     ax_submit_t s;
     char err[256];
@@ -407,7 +413,7 @@ static int replay_submission(ax_pg_t *pg, rd_kafka_t *rk, const rd_kafka_message
         ret->undecodable = 1;
         snprintf(ret->decode_err, sizeof ret->decode_err, "%s", err);
         ret->idempotency_key[0] = '\0';
-        return produce_one(rk, src, m->key, m->key_len, m->payload, m->len, errbuf, errlen);
+        return produce_one(rk, dv, src, m->key, m->key_len, m->payload, m->len, errbuf, errlen);
     }
     if (s.idempotency_key)
         snprintf(ret->idempotency_key, sizeof ret->idempotency_key, "%s", s.idempotency_key);
@@ -422,14 +428,14 @@ static int replay_submission(ax_pg_t *pg, rd_kafka_t *rk, const rd_kafka_message
         rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "the record cannot be replayed (cannot "
                                                        "encode it)");
     else if (rc == 0)
-        rc = produce_one(rk, src, s.idempotency_key, strlen(s.idempotency_key), buf, len, errbuf,
+        rc = produce_one(rk, dv, src, s.idempotency_key, strlen(s.idempotency_key), buf, len, errbuf,
                          errlen);
     free(buf);
     ax_submit_clear(&s);
     return rc < 0 ? rc : 0;
 }
 
-int ax_dlq_replay(ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk, const ax_conf_t *c,
+static int replay(ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk, ax_delivery_t *dv,
                   const rd_kafka_message_t *m, ax_dlq_replay_t *ret, char *errbuf,
                   size_t errlen) {
     ax_dlq_rec_t r;
@@ -440,15 +446,27 @@ int ax_dlq_replay(ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk, const ax_conf_t *c,
     if (r.final_failure) {
         if (r.instance_id <= 0)
             return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "the record names no instance");
-        return resubmit(pg, rk, d, r.instance_id, ret, errbuf, errlen);
+        return resubmit(pg, rk, dv, d, r.instance_id, ret, errbuf, errlen);
     }
     if (!r.source[0])
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "the record has no source to replay to");
     if (strcmp(r.source, d->submit) == 0)
-        return replay_submission(pg, rk, m, r.source, ret, errbuf, errlen);
+        return replay_submission(pg, rk, dv, m, r.source, ret, errbuf, errlen);
     /* attempts and dispatches: their processing is idempotent */
     ret->action = AX_DLQ_PRODUCED;
     ret->idempotency_key[0] = '\0';
     snprintf(ret->topic, sizeof ret->topic, "%s", r.source);
-    return produce_one(rk, r.source, m->key, m->key_len, m->payload, m->len, errbuf, errlen);
+    return produce_one(rk, dv, r.source, m->key, m->key_len, m->payload, m->len, errbuf, errlen);
+}
+
+int ax_dlq_replay(ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk, const ax_conf_t *c,
+                  const rd_kafka_message_t *m, ax_dlq_replay_t *ret, char *errbuf,
+                  size_t errlen) {
+    return replay(d, pg, rk, NULL, m, ret, errbuf, errlen);
+}
+
+int ax_dlq_replay_start(const ax_dlq_t *d, ax_pg_t *pg, rd_kafka_t *rk,
+                        const rd_kafka_message_t *m, ax_dlq_replay_t *ret, ax_delivery_t *dv,
+                        char *errbuf, size_t errlen) {
+    return replay((ax_dlq_t *)d, pg, rk, dv, m, ret, errbuf, errlen);
 }

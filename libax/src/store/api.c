@@ -34,7 +34,8 @@
     " AND ($9::text IS NULL OR i.id IN (SELECT t.instance_id FROM instance_trace t"            \
     "  WHERE t.trace_id = $9))"                                                                  \
     " AND ($10::text IS NULL OR i.idempotency_key = $10)"                                       \
-    " AND ($11::bigint IS NULL OR i.id < $11::bigint)"
+    " AND ($11::bigint IS NULL OR i.id < $11::bigint)"                                         \
+    " AND ($12::text IS NULL OR i.deployment = $12)"
 
 AX_STMT(st_list, "api.instances",
         "SELECT i.id, " INSTANCE_JSON "::text FROM job_instance i"
@@ -133,9 +134,10 @@ int ax_store_api_instances(ax_pg_t *pg, const ax_instance_query_t *q, ax_json_ro
                        q->has_until ? ax_num(&until, q->until_ms) : NULL,
                        q->trace_id,
                        q->idempotency_key,
-                       q->before_id > 0 ? ax_num(&before, q->before_id) : NULL};
+                       q->before_id > 0 ? ax_num(&before, q->before_id) : NULL,
+                       q->deployment};
     ax_stmt_t *st = job_id ? &st_list_job : &st_list;
-    int rc = ax_stmt_run(pg, st, 11, p, NULL, NULL, &r, errbuf, errlen);
+    int rc = ax_stmt_run(pg, st, 12, p, NULL, NULL, &r, errbuf, errlen);
     return rc < 0 ? rc : json_rows(r, st, ret_rows, ret_n, errbuf, errlen);
 }
 
@@ -197,4 +199,53 @@ int ax_store_api_pause_all(ax_pg_t *pg, ax_names_t *ret, char *errbuf, size_t er
 
 int ax_store_api_resume_all(ax_pg_t *pg, ax_names_t *ret, char *errbuf, size_t errlen) {
     return names_run(pg, &st_resume, ret, errbuf, errlen);
+}
+
+/* The console's overview in one statement, bounded by $1 minutes (at most
+ * 1440 rows of minutes): finished per minute by outcome, fire lateness
+ * (dispatched - due) p50/p99 per minute, the backlog (SCHEDULED) count and
+ * oldest. The window's rows are read by finished_at and dispatched_at. */
+AX_STMT(st_stats, "api.stats",
+        "WITH b AS (SELECT generate_series(date_trunc('minute', now())"
+        "   - ($1::int - 1) * interval '1 minute', date_trunc('minute', now()),"
+        "   interval '1 minute') AS m),"
+        " w AS (SELECT min(m) AS lo FROM b),"
+        " f AS (SELECT date_trunc('minute', i.finished_at) AS m,"
+        "   coalesce(i.outcome::text, 'other') AS o, count(*) AS n FROM job_instance i, w"
+        "   WHERE i.deployment = $2 AND i.state = 'FINISHED' AND i.finished_at >= w.lo"
+        "   GROUP BY 1, 2),"
+        " l AS (SELECT date_trunc('minute', i.dispatched_at) AS m,"
+        "   percentile_disc(0.5) WITHIN GROUP (ORDER BY " MSDIFF("i.dispatched_at", "i.due_at") ")"
+        "   AS p50, percentile_disc(0.99) WITHIN GROUP (ORDER BY "
+        MSDIFF("i.dispatched_at", "i.due_at") ") AS p99"
+        "   FROM job_instance i, w WHERE i.deployment = $2 AND i.dispatched_at >= w.lo"
+        "   AND i.due_at IS NOT NULL GROUP BY 1),"
+        " k AS (SELECT count(*) AS n, min(i.scheduled_at) AS oldest FROM job_instance i"
+        "   WHERE i.deployment = $2 AND i.state = 'SCHEDULED')"
+        " SELECT 0, json_build_object('now', now(), 'minutes', (SELECT json_agg(json_build_object("
+        "   'minute', b.m, 'finished', (SELECT coalesce(json_object_agg(f.o, f.n), '{}'::json)"
+        "   FROM f WHERE f.m = b.m), 'lateness_p50_ms', l.p50, 'lateness_p99_ms', l.p99)"
+        "   ORDER BY b.m) FROM b LEFT JOIN l ON l.m = b.m),"
+        " 'backlog', (SELECT json_build_object('count', k.n, 'oldest_scheduled_at', k.oldest,"
+        "   'oldest_age_ms', " MSDIFF("now()", "k.oldest") ") FROM k))::text");
+
+int ax_store_api_stats(ax_pg_t *pg, const char *deployment, int minutes, char **ret_json,
+                       char *errbuf, size_t errlen) {
+    ax_num_t n;
+    const char *p[] = {ax_num(&n, minutes), deployment};
+    PGresult *r;
+    ax_json_row_t *rows;
+    size_t k;
+    *ret_json = NULL;
+    int rc = ax_stmt_run(pg, &st_stats, 2, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc == 0)
+        rc = json_rows(r, &st_stats, &rows, &k, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    if (k == 1) {
+        *ret_json = rows[0].json;
+        rows[0].json = NULL;
+    }
+    ax_json_rows_free(rows, k);
+    return *ret_json ? 0 : ax_seterr(errbuf, errlen, AX_ERR_IO, "api.stats: no row");
 }

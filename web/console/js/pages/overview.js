@@ -1,7 +1,7 @@
 // overview.js — the live overview: finished per minute by outcome, fire
 // lateness, lag per lane, backlog age, executors and leader, polled.
-// The per-minute figures are computed here from one bounded page of recent
-// instances (the API has no aggregate endpoint yet: NEEDS-FROM-API.md).
+// The per-minute figures and the backlog come from GET /api/v1/stats (one
+// bounded store statement over the window), not from pages of instances.
 import {h, replace, badge, table, fmtDur, toDate, show, hashHref, link} from '../dom.js';
 import {get, listOf} from '../api.js';
 import {barChart, destroyChart} from '../charts.js';
@@ -10,40 +10,22 @@ const MINUTES = 30;
 const OUTCOMES = [['SUCCESS', '--ok'], ['FAILED', '--bad'], ['TIMEOUT', '--warn'],
     ['CANCELLED', '--muted'], ['other', '--info']];
 
-function minuteKeys(now) {
-    const start = Math.floor(now / 60000) - MINUTES + 1;
-    return Array.from({length: MINUTES}, (_, i) => (start + i) * 60000);
+function label(iso) {
+    const d = toDate(iso);
+    return d ? `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}` : '?';
 }
 
-function label(ms) {
-    const d = new Date(ms);
-    return `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`;
-}
-
-function perMinute(items, now) {
-    const keys = minuteKeys(now);
-    const idx = new Map(keys.map((k, i) => [k, i]));
-    const counts = OUTCOMES.map(() => new Array(keys.length).fill(0));
-    const late = keys.map(() => []);
-    for (const it of items) {
-        const f = toDate(it.finished_at);
-        if (f) {
-            const i = idx.get(Math.floor(f.getTime() / 60000) * 60000);
-            if (i !== undefined) {
-                const o = OUTCOMES.findIndex(([n]) => n === it.outcome);
-                counts[o < 0 ? OUTCOMES.length - 1 : o][i]++;
-            }
-        }
-        const due = toDate(it.due_at), sent = toDate(it.dispatched_at);
-        if (due && sent) {
-            const i = idx.get(Math.floor(sent.getTime() / 60000) * 60000);
-            if (i !== undefined) late[i].push(Math.max(0, sent - due));
-        }
-    }
-    const q = (arr, p) => (arr.length ? arr.slice().sort((a, b) => a - b)[Math.min(arr.length - 1,
-        Math.floor(p * arr.length))] : 0);
-    return {labels: keys.map(label), counts,
-        p50: late.map(a => q(a, 0.5)), p99: late.map(a => q(a, 0.99))};
+function perMinute(stats) {
+    const minutes = Array.isArray(stats.minutes) ? stats.minutes : [];
+    const known = OUTCOMES.slice(0, -1).map(([n]) => n);
+    const counts = OUTCOMES.map(([n]) => minutes.map(m => {
+        const f = m.finished || {};
+        if (n !== 'other') return Number(f[n]) || 0;
+        return Object.keys(f).filter(k => !known.includes(k)).reduce((a, k) => a + (Number(f[k]) || 0), 0);
+    }));
+    return {labels: minutes.map(m => label(m.minute)), counts,
+        p50: minutes.map(m => Number(m.lateness_p50_ms) || 0),
+        p99: minutes.map(m => Number(m.lateness_p99_ms) || 0)};
 }
 
 function card(title, value, detail) {
@@ -68,15 +50,12 @@ function executorsCard(r) {
     return card('Executors', String(items.length - lost), `${lost} lost · ${running} running now`);
 }
 
-function backlogCard(r, now) {
+function backlogCard(r) {
     if (r.status !== 'fulfilled') return card('Backlog', '?', 'unavailable');
-    const {items, next} = listOf(r.value);
-    const oldest = items.reduce((m, it) => {
-        const d = toDate(it.scheduled_at);
-        return d && (!m || d < m) ? d : m;
-    }, null);
-    const n = next ? `${items.length}+` : String(items.length);
-    return card('Backlog (SCHEDULED)', n, oldest ? `oldest waits ${fmtDur(now - oldest)}${next ? ' (of the newest ' + items.length + ')' : ''}` : 'empty');
+    const b = r.value.backlog || {};
+    const n = Number(b.count) || 0;
+    return card('Backlog (SCHEDULED)', String(n),
+        n && b.oldest_age_ms !== null && b.oldest_age_ms !== undefined ? `oldest waits ${fmtDur(b.oldest_age_ms)}` : 'empty');
 }
 
 function lanesTable(r) {
@@ -125,29 +104,25 @@ export async function render(ctx) {
             link(hashHref('instances') + '?outcome=FAILED', 'Failed instances')));
     ctx.onLeave(() => { destroyChart(finished); destroyChart(lateness); });
     await ctx.every(5000, async () => {
-        const now = Date.now();
-        const since = new Date(now - MINUTES * 60000).toISOString();
-        const [done, sched, lanesR, execR, leaderR, countR] = await Promise.allSettled([
-            get('/instances', {state: 'FINISHED', since, limit: 500}),
-            get('/instances', {state: 'SCHEDULED', limit: 500}),
+        const [stats, lanesR, execR, leaderR, countR] = await Promise.allSettled([
+            get('/stats', {minutes: MINUTES}),
             get('/lanes'), get('/executors'), get('/leader'), get('/counters')]);
         if (!ctx.alive()) return;
-        replace(cards, leaderCard(leaderR), executorsCard(execR), backlogCard(sched, now));
-        if (done.status === 'fulfilled') {
-            const {items, next} = listOf(done.value);
-            const m = perMinute(items, now);
+        replace(cards, leaderCard(leaderR), executorsCard(execR), backlogCard(stats));
+        if (stats.status === 'fulfilled') {
+            const m = perMinute(stats.value);
             barChart(finished, {title: 'finished per minute', labels: m.labels, stacked: true,
                 series: OUTCOMES.map(([n, c], i) => ({name: n, color: c, data: m.counts[i]}))});
             barChart(lateness, {title: 'fire lateness', labels: m.labels, unit: 'ms',
                 series: [{name: 'p50', color: '--info', data: m.p50}, {name: 'p99', color: '--warn', data: m.p99}]});
-            note.textContent = next ? `From the newest ${items.length} instances scheduled in the window.` :
-                `${items.length} instances finished in the window.`;
+            const total = m.counts.reduce((a, row) => a + row.reduce((x, y) => x + y, 0), 0);
+            note.textContent = `${total} instances finished in the window.`;
         } else {
-            replace(finished, h('p', {class: 'error'}, ctx.errorText(done.reason)));
+            replace(finished, h('p', {class: 'error'}, ctx.errorText(stats.reason)));
         }
         replace(lanes, lanesTable(lanesR));
         replace(execs, execTable(execR));
         replace(counters, countersTable(countR));
-        if ([done, sched, lanesR, execR, leaderR].every(r => r.status === 'rejected')) throw done.reason;
+        if ([stats, lanesR, execR, leaderR].every(r => r.status === 'rejected')) throw stats.reason;
     });
 }
