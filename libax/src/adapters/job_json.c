@@ -378,9 +378,7 @@ int ax_job_name_valid(const char *s) {
     return 1;
 }
 
-/* An executor group: what the job table's CHECK allows (and what a Kafka
- * topic name can carry), not a lane's reserved name. */
-static int group_valid(const char *s) {
+int ax_job_group_valid(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > 64 || ax_conf_group_reserved(s))
         return 0;
@@ -453,7 +451,7 @@ int ax_job_spec_check(const ax_job_spec_t *s, int create, const char **ret_field
     int rc = schedule_check(s, ret_field, errbuf, errlen);
     if (rc)
         return rc;
-    if (s->executor_group && !group_valid(s->executor_group))
+    if (s->executor_group && !ax_job_group_valid(s->executor_group))
         return bad(ret_field, "group", errbuf, errlen,
                    "1-64 of A-Z a-z 0-9 _ - starting with a letter or digit, not p0-p9 (lane "
                    "names)%s", NULL);
