@@ -316,7 +316,7 @@ void h_flow_runs(req_t *rq) {
     f.before_id = before;
     ax_flow_run_t *rows;
     size_t n;
-    char err[1024], next[24];
+    char err[1024];
     int rc = ax_store_flow_runs(PG(rq), &f, (size_t)limit + 1, &rows, &n, err, sizeof err);
     if (rc < 0) {
         api_fail(rq, rc, NULL, err);
@@ -325,9 +325,8 @@ void h_flow_runs(req_t *rq) {
     json_t *items = json_array();
     for (size_t i = 0; i < n && (int64_t)i < limit; i++)
         json_array_append_new(items, run_json(&rows[i]));
-    if ((int64_t)n > limit)
-        snprintf(next, sizeof next, "%lld", (long long)rows[limit - 1].id);
-    api_page(rq, items, (int64_t)n > limit ? next : NULL);
+    int more = (int64_t)n > limit;
+    api_page_int(rq, items, more, more ? rows[limit - 1].id : 0);
     ax_flow_runs_free(rows, n);
 }
 

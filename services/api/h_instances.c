@@ -81,10 +81,8 @@ void h_instances_list(req_t *rq) {
         if (o)
             json_array_append_new(items, o);
     }
-    char next[24];
-    if ((int64_t)n > limit)
-        snprintf(next, sizeof next, "%lld", (long long)rows[limit - 1].id);
-    api_page(rq, items, (int64_t)n > limit ? next : NULL);
+    int more = (int64_t)n > limit;
+    api_page_int(rq, items, more, more ? rows[limit - 1].id : 0);
     ax_json_rows_free(rows, n);
 }
 

@@ -191,6 +191,13 @@ void api_page(req_t *rq, json_t *items, const char *next_cursor) {
                                  next_cursor ? json_string(next_cursor) : json_null()));
 }
 
+void api_page_int(req_t *rq, json_t *items, int more, int64_t last) {
+    char next[24];
+    if (more)
+        snprintf(next, sizeof next, "%lld", (long long)last);
+    api_page(rq, items, more ? next : NULL);
+}
+
 /* ---- auth ------------------------------------------------------------------------------ */
 
 /* 0 when the request may go on (else replied 401/403/429). */
