@@ -74,6 +74,9 @@ void api_page_int(req_t *rq, json_t *items, int more, int64_t last);
 /* Query parameters: each replies 400 (naming the parameter) and returns
  * -1 on a bad value. q_only first: unknown parameters are refused. */
 int q_only(req_t *rq, const char *const *allowed);
+/* The body's members: 0, or -1 after replying 400 naming the first one not
+ * in keys (NULL-terminated). */
+int body_only(req_t *rq, const char *const *keys);
 const char *q_get(req_t *rq, const char *name);
 int q_int(req_t *rq, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out);
 int q_limit(req_t *rq, int64_t *out); /* limit: default 50, 1..500 */

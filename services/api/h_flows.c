@@ -203,17 +203,8 @@ void h_flows_create(req_t *rq) {
         api_error(rq, 400, "invalid_json", NULL, "a flow object is needed");
         return;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(rq->body, k, v) {
-        int i = 0;
-        while (keys[i] && strcmp(keys[i], k) != 0)
-            i++;
-        if (!keys[i]) {
-            bad(rq, k, "unknown member");
-            return;
-        }
-    }
+    if (body_only(rq, keys) < 0)
+        return;
     const char *name = json_string_value(json_object_get(rq->body, "name"));
     json_t *pol = json_object_get(rq->body, "on_failure");
     const char *policy = pol ? json_string_value(pol) : "stop";

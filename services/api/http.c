@@ -346,6 +346,21 @@ int q_only(req_t *rq, const char *const *allowed) {
     return 0;
 }
 
+int body_only(req_t *rq, const char *const *keys) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(rq->body, k, v) {
+        int i = 0;
+        while (keys[i] && strcmp(keys[i], k) != 0)
+            i++;
+        if (!keys[i]) {
+            api_error(rq, 400, "bad_request", k, "%s: unknown member", k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 const char *q_get(req_t *rq, const char *name) {
     return evhttp_find_header(&rq->query, name);
 }
