@@ -266,12 +266,18 @@ static int cancel_one(ax_pg_t *pg, const char *arg, int64_t id) {
     return 0;
 }
 
-static int instance_cancel(int argc, char **argv) {
+/* The one ID argument of instance cancel/retry; exits 2 (usage) unless a positive id. */
+static int64_t one_id(int argc, char **argv, const char *usage) {
     if (argc != 2)
-        die_usage("instance cancel needs one ID");
+        die_usage(usage);
     int64_t id = parse_int(argv[1], "ID");
     if (id < 1)
         die_usagef("ID must be a positive instance id, not %s", argv[1]);
+    return id;
+}
+
+static int instance_cancel(int argc, char **argv) {
+    int64_t id = one_id(argc, argv, "instance cancel needs one ID");
     ax_pg_t *pg = pg_open();
     int rc = cancel_one(pg, argv[1], id);
     ax_pg_destroy(pg);
@@ -280,11 +286,7 @@ static int instance_cancel(int argc, char **argv) {
 
 /* instance retry ID through ax_ops_retry (libax), as ax-api's POST .../retry. */
 static int instance_retry(int argc, char **argv) {
-    if (argc != 2)
-        die_usage("instance retry needs one ID");
-    int64_t id = parse_int(argv[1], "ID");
-    if (id < 1)
-        die_usagef("ID must be a positive instance id, not %s", argv[1]);
+    int64_t id = one_id(argc, argv, "instance retry needs one ID");
     ax_pg_t *pg = pg_open();
     rd_kafka_t *rk = producer_open();
     char err[1024];
