@@ -302,18 +302,13 @@ void job_validate(int kind, const char *cron, const char *tz, const char *gap,
     ax_tz_destroy(z);
     if (kind != AX_SCHED_CRON)
         return;
-    int g = gap ? ax_dst_gap_parse(gap) : 0, o = overlap ? ax_dst_overlap_parse(overlap) : 0;
-    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
-    ax_schedule_t s;
-    rc = ax_schedule_init(&s, AX_SCHED_CRON, cron, tz, dst, 0, 0, err, sizeof err);
-    if (rc < 0) {
+    if (ax_job_cron_valid(cron, tz, gap, overlap, err, sizeof err) < 0) {
         fprintf(stderr, "axctl: invalid cron expression '%s': %s\n", cron ? cron : "", err);
         int pos;
         if (cron && sscanf(err, "position %d:", &pos) == 1 && pos >= 1)
             fprintf(stderr, "  %s\n  %*s^\n", cron, pos - 1, "");
         exit(2);
     }
-    ax_schedule_clear(&s);
 }
 
 int job_opts_empty(const opts_t *o) {

@@ -47,4 +47,10 @@ int ax_job_name_valid(const char *s);
  * (p0-p9, ax_conf_group_reserved). */
 int ax_job_group_valid(const char *s);
 
+/* 0 if cron parses as a cron expression in zone tz with the DST policies
+ * named gap and overlap (ax/fire.h's names; NULL or unknown: the defaults),
+ * as the trigger will read it; else -1 with the parser's reason in err. */
+int ax_job_cron_valid(const char *cron, const char *tz, const char *gap, const char *overlap,
+                      char *err, size_t errlen);
+
 #endif

@@ -420,6 +420,18 @@ static int handler_check(const ax_job_spec_t *s, const char **ret_field, char *e
     return 0;
 }
 
+int ax_job_cron_valid(const char *cron, const char *tz, const char *gap, const char *overlap,
+                      char *err, size_t errlen) {
+    int g = gap ? ax_dst_gap_parse(gap) : 0;
+    int o = overlap ? ax_dst_overlap_parse(overlap) : 0;
+    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
+    ax_schedule_t sc;
+    if (ax_schedule_init(&sc, AX_SCHED_CRON, cron, tz, dst, 0, 0, err, errlen) < 0)
+        return -1;
+    ax_schedule_clear(&sc);
+    return 0;
+}
+
 static int schedule_check(const ax_job_spec_t *s, const char **ret_field, char *errbuf,
                           size_t errlen) {
     char err[512];
@@ -430,15 +442,9 @@ static int schedule_check(const ax_job_spec_t *s, const char **ret_field, char *
     ax_tz_destroy(z);
     if (!s->schedule_expr)
         return 0;
-    int g = s->dst_gap ? ax_dst_gap_parse(s->dst_gap) : 0;
-    int o = s->dst_overlap ? ax_dst_overlap_parse(s->dst_overlap) : 0;
-    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
-    ax_schedule_t sc;
-    if (ax_schedule_init(&sc, AX_SCHED_CRON, s->schedule_expr, tz, dst, 0, 0, err, sizeof err) <
-        0)
+    if (ax_job_cron_valid(s->schedule_expr, tz, s->dst_gap, s->dst_overlap, err, sizeof err) < 0)
         return bad(ret_field, "schedule.expr", errbuf, errlen, "invalid cron expression: %s",
                    err);
-    ax_schedule_clear(&sc);
     return 0;
 }
 
