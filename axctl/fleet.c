@@ -13,6 +13,7 @@
 
 #include "ax/common.h"
 #include "ax/idem.h"
+#include "ax/job_json.h"
 #include "ax/kafka.h"
 #include "ax/log.h"
 #include "ax/lane.h"
@@ -357,22 +358,6 @@ int cmd_idem(int argc, char **argv) {
 
 /* ---- topics create --------------------------------------------------------------- */
 
-static int valid_group(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > 64)
-        return 0;
-    /* dispatch.p0 .. dispatch.p4 are the default group's priority lanes */
-    if (ax_conf_group_reserved(s))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '_' && c != '-')))
-            return 0;
-    }
-    return 1;
-}
-
 /* Replication factor and min.insync.replicas: the flags' (checked against
  * the cluster's size), else 3 and 2 on a cluster of 3 brokers or more, 1
  * and 1 on a smaller one. Exits 2 on a flag the cluster cannot honour. */
@@ -434,7 +419,7 @@ int cmd_topics(int argc, char **argv) {
             if (isr < 1 || isr > 32767)
                 die_usagef("--min-insync must be 1..32767, not %s", v);
         } else {
-            if (!valid_group(v))
+            if (!ax_job_group_valid(v))
                 die_usagef("--group must be 1-64 of A-Z a-z 0-9 _ - starting with a letter or "
                            "digit, and not p0-p9 (lane suffixes), not '%s'", v);
             if (strcmp(v, "default") == 0)

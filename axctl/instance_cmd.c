@@ -129,32 +129,31 @@ static int instance_show(int argc, char **argv) {
     return 0;
 }
 
+/* v upper-cased into buf (as stored); exits 2 naming opt and the choices when it is not one of
+ * names (NULL-terminated). */
+static const char *enum_arg(const char *v, char *buf, size_t len, const char *const *names,
+                            const char *opt, const char *choices) {
+    snprintf(buf, len, "%.15s", v);
+    for (char *c = buf; *c; c++)
+        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+    int k = 0;
+    while (names[k] && strcmp(names[k], buf) != 0)
+        k++;
+    if (!names[k])
+        die_usagef("%s must be %s, not '%s'", opt, choices, v);
+    return buf;
+}
+
 /* --state: one of the states, any case, as stored (upper case). */
 static const char *state_arg(const char *v, char *st, size_t len) {
     static const char *const states[] = {"SCHEDULED", "LOCKED", "RUNNING", "FINISHED", NULL};
-    snprintf(st, len, "%.15s", v);
-    for (char *c = st; *c; c++)
-        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-    int k = 0;
-    while (states[k] && strcmp(states[k], st) != 0)
-        k++;
-    if (!states[k])
-        die_usagef("--state must be SCHEDULED, LOCKED, RUNNING or FINISHED, not '%s'", v);
-    return st;
+    return enum_arg(v, st, len, states, "--state", "SCHEDULED, LOCKED, RUNNING or FINISHED");
 }
 
 /* --outcome: one of the outcomes, any case, as stored (upper case). */
 static const char *outcome_arg(const char *v, char *oc, size_t len) {
     static const char *const outcomes[] = {"SUCCESS", "FAILED", "TIMEOUT", "CANCELLED", NULL};
-    snprintf(oc, len, "%.15s", v);
-    for (char *c = oc; *c; c++)
-        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-    int k = 0;
-    while (outcomes[k] && strcmp(outcomes[k], oc) != 0)
-        k++;
-    if (!outcomes[k])
-        die_usagef("--outcome must be SUCCESS, FAILED, TIMEOUT or CANCELLED, not '%s'", v);
-    return oc;
+    return enum_arg(v, oc, len, outcomes, "--outcome", "SUCCESS, FAILED, TIMEOUT or CANCELLED");
 }
 
 /* instance list's options into q; exits 2 on a bad one. */
@@ -273,12 +272,18 @@ static int cancel_one(ax_pg_t *pg, const char *arg, int64_t id) {
     return 0;
 }
 
-static int instance_cancel(int argc, char **argv) {
+/* The one ID argument of instance cancel/retry; exits 2 (usage) unless a positive id. */
+static int64_t one_id(int argc, char **argv, const char *usage) {
     if (argc != 2)
-        die_usage("instance cancel needs one ID");
+        die_usage(usage);
     int64_t id = parse_int(argv[1], "ID");
     if (id < 1)
         die_usagef("ID must be a positive instance id, not %s", argv[1]);
+    return id;
+}
+
+static int instance_cancel(int argc, char **argv) {
+    int64_t id = one_id(argc, argv, "instance cancel needs one ID");
     ax_pg_t *pg = pg_open();
     int rc = cancel_one(pg, argv[1], id);
     ax_pg_destroy(pg);
@@ -287,11 +292,7 @@ static int instance_cancel(int argc, char **argv) {
 
 /* instance retry ID through ax_ops_retry (libax), as ax-api's POST .../retry. */
 static int instance_retry(int argc, char **argv) {
-    if (argc != 2)
-        die_usage("instance retry needs one ID");
-    int64_t id = parse_int(argv[1], "ID");
-    if (id < 1)
-        die_usagef("ID must be a positive instance id, not %s", argv[1]);
+    int64_t id = one_id(argc, argv, "instance retry needs one ID");
     ax_pg_t *pg = pg_open();
     rd_kafka_t *rk = producer_open();
     char err[1024];

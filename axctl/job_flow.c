@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ax/common.h"
+#include "ax/job_json.h"
 #include "ax/schedule.h"
 #include "ax/store_job.h"
 #include "axctl.h"
@@ -96,7 +97,7 @@ static int flow_sched_create(ax_pg_t *pg, const char *flow, int64_t flow_id, con
         die_usagef("flow %s has no schedule yet: give --cron, --fixed-rate, --at or --after",
                    flow);
     }
-    if (!job_valid_name(jobname))
+    if (!ax_job_name_valid(jobname))
         die_usagef("flow name '%s' too long for its schedule job %s (at most 123 characters)",
                    flow, jobname);
     ax_job_spec_t spec;

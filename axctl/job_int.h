@@ -51,7 +51,6 @@ typedef struct {
 } opts_t;
 
 /* Names: exit 2 (naming the rule) unless usable. */
-int job_valid_name(const char *s);
 void job_need_name(const char *sub, int argc, char **argv);
 
 /* The options argv[2..argc) of job `sub` (create: --disabled allowed);

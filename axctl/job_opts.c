@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "ax/common.h"
+#include "ax/conf.h"
 #include "ax/fire.h"
+#include "ax/job_json.h"
 #include "ax/retry.h"
 #include "ax/schedule.h"
 #include "axctl.h"
@@ -39,40 +41,12 @@ static const char *const *option_names(const char *opt) {
                                                : none;
 }
 
-int job_valid_name(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > 128)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
-            return 0;
-    }
-    return 1;
-}
-
 void job_need_name(const char *sub, int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         die_usagef("job %s needs a NAME (see axctl --help)", sub);
-    if (!job_valid_name(argv[1]))
+    if (!ax_job_name_valid(argv[1]))
         die_usagef("invalid job name '%s': 1-128 of A-Z a-z 0-9 . _ - starting with a letter "
                    "or digit", argv[1]);
-}
-
-/* An executor group: what the job table's CHECK allows (and what a Kafka
- * topic name can carry). */
-static int valid_group(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > 64)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '_' && c != '-')))
-            return 0;
-    }
-    return 1;
 }
 
 static void set_sched(opts_t *o, const char *opt, int kind) {
@@ -186,7 +160,8 @@ static int opt_run(opts_t *o, const char *a, const char *v) {
     } else if (strcmp(a, "--handler") == 0) {
         o->handler = one_of(a, v);
     } else if (strcmp(a, "--group") == 0) {
-        if (!valid_group(v))
+        /* p0-p9 (reserved) get group_check's own message */
+        if (!ax_conf_group_reserved(v) && !ax_job_group_valid(v))
             die_usagef("--group must be 1-64 of A-Z a-z 0-9 _ - starting with a letter or "
                        "digit, not '%s'", v);
         group_check(v);
@@ -327,18 +302,13 @@ void job_validate(int kind, const char *cron, const char *tz, const char *gap,
     ax_tz_destroy(z);
     if (kind != AX_SCHED_CRON)
         return;
-    int g = gap ? ax_dst_gap_parse(gap) : 0, o = overlap ? ax_dst_overlap_parse(overlap) : 0;
-    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
-    ax_schedule_t s;
-    rc = ax_schedule_init(&s, AX_SCHED_CRON, cron, tz, dst, 0, 0, err, sizeof err);
-    if (rc < 0) {
+    if (ax_job_cron_valid(cron, tz, gap, overlap, err, sizeof err) < 0) {
         fprintf(stderr, "axctl: invalid cron expression '%s': %s\n", cron ? cron : "", err);
         int pos;
         if (cron && sscanf(err, "position %d:", &pos) == 1 && pos >= 1)
             fprintf(stderr, "  %s\n  %*s^\n", cron, pos - 1, "");
         exit(2);
     }
-    ax_schedule_clear(&s);
 }
 
 int job_opts_empty(const opts_t *o) {

@@ -83,10 +83,16 @@ void api_error(req_t *rq, int status, const char *code, const char *field, const
 void api_fail(req_t *rq, int rc, const char *field, const char *err);
 /* A list page: {"items": items, "next_cursor": cursor or null}. */
 void api_page(req_t *rq, json_t *items, const char *next_cursor);
+/* A list page keyed by an integer: when more (the store had a row past the
+ * page), next_cursor is last (the page's last item's key) in decimal. */
+void api_page_int(req_t *rq, json_t *items, int more, int64_t last);
 
 /* Query parameters: each replies 400 (naming the parameter) and returns
  * -1 on a bad value. q_only first: unknown parameters are refused. */
 int q_only(req_t *rq, const char *const *allowed);
+/* The body's members: 0, or -1 after replying 400 naming the first one not
+ * in keys (NULL-terminated). */
+int body_only(req_t *rq, const char *const *keys);
 const char *q_get(req_t *rq, const char *name);
 int q_int(req_t *rq, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out);
 int q_limit(req_t *rq, int64_t *out); /* limit: default 50, 1..500 */

@@ -203,17 +203,8 @@ void h_flows_create(req_t *rq) {
         api_error(rq, 400, "invalid_json", NULL, "a flow object is needed");
         return;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(rq->body, k, v) {
-        int i = 0;
-        while (keys[i] && strcmp(keys[i], k) != 0)
-            i++;
-        if (!keys[i]) {
-            bad(rq, k, "unknown member");
-            return;
-        }
-    }
+    if (body_only(rq, keys) < 0)
+        return;
     const char *name = json_string_value(json_object_get(rq->body, "name"));
     json_t *pol = json_object_get(rq->body, "on_failure");
     const char *policy = pol ? json_string_value(pol) : "stop";
@@ -316,7 +307,7 @@ void h_flow_runs(req_t *rq) {
     f.before_id = before;
     ax_flow_run_t *rows;
     size_t n;
-    char err[1024], next[24];
+    char err[1024];
     int rc = ax_store_flow_runs(PG(rq), &f, (size_t)limit + 1, &rows, &n, err, sizeof err);
     if (rc < 0) {
         api_fail(rq, rc, NULL, err);
@@ -325,9 +316,8 @@ void h_flow_runs(req_t *rq) {
     json_t *items = json_array();
     for (size_t i = 0; i < n && (int64_t)i < limit; i++)
         json_array_append_new(items, run_json(&rows[i]));
-    if ((int64_t)n > limit)
-        snprintf(next, sizeof next, "%lld", (long long)rows[limit - 1].id);
-    api_page(rq, items, (int64_t)n > limit ? next : NULL);
+    int more = (int64_t)n > limit;
+    api_page_int(rq, items, more, more ? rows[limit - 1].id : 0);
     ax_flow_runs_free(rows, n);
 }
 

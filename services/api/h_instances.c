@@ -84,10 +84,8 @@ void h_instances_list(req_t *rq) {
         if (o)
             json_array_append_new(items, o);
     }
-    char next[24];
-    if ((int64_t)n > limit)
-        snprintf(next, sizeof next, "%lld", (long long)rows[limit - 1].id);
-    api_page(rq, items, (int64_t)n > limit ? next : NULL);
+    int more = (int64_t)n > limit;
+    api_page_int(rq, items, more, more ? rows[limit - 1].id : 0);
     ax_json_rows_free(rows, n);
 }
 
@@ -166,17 +164,8 @@ static int body_command(req_t *rq, char **argv, size_t cap, size_t *n) {
 static int submit_of(req_t *rq, ax_submit_t *s, char **argv, size_t cap) {
     static const char *const keys[] = {"job", "command", "payload", "priority", "timeout_ms",
                                        "delay_ms", "at", "idempotency_key", "trace_id", NULL};
-    const char *k;
-    json_t *v;
-    json_object_foreach(rq->body, k, v) {
-        int i = 0;
-        while (keys[i] && strcmp(keys[i], k) != 0)
-            i++;
-        if (!keys[i]) {
-            api_error(rq, 400, "bad_request", k, "%s: unknown member", k);
-            return -1;
-        }
-    }
+    if (body_only(rq, keys) < 0)
+        return -1;
     const char *payload, *at;
     int64_t pr = -1, timeout = 0, delay = -1;
     if (body_str(rq, "job", (const char **)&s->job) || body_str(rq, "payload", &payload) ||

@@ -375,7 +375,7 @@ void h_job_history(req_t *rq) {
     ax_job_clear(&j);
     ax_job_fire_t *rows;
     size_t n;
-    char err[1024], next[32];
+    char err[1024];
     int rc = ax_store_job_history_page(PG(rq), rq->seg[1], has_since, since, cur != NULL, before,
                                        limit + 1, &rows, &n, err, sizeof err);
     if (rc < 0) {
@@ -392,9 +392,8 @@ void h_job_history(req_t *rq) {
                              js(f->instance_state), "instance_outcome", js(f->instance_outcome),
                              "detail", js(f->detail)));
     }
-    if ((int64_t)n > limit)
-        snprintf(next, sizeof next, "%lld", (long long)rows[limit - 1].nominal_ms);
-    api_page(rq, items, (int64_t)n > limit ? next : NULL);
+    int more = (int64_t)n > limit;
+    api_page_int(rq, items, more, more ? rows[limit - 1].nominal_ms : 0);
     ax_job_fires_free(rows, n);
 }
 

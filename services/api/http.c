@@ -197,6 +197,13 @@ void api_page(req_t *rq, json_t *items, const char *next_cursor) {
                                  next_cursor ? json_string(next_cursor) : json_null()));
 }
 
+void api_page_int(req_t *rq, json_t *items, int more, int64_t last) {
+    char next[24];
+    if (more)
+        snprintf(next, sizeof next, "%lld", (long long)last);
+    api_page(rq, items, more ? next : NULL);
+}
+
 /* ---- auth ------------------------------------------------------------------------------ */
 
 /* 0 when the request may go on (else replied 401/403/429). */
@@ -362,6 +369,21 @@ int q_only(req_t *rq, const char *const *allowed) {
             api_error(rq, 400, "bad_request", kv->key,
                       allowed[i] ? "%s: not valid UTF-8" : "%s: unknown query parameter",
                       allowed[i] ? kv->key : kv->key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int body_only(req_t *rq, const char *const *keys) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(rq->body, k, v) {
+        int i = 0;
+        while (keys[i] && strcmp(keys[i], k) != 0)
+            i++;
+        if (!keys[i]) {
+            api_error(rq, 400, "bad_request", k, "%s: unknown member", k);
             return -1;
         }
     }

@@ -42,4 +42,15 @@ int ax_job_spec_check(const ax_job_spec_t *s, int create, const char **ret_field
 /* 1 if s is a job name: 1-128 of A-Z a-z 0-9 . _ - starting with a letter or digit. */
 int ax_job_name_valid(const char *s);
 
+/* 1 if s is an executor group: 1-64 of A-Z a-z 0-9 _ - starting with a letter or digit (what
+ * the job table's CHECK allows and a Kafka topic name can carry), not a lane's reserved name
+ * (p0-p9, ax_conf_group_reserved). */
+int ax_job_group_valid(const char *s);
+
+/* 0 if cron parses as a cron expression in zone tz with the DST policies
+ * named gap and overlap (ax/fire.h's names; NULL or unknown: the defaults),
+ * as the trigger will read it; else -1 with the parser's reason in err. */
+int ax_job_cron_valid(const char *cron, const char *tz, const char *gap, const char *overlap,
+                      char *err, size_t errlen);
+
 #endif

@@ -378,9 +378,7 @@ int ax_job_name_valid(const char *s) {
     return 1;
 }
 
-/* An executor group: what the job table's CHECK allows (and what a Kafka
- * topic name can carry), not a lane's reserved name. */
-static int group_valid(const char *s) {
+int ax_job_group_valid(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > 64 || ax_conf_group_reserved(s))
         return 0;
@@ -422,6 +420,18 @@ static int handler_check(const ax_job_spec_t *s, const char **ret_field, char *e
     return 0;
 }
 
+int ax_job_cron_valid(const char *cron, const char *tz, const char *gap, const char *overlap,
+                      char *err, size_t errlen) {
+    int g = gap ? ax_dst_gap_parse(gap) : 0;
+    int o = overlap ? ax_dst_overlap_parse(overlap) : 0;
+    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
+    ax_schedule_t sc;
+    if (ax_schedule_init(&sc, AX_SCHED_CRON, cron, tz, dst, 0, 0, err, errlen) < 0)
+        return -1;
+    ax_schedule_clear(&sc);
+    return 0;
+}
+
 static int schedule_check(const ax_job_spec_t *s, const char **ret_field, char *errbuf,
                           size_t errlen) {
     char err[512];
@@ -432,15 +442,9 @@ static int schedule_check(const ax_job_spec_t *s, const char **ret_field, char *
     ax_tz_destroy(z);
     if (!s->schedule_expr)
         return 0;
-    int g = s->dst_gap ? ax_dst_gap_parse(s->dst_gap) : 0;
-    int o = s->dst_overlap ? ax_dst_overlap_parse(s->dst_overlap) : 0;
-    ax_dst_policy_t dst = (ax_dst_policy_t)((g > 0 ? g : 0) | (o > 0 ? o : 0));
-    ax_schedule_t sc;
-    if (ax_schedule_init(&sc, AX_SCHED_CRON, s->schedule_expr, tz, dst, 0, 0, err, sizeof err) <
-        0)
+    if (ax_job_cron_valid(s->schedule_expr, tz, s->dst_gap, s->dst_overlap, err, sizeof err) < 0)
         return bad(ret_field, "schedule.expr", errbuf, errlen, "invalid cron expression: %s",
                    err);
-    ax_schedule_clear(&sc);
     return 0;
 }
 
@@ -453,7 +457,7 @@ int ax_job_spec_check(const ax_job_spec_t *s, int create, const char **ret_field
     int rc = schedule_check(s, ret_field, errbuf, errlen);
     if (rc)
         return rc;
-    if (s->executor_group && !group_valid(s->executor_group))
+    if (s->executor_group && !ax_job_group_valid(s->executor_group))
         return bad(ret_field, "group", errbuf, errlen,
                    "1-64 of A-Z a-z 0-9 _ - starting with a letter or digit, not p0-p9 (lane "
                    "names)%s", NULL);
