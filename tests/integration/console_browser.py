@@ -307,8 +307,20 @@ def paging(c, base, token, job):
     if set(older) & set(first) or newest_older >= min(int(x.lstrip('#')) for x in first):
         raise Failed(f'the older page {older[:3]}... overlaps or is not older than {first[-3:]}')
     c.shot('instances-older-page-light')
-    [b for b in c.els('nav.pager button') if 'Newer' in b.text][0].click()
-    c.wait('back to the first page', lambda: rows()[:1] == first[:1], 30)
+    # "Newer" until the newest page is back: no cursor, and its newest row at
+    # least as new as the first page's (an instance created meanwhile may lead
+    # it). The click is repeated while the older page shows: the live refresh
+    # can redraw the pager between finding the button and clicking it.
+    num = lambda r: int(r.lstrip('#'))
+
+    def back():
+        if 'cursor=' in c.d.execute_script('return location.hash'):
+            newer = [b for b in c.els('nav.pager button') if 'Newer' in b.text]
+            if newer and newer[0].is_enabled():
+                newer[0].click()
+            return False
+        return rows() and num(rows()[0]) >= num(first[0]) and len(rows()) == 50
+    c.wait('back to the first page', back, 30)
     c.log(f'paged: {len(first)} then {len(older)} instances, and back')
 
 
