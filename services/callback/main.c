@@ -57,13 +57,18 @@ int main(int argc, char **argv) {
     svc->on_reload = on_reload;
     char err[512];
     if (alert_init(svc, err, sizeof err) < 0) {
+        /* librdkafka's threads end before the program does (exit racing
+         * one of them crashed in OpenSSL's cleanup, test 125) */
+        ax_svc_destroy(svc);
         fprintf(stderr, "ax-callback: configuration error: %s\n", err);
-        exit(2);
+        return 2;
     }
     srand48((long)(ax_now_ms() ^ (int64_t)getpid() << 16));
     cm_init(&cb);
     if (cb_pub_init(&cb, err, sizeof err) < 0) {
         ax_error("results publisher: %s", err);
+        cm_fini(&cb);
+        ax_svc_destroy(svc);
         return 1;
     }
     char group[300];
