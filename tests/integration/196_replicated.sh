@@ -56,9 +56,13 @@ axctl --set log.level=info topics create --partitions 3 >"$WORK/topics.log" 2>&1
     || fail "cannot create topics: $(cat "$WORK/topics.log")"
 grep -q "replication factor 3, min.insync.replicas 2 (3 broker(s))" "$WORK/topics.log" \
     || fail "topics create did not choose RF 3 / min.insync 2 on 3 brokers: $(cat "$WORK/topics.log")"
-kk -L -t "$(topic results)" >"$WORK/md0" 2>/dev/null
-[ "$(grep -c 'replicas: [0-9],[0-9],[0-9],' "$WORK/md0")" = 3 ] \
-    || fail "results topic not replicated 3 times: $(cat "$WORK/md0")"
+# A broker learns of a new topic from the controller a moment after it is
+# created: wait until the one answering knows all three partitions.
+replicated3() {
+    kk -L -t "$(topic results)" >"$WORK/md0" 2>/dev/null
+    [ "$(grep -c 'replicas: [0-9],[0-9],[0-9],' "$WORK/md0")" = 3 ]
+}
+wait_for 30 "the results topic's 3 partitions replicated 3 times" replicated3
 
 J="${JOBP}noop"
 sql "INSERT INTO job (name, handler_kind, command, timeout_ms, retry_max)
