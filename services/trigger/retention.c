@@ -25,8 +25,8 @@ static int instances_batch(trigger_t *t, const ax_lease_key_t *k) {
         return -1;
     }
     t->ret_inst_deleted += b.deleted;
-    /* Ids grow with creation time: after an instance that finished inside
-     * the retention, the rest finished later still (nearly all). */
+    /* Ids grow with creation time: after an instance created inside the
+     * retention, none can have finished before it began. */
     if (b.seen < svc->conf.retention_batch || b.young) {
         t->ret_inst_after = 0;
         return 0;

@@ -26,8 +26,10 @@ typedef struct ax_retention_batch {
     int64_t last_id; /* instances: the last id examined (the next batch's cursor) */
     int64_t last_job;  /* ledger: the last (job_id, nominal time in ms) examined */
     int64_t last_ms;
-    int young;       /* instances: the last row examined finished inside the
-                        retention: nothing after it is old yet (end the pass) */
+    int young;       /* instances: the last row examined was created inside
+                        the retention (instance_def.scheduled_at, the insert's
+                        now()): every later id was created later still, so
+                        none can have finished before the cut (end the pass) */
 } ax_retention_batch_t;
 
 /* Examine up to `batch` instances of `deployment` with id > after_id, in id

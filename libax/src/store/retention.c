@@ -40,8 +40,8 @@ AX_STMT(st_instances, "retention.instances",
         "   AND NOT EXISTS (SELECT 1 FROM dispatch_pending p WHERE p.instance_id = d.id)"
         "   AND" FENCE "),"
         " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
-        " last AS (SELECT seen.id, seen.finished_at >= cut.t AS young FROM seen, cut"
-        "  ORDER BY seen.id DESC LIMIT 1)"
+        " last AS (SELECT seen.id, d.scheduled_at >= cut.t AS young"
+        "  FROM seen JOIN instance_def d ON d.id = seen.id, cut ORDER BY seen.id DESC LIMIT 1)"
         " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
         "  (SELECT id FROM last), 0, coalesce((SELECT young FROM last), false)");
 
