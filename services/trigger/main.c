@@ -69,7 +69,8 @@ static void on_stop(ax_svc_t *svc) {
 static const char *const reloadable_keys[] = {
     "trigger.scan.interval.ms", "trigger.sweep.interval.ms", "trigger.sweep.grace.ms",
     "trigger.redispatch.after.ms", "trigger.fire.batch", "retention.finished.ms",
-    "retention.ledger.ms", "retention.batch", "retention.budget.ms", "trigger.clock.jump.ms",
+    "retention.ledger.ms", "retention.batch", "retention.budget.ms", "retention.interval.ms",
+    "trigger.clock.jump.ms",
     "trigger.misfire.record.max", "trigger.lag.high", "trigger.lag.low", "trigger.aging.ms",
     "trigger.backlog.alert.depth", "trigger.backlog.alert.ms", "trigger.coalesce.ms",
     "trigger.coalesce.load", "submit.default.timeout.ms",
