@@ -12,6 +12,8 @@
 #include "ax/store_retention.h"
 #include "trigger.h"
 
+#define RETENTION_REWIND 60
+
 /* One batch of instances: 1 go on, 0 the pass is over (cursor back to
  * the start), -1 error. */
 static int instances_batch(trigger_t *t, const ax_lease_key_t *k) {
@@ -25,10 +27,18 @@ static int instances_batch(trigger_t *t, const ax_lease_key_t *k) {
         return -1;
     }
     t->ret_inst_deleted += b.deleted;
-    /* Ids grow with creation time: after an instance created inside the
-     * retention, none can have finished before it began. */
-    if (b.seen < svc->conf.retention_batch || b.young) {
+    if (b.seen < svc->conf.retention_batch) { /* the end of the table */
         t->ret_inst_after = 0;
+        return 0;
+    }
+    /* Ids grow with creation time: after an instance created inside the
+     * retention, none can have finished before it began. The next pass
+     * starts where this batch did (not at the dead index entries of what
+     * was deleted before it); every RETENTION_REWIND passes from the start,
+     * for the instances skipped there (unfinished, unpublished) since. */
+    if (b.young) {
+        if (++t->ret_inst_passes % RETENTION_REWIND == 0)
+            t->ret_inst_after = 0;
         return 0;
     }
     t->ret_inst_after = b.last_id;

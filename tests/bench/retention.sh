@@ -22,7 +22,8 @@
 set -euo pipefail
 BUILD=$(cd "$1" && pwd); MODE=$2; ROWS=${3:-500000}; N=${4:-20000}; ROUNDS=${5:-3}
 : "${AX_CONFIG:?AX_CONFIG}"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# as ab.sh: the executor refuses root without it (docs/SECURITY.md)
+((EUID == 0)) && export AXCONF_EXECUTOR_ALLOW_ROOT=true
 conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail -n 1; }
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
        PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
@@ -61,6 +62,14 @@ start_sweeper() {
 }
 stop_sweeper() { kill "$TPID"; wait "$TPID" 2>/dev/null || true; TPID=; }
 
+# bench_exec's whole output in /tmp/retention.<pid>.<run>.log; its figures.
+exec_run() {
+    local log=/tmp/retention.$$.$1.log
+    "$BUILD/tests/bench_exec" --config "$AX_CONFIG" "$BUILD" noop 1 "$N" >"$log" 2>&1 \
+        || echo "(bench_exec exit $?, $log)"
+    grep -E "completed_per_s|sched_fin_ms|pg_wal" "$log" | tr '\n' ' ' || true
+}
+
 case $MODE in
 rate)
     preload
@@ -75,14 +84,14 @@ rate)
     ;;
 ab)
     for r in $(seq 1 "$ROUNDS"); do
-        out=$("$BUILD/tests/bench_exec" --config "$AX_CONFIG" "$BUILD" noop 1 "$N" 2>&1 | grep -E "completed_per_s|sched_fin_ms|fire_start_ms|pg_wal" | tr '\n' ' ')
+        out=$(exec_run "A$r")
         echo "round $r A (no sweep): $out"
         preload
         n0=$(left)
         start_sweeper
         until [ "$(left)" != "$n0" ]; do sleep 0.1; done # sweeping
         n1=$(left)
-        out=$("$BUILD/tests/bench_exec" --config "$AX_CONFIG" "$BUILD" noop 1 "$N" 2>&1 | grep -E "completed_per_s|sched_fin_ms|fire_start_ms|pg_wal" | tr '\n' ' ')
+        out=$(exec_run "B$r")
         n2=$(left)
         echo "round $r B (sweeping): $out deleted_during_run=$((n1 - n2)) left=$n2"
         stop_sweeper
