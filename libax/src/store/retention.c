@@ -40,10 +40,13 @@ AX_STMT(st_instances, "retention.instances",
         "   AND NOT EXISTS (SELECT 1 FROM dispatch_pending p WHERE p.instance_id = d.id)"
         "   AND" FENCE "),"
         " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
-        " last AS (SELECT seen.id, d.scheduled_at >= cut.t AS young"
-        "  FROM seen JOIN instance_def d ON d.id = seen.id, cut ORDER BY seen.id DESC LIMIT 1)"
+        " last AS (SELECT max(id) AS id FROM seen)"
+        /* one index lookup of the last row's definition (a join here
+         * was planned as a backward scan of the whole primary key) */
         " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
-        "  (SELECT id FROM last), 0, coalesce((SELECT young FROM last), false)");
+        "  (SELECT id FROM last), 0,"
+        "  coalesce((SELECT d.scheduled_at >= cut.t FROM instance_def d, cut"
+        "   WHERE d.id = (SELECT id FROM last)), false)");
 
 /* A job's latest row stays whatever its age: the trigger resumes the
  * schedule, the misfire policy and the overlap check from it. */
