@@ -68,7 +68,9 @@ static void on_stop(ax_svc_t *svc) {
 /* ---- SIGHUP: keys applied while running; any other change waits for a restart ---------- */
 static const char *const reloadable_keys[] = {
     "trigger.scan.interval.ms", "trigger.sweep.interval.ms", "trigger.sweep.grace.ms",
-    "trigger.redispatch.after.ms", "trigger.fire.batch", "trigger.clock.jump.ms",
+    "trigger.redispatch.after.ms", "trigger.fire.batch", "retention.finished.ms",
+    "retention.ledger.ms", "retention.batch", "retention.budget.ms", "retention.interval.ms",
+    "trigger.clock.jump.ms",
     "trigger.misfire.record.max", "trigger.lag.high", "trigger.lag.low", "trigger.aging.ms",
     "trigger.backlog.alert.depth", "trigger.backlog.alert.ms", "trigger.coalesce.ms",
     "trigger.coalesce.load", "submit.default.timeout.ms",
@@ -94,6 +96,10 @@ static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
     if (c->trigger_sweep_interval_ms != old->trigger_sweep_interval_ms) {
         struct timeval tv = AX_TV_MS(c->trigger_sweep_interval_ms);
         event_add(t->ev_sweep, &tv);
+    }
+    if (c->retention_interval_ms != old->retention_interval_ms) {
+        struct timeval tv = AX_TV_MS(c->retention_interval_ms);
+        event_add(t->ev_retention, &tv);
     }
     if (c->trigger_aging_ms != old->trigger_aging_ms)
         ax_lane_plan(t->lanes, c->trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
@@ -141,6 +147,7 @@ static void arm_timers(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
     t->ev_scan = evtimer_new(svc->base, scan_on_timer, t);
     t->ev_sweep = ax_svc_every(svc, svc->conf.trigger_sweep_interval_ms, sweep_on_timer, t);
+    t->ev_retention = ax_svc_every(svc, svc->conf.retention_interval_ms, retention_on_timer, t);
     int64_t renew = svc->conf.trigger_lease_ms / 3;
     t->ev_lead = ax_svc_every(svc, renew < 1000 ? renew : 1000, on_lead, t);
     t->ev_reload = ax_svc_every(svc, 200, on_tick, t);
@@ -156,7 +163,7 @@ static void arm_timers(trigger_t *t) {
 
 static void trigger_fini(trigger_t *t) {
     struct event *evs[] = {t->ev_scan, t->ev_sweep, t->ev_lead, t->ev_reload, t->ev_lag,
-                           t->ev_hold};
+                           t->ev_hold, t->ev_retention};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             event_free(evs[i]);

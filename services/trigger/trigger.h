@@ -5,6 +5,7 @@
  *   ingest.c   submissions (ax.submit) -> SCHEDULED instances
  *   scan.c     the due scan: due SCHEDULED instances -> dispatch
  *   sweep.c    the lease sweep: lost executors' instances -> TIMEOUT
+ *   retention.c  the retention sweep: old finished instances and ledger rows deleted
  *   lag.c      consumer lag per lane, the release plan (backpressure)
  *   backlog.c  backlog caps: instances beyond a job's cap -> FAILED
  *   sched*.c   schedules in memory on the timing wheel, fire decisions and
@@ -43,6 +44,11 @@ typedef struct trigger {
     struct event *ev_scan, *ev_sweep, *ev_lead, *ev_wheel, *ev_reload;
     unsigned scan_failures;
     int64_t submitted, duplicates, dispatched, swept, fired, skipped;
+
+    /* the retention sweep (retention.c): where each pass has got to */
+    struct event *ev_retention;
+    int64_t ret_inst_after, ret_inst_passes, ret_fire_job, ret_fire_ms;
+    int64_t ret_inst_deleted, ret_fire_deleted;
 
     /* leadership (leader.c) */
     int leader;
@@ -195,6 +201,9 @@ void scan_on_timer(evutil_socket_t fd, short what, void *arg);
 
 /* sweep.c */
 void sweep_on_timer(evutil_socket_t fd, short what, void *arg);
+
+/* retention.c */
+void retention_on_timer(evutil_socket_t fd, short what, void *arg);
 
 /* backlog.c: fail the newest SCHEDULED instances beyond their job's cap */
 void backlog_enforce(trigger_t *t);

@@ -44,6 +44,12 @@ typedef struct ax_conf {
     int64_t trigger_sweep_interval_ms;
     int64_t trigger_redispatch_after_ms;
     int64_t trigger_sweep_grace_ms;
+    /* retention (the trigger leader's retention sweep) */
+    int64_t retention_finished_ms;
+    int64_t retention_ledger_ms;
+    int64_t retention_batch;
+    int64_t retention_interval_ms;
+    int64_t retention_budget_ms;
     int64_t trigger_fire_batch;
     int64_t trigger_lease_ms;
     int64_t trigger_starve_ms;

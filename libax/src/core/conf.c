@@ -53,6 +53,28 @@ const ax_conf_def_t ax_conf_table[] = {
      "trigger",
      "After the trigger's PostgreSQL connection comes back, expired leases are left alone "
      "this long, so executors that could not renew during the outage renew first."},
+    {"retention.finished.ms", AX_CONF_INT, OFF(retention_finished_ms), "604800000", 0, I64MAX,
+     "trigger",
+     "How long a FINISHED instance (its definition, state row, attempts and submission key) "
+     "is kept after it finished and its result was published; then the trigger leader's "
+     "retention sweep deletes it. A submission key deduplicates for exactly this long after "
+     "its instance finished (and for as long as it is unfinished or unpublished). Never "
+     "deleted: unfinished or unpublished instances, parents or children of a live instance, "
+     "instances of a running flow run. 0: never delete (tables grow without bound; "
+     "docs/OPERATIONS.md, \"Retention\")."},
+    {"retention.ledger.ms", AX_CONF_INT, OFF(retention_ledger_ms), "604800000", 0, I64MAX,
+     "trigger",
+     "How long a fire-ledger row (job_fire: one per job and nominal fire time, axctl job "
+     "fires) is kept after it was decided; each job's latest row is kept whatever its age "
+     "(the schedule, misfire and overlap decisions resume from it). 0: never delete."},
+    {"retention.batch", AX_CONF_INT, OFF(retention_batch), "1000", 10, 100000, "trigger",
+     "Most rows the retention sweep examines (and so deletes) in one statement, its own "
+     "short transaction."},
+    {"retention.interval.ms", AX_CONF_INT, OFF(retention_interval_ms), "1000", 100, 3600000,
+     "trigger", "How often the leader's retention sweep runs."},
+    {"retention.budget.ms", AX_CONF_INT, OFF(retention_budget_ms), "100", 1, 10000, "trigger",
+     "Longest time one run of the retention sweep spends deleting (it stops after the batch "
+     "that went past it), so it never holds up dispatching for long."},
     {"trigger.redispatch.after.ms", AX_CONF_INT, OFF(trigger_redispatch_after_ms), "600000", 1000,
      I64MAX, "trigger",
      "A dispatched instance still SCHEDULED (never claimed) after this long is produced "

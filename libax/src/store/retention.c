@@ -1,0 +1,118 @@
+/*
+ * retention.c — the retention sweep's statements (store family
+ * "retention"; ax/store_retention.h).
+ *
+ * Each statement examines one batch of rows in primary-key order from a
+ * cursor the caller keeps, deletes what may go and answers where it got
+ * to: one short transaction, a bounded number of rows, never a scan of
+ * the whole table. Deleting an instance_def row deletes its state row,
+ * attempts and submission key (the statement trigger of 016).
+ */
+#include "ax/store_retention.h"
+
+#include "store_int.h"
+
+/* The lease still ours: a stale leader deletes nothing. */
+#define FENCE                                                                                  \
+    " EXISTS (SELECT 1 FROM ax_leader WHERE role = $1 AND holder = $2"                         \
+    "  AND epoch = $3::bigint AND expires_at > now())"
+
+/* A live or unpublished instance: its own row and its family stay. */
+#define LIVE(s) " (" s ".active OR " s ".result_published_at IS NULL)"
+
+enum { B_DELETED, B_SEEN, B_LAST_ID, B_LAST_MS, B_YOUNG };
+
+AX_STMT(st_instances, "retention.instances",
+        "WITH seen AS (SELECT s.id, s.finished_at, s.active, s.result_published_at"
+        "  FROM instance_state s WHERE s.id > $5::bigint AND s.deployment = $4"
+        "  ORDER BY s.id LIMIT $7::bigint),"
+        " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
+        " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
+        "  WHERE NOT seen.active AND seen.result_published_at IS NOT NULL"
+        "   AND seen.finished_at < cut.t"
+        "   AND NOT EXISTS (SELECT 1 FROM instance_def c JOIN instance_state cs ON cs.id = c.id"
+        "    WHERE c.parent_id = d.id AND" LIVE("cs") ")"
+        "   AND (d.parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM instance_state ps"
+        "    WHERE ps.id = d.parent_id AND" LIVE("ps") "))"
+        "   AND (d.flow_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM flow_run r"
+        "    WHERE r.id = d.flow_run_id AND r.state = 'running'))"
+        "   AND NOT EXISTS (SELECT 1 FROM instance_hold h WHERE h.instance_id = d.id)"
+        "   AND NOT EXISTS (SELECT 1 FROM dispatch_pending p WHERE p.instance_id = d.id)"
+        "   AND" FENCE "),"
+        " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
+        " last AS (SELECT max(id) AS id FROM seen)"
+        /* one index lookup of the last row's definition (a join here
+         * was planned as a backward scan of the whole primary key) */
+        " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
+        "  (SELECT id FROM last), 0,"
+        "  coalesce((SELECT d.scheduled_at >= cut.t FROM instance_def d, cut"
+        "   WHERE d.id = (SELECT id FROM last)), false)");
+
+/* A job's latest row stays whatever its age: the trigger resumes the
+ * schedule, the misfire policy and the overlap check from it. */
+AX_STMT(st_ledger, "retention.ledger",
+        "WITH seen AS (SELECT f.job_id, f.nominal_time, f.decided_at FROM job_fire f"
+        "  WHERE (f.job_id, f.nominal_time) > ($5::bigint, to_timestamp($6::bigint / 1000.0))"
+        "  ORDER BY f.job_id, f.nominal_time LIMIT $8::bigint),"
+        " gone AS (SELECT seen.job_id, seen.nominal_time FROM seen JOIN job j ON j.id = seen.job_id"
+        "  WHERE j.deployment = $4 AND seen.decided_at < now() - $7::bigint * interval '1 ms'"
+        "   AND EXISTS (SELECT 1 FROM job_fire l WHERE l.job_id = seen.job_id"
+        "    AND l.nominal_time > seen.nominal_time)"
+        "   AND" FENCE "),"
+        " del AS (DELETE FROM job_fire f USING gone WHERE f.job_id = gone.job_id"
+        "  AND f.nominal_time = gone.nominal_time RETURNING 1),"
+        " last AS (SELECT job_id, nominal_time FROM seen ORDER BY job_id DESC, nominal_time DESC"
+        "  LIMIT 1)"
+        " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
+        "  (SELECT job_id FROM last),"
+        "  (SELECT floor(extract(epoch FROM nominal_time) * 1000)::bigint FROM last), false");
+
+static int run_batch(ax_pg_t *pg, ax_stmt_t *st, int np, const char *const *p,
+                     ax_retention_batch_t *ret, char *errbuf, size_t errlen) {
+    PGresult *r;
+    int rc = ax_stmt_run(pg, st, np, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    *ret = (ax_retention_batch_t){0};
+    if (PQntuples(r) == 1) {
+        ret->deleted = ax_pg_int(r, 0, B_DELETED);
+        ret->seen = ax_pg_int(r, 0, B_SEEN);
+        ret->last_id = ax_pg_int(r, 0, B_LAST_ID);
+        ret->last_job = ret->last_id;
+        ret->last_ms = ax_pg_int(r, 0, B_LAST_MS);
+        ret->young = ax_pg_bool(r, 0, B_YOUNG);
+    }
+    PQclear(r);
+    return 0;
+}
+
+int ax_store_retention_instances(ax_pg_t *pg, const ax_lease_key_t *lease,
+                                 const char *deployment, int64_t after_id, int64_t keep_ms,
+                                 int64_t batch, ax_retention_batch_t *ret, char *errbuf,
+                                 size_t errlen) {
+    ax_num_t n_epoch, n_after, n_keep, n_batch;
+    const char *p[] = {lease->role,
+                       lease->holder,
+                       ax_num(&n_epoch, lease->epoch),
+                       deployment,
+                       ax_num(&n_after, after_id),
+                       ax_num(&n_keep, keep_ms),
+                       ax_num(&n_batch, batch)};
+    return run_batch(pg, &st_instances, 7, p, ret, errbuf, errlen);
+}
+
+int ax_store_retention_ledger(ax_pg_t *pg, const ax_lease_key_t *lease, const char *deployment,
+                              int64_t after_job, int64_t after_ms, int64_t keep_ms,
+                              int64_t batch, ax_retention_batch_t *ret, char *errbuf,
+                              size_t errlen) {
+    ax_num_t n_epoch, n_job, n_ms, n_keep, n_batch;
+    const char *p[] = {lease->role,
+                       lease->holder,
+                       ax_num(&n_epoch, lease->epoch),
+                       deployment,
+                       ax_num(&n_job, after_job),
+                       ax_num(&n_ms, after_ms),
+                       ax_num(&n_keep, keep_ms),
+                       ax_num(&n_batch, batch)};
+    return run_batch(pg, &st_ledger, 8, p, ret, errbuf, errlen);
+}
