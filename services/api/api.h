@@ -106,6 +106,9 @@ json_t *js(const char *s);
 json_t *jtime(int has, int64_t ms); /* ISO-8601 UTC, or null */
 /* Parse PostgreSQL's JSON text (a store row); NULL if it does not parse. */
 json_t *jparse(const char *text);
+/* 200 with the JSON text a store function built (freed here), else the
+ * store's error (rc < 0) or 500 naming `what` if the text does not parse. */
+void api_reply_text(req_t *rq, int rc, char *text, const char *err, const char *what);
 
 /* dlqw.c: the DLQ reader's thread. A job is a request's Kafka reads;
  * finish runs on the loop when they are done (it replies and frees). */

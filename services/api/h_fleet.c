@@ -141,19 +141,10 @@ void h_whoami(req_t *rq) {
 void h_stats(req_t *rq) {
     static const char *const allowed[] = {"minutes", NULL};
     int64_t minutes;
-    char err[1024], *text;
+    char err[1024], *text = NULL;
     if (q_only(rq, allowed) || q_int(rq, "minutes", 1, 1440, 30, &minutes))
         return;
     int rc = ax_store_api_stats(rq->api->svc.pg, rq->api->svc.conf.topic_prefix, (int)minutes,
                                 &text, err, sizeof err);
-    if (rc < 0) {
-        api_fail(rq, rc, NULL, err);
-        return;
-    }
-    json_t *o = jparse(text);
-    free(text);
-    if (!o)
-        api_error(rq, 500, "internal", NULL, "api.stats: not JSON");
-    else
-        api_reply(rq, 200, o);
+    api_reply_text(rq, rc, text, err, "api.stats");
 }

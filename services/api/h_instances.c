@@ -96,16 +96,7 @@ void h_instance_get(req_t *rq) {
         return;
     char *text = NULL, err[1024];
     int rc = ax_store_api_instance(PG(rq), id, &text, err, sizeof err);
-    if (rc < 0) {
-        api_fail(rq, rc, NULL, err);
-        return;
-    }
-    json_t *o = jparse(text);
-    free(text);
-    if (!o)
-        api_error(rq, 500, "internal", NULL, "the instance does not parse");
-    else
-        api_reply(rq, 200, o);
+    api_reply_text(rq, rc, text, err, "the instance");
 }
 
 /* ---- submit ---------------------------------------------------------------------------- */

@@ -488,3 +488,17 @@ json_t *jtime(int has, int64_t ms) {
 json_t *jparse(const char *text) {
     return text ? json_loads(text, 0, NULL) : NULL;
 }
+
+void api_reply_text(req_t *rq, int rc, char *text, const char *err, const char *what) {
+    if (rc < 0) {
+        free(text);
+        api_fail(rq, rc, NULL, err);
+        return;
+    }
+    json_t *o = jparse(text);
+    free(text);
+    if (!o)
+        api_error(rq, 500, "internal", NULL, "%s: not JSON", what);
+    else
+        api_reply(rq, 200, o);
+}
