@@ -476,6 +476,7 @@ ax_kafka_configure() {
   rf=$((n < 3 ? n : 3))
   isr=$((n >= 3 ? 2 : 1))
   (umask 077 && mkdir -p "$kdir/data")
+  ax_tls_ensure
   if [[ -f $kdir/data/.ax-scram && ! -s $AX_STATE/kafka.password ]]; then
     ax_die "$AX_STATE/kafka.password is missing but $kdir/data holds its SCRAM credential; restore it, or stop Kafka and remove $kdir to re-initialize"
   fi
@@ -501,7 +502,7 @@ listeners=CLIENT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=CLIENT://127.0.0.1:$port
 inter.broker.listener.name=CLIENT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT
+listener.security.protocol.map=CLIENT:$(ax_kafka_client_protocol),CONTROLLER:SASL_PLAINTEXT
 listener.name.client.sasl.enabled.mechanisms=$AX_KAFKA_MECHANISM
 listener.name.client.$mech_lc.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$AX_KAFKA_USER" password="$pw";
 sasl.mechanism.inter.broker.protocol=$AX_KAFKA_MECHANISM
@@ -526,6 +527,7 @@ delete.topic.enable=true
 num.network.threads=2
 num.io.threads=4
 EOF
+    ax_kafka_tls_props >>"$tmp"
   )
   pw= cpw=
   mv -f "$tmp" "$kdir/server.properties"
@@ -556,8 +558,11 @@ ax_kafka_client_conf() {
   pw=$(ax_secret_read "$AX_STATE/kafka.password")
   (
     umask 077
-    printf 'bootstrap.servers=%s\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanisms=%s\nsasl.username=%s\nsasl.password=%s\n' \
-      "$(ax_kafka_bootstrap)" "$AX_KAFKA_MECHANISM" "$AX_KAFKA_USER" "$pw" >"$f.tmp.$$"
+    {
+      printf 'bootstrap.servers=%s\nsecurity.protocol=%s\nsasl.mechanisms=%s\nsasl.username=%s\nsasl.password=%s\n' \
+        "$(ax_kafka_bootstrap)" "$(ax_kafka_client_protocol)" "$AX_KAFKA_MECHANISM" "$AX_KAFKA_USER" "$pw"
+      ax_kafka_tls_client_props =
+    } >"$f.tmp.$$"
   )
   pw=
   mv -f "$f.tmp.$$" "$f"
@@ -780,10 +785,11 @@ ax_pg_password() {
 # ax_psql_db DB PSQL-ARGS... -- psql over TCP as ax; the password is passed in
 # the environment of psql only.
 ax_psql_db() {
-  local db=$1 pw
+  local db=$1 pw tlsenv
   shift
   pw=$(ax_pg_password)
-  PGPASSWORD=$pw PGOPTIONS='-c client_min_messages=warning' \
+  mapfile -t tlsenv < <(ax_pg_tls_env)
+  env "${tlsenv[@]}" PGPASSWORD="$pw" PGOPTIONS='-c client_min_messages=warning' \
     psql -X -q -h 127.0.0.1 -p "$AX_PG_PORT" -U "$AX_PG_USER" -d "$db" -v ON_ERROR_STOP=1 "$@"
 }
 
@@ -831,6 +837,7 @@ ax_pg_init() {
 # ax_pg_configure -- (re)write $AX_STATE/pg/ax-server.conf from the settings.
 ax_pg_configure() {
   local pgdata=$AX_STATE/pg sock
+  ax_tls_ensure
   sock=$(ax_pg_sockdir)
   mkdir -p "$sock"
   chown "$AX_PG_USER:$AX_PG_USER" "$sock"
@@ -847,6 +854,8 @@ synchronous_commit = on
 logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
+  ax_pg_tls_conf >>"$pgdata/ax-server.conf"
+  ax_pg_hba
   chown "$AX_PG_USER:$AX_PG_USER" "$pgdata/ax-server.conf"
   chmod 600 "$pgdata/ax-server.conf"
 }
@@ -927,6 +936,224 @@ ax_migrate() {
   ax_log "migrations: $n applied, $(($(grep -c . <<<"$applied" || true))) already there"
 }
 
+# ---------------------------------------------------------------- TLS
+
+# AX_TLS=1: Kafka's client listener speaks SASL_SSL instead of
+# SASL_PLAINTEXT (the same port, SCRAM as before; the brokers talk to each
+# other through it too), PostgreSQL has ssl = on and accepts TCP only over
+# TLS (hostssl, anything else rejected), and ax.conf carries
+# kafka.security.protocol = SASL_SSL, kafka.ssl.ca.location, pg.sslmode =
+# verify-full and pg.sslrootcert.  The certificates are throwaway ones made
+# with openssl in AX_TLS_DIR (default $AX_STATE/tls): a CA, and one server
+# certificate for 127.0.0.1, ::1 and localhost that both servers present.
+# The KRaft controller listener stays SASL_PLAINTEXT on 127.0.0.1 (no ax
+# traffic crosses it).
+#
+# AX_TLS_DIR layout (owner ax, mode 0700)
+#   ca.pem              the CA certificate (what clients trust; 0644)
+#   ca.key              its private key (root, 0600; signs server certificates only)
+#   server.pem          server certificate (0644), valid AX_TLS_DAYS days
+#   server.key          its private key, PKCS#8 (owner ax, 0600; PostgreSQL's ssl_key_file)
+#   server.keystore.pem server.key encrypted + server.pem (owner ax, 0600; Kafka's
+#                       PEM keystore, its key password in server.properties)
+#   server.key.password that password (root, 0600, never printed)
+
+AX_TLS_DAYS=${AX_TLS_DAYS:-365}
+
+# ax_tls_on -- true when AX_TLS=1 (0 or unset: plaintext; anything else dies).
+ax_tls_on() {
+  case ${AX_TLS:-0} in
+    1) return 0 ;;
+    0) return 1 ;;
+    *) ax_die "AX_TLS must be 0 or 1, not '$AX_TLS'" ;;
+  esac
+}
+
+ax_tls_dir() { echo "${AX_TLS_DIR:-$AX_STATE/tls}"; }
+
+# ax_tls_openssl LOG ARGS... -- openssl, its output to LOG (shown on failure).
+ax_tls_openssl() {
+  local log=$1
+  shift
+  if ! openssl "$@" >>"$log" 2>&1; then
+    ax_tail_log "$log"
+    ax_die "openssl $1 failed (see $log)"
+  fi
+}
+
+# ax_tls_ca DIR LOG -- make the throwaway CA in DIR once.
+ax_tls_ca() {
+  local d=$1 log=$2
+  [[ -s $d/ca.pem && -s $d/ca.key ]] && return 0
+  ax_log "making a throwaway TLS CA in $d"
+  cat >"$d/ca.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+x509_extensions = v3_ca
+[dn]
+CN = ax throwaway CA (infra)
+[v3_ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+CNF
+  (umask 077 && ax_tls_openssl "$log" req -x509 -config "$d/ca.cnf" -newkey rsa:2048 -nodes \
+     -keyout "$d/ca.key.tmp" -out "$d/ca.pem.tmp" -days $((AX_TLS_DAYS * 2)))
+  mv -f "$d/ca.key.tmp" "$d/ca.key"
+  mv -f "$d/ca.pem.tmp" "$d/ca.pem"
+  chmod 600 "$d/ca.key"
+  chmod 644 "$d/ca.pem"
+  rm -f "$d/server.pem"   # signed by another CA, if any
+}
+
+# ax_tls_server_cert DIR LOG -- (re)make the server certificate unless it
+# exists, is signed by DIR's CA and is valid for 7 more days.
+ax_tls_server_cert() {
+  local d=$1 log=$2
+  if [[ -s $d/server.pem && -s $d/server.key && -s $d/server.keystore.pem ]] &&
+     openssl verify -CAfile "$d/ca.pem" "$d/server.pem" >/dev/null 2>&1 &&
+     openssl x509 -in "$d/server.pem" -noout -checkend 604800 >/dev/null 2>&1; then
+    return 0
+  fi
+  ax_log "making a TLS server certificate for 127.0.0.1, ::1, localhost (valid $AX_TLS_DAYS days)"
+  cat >"$d/server.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = localhost
+[srv]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1, IP:::1
+authorityKeyIdentifier = keyid
+CNF
+  (
+    umask 077
+    ax_tls_openssl "$log" req -new -config "$d/server.cnf" -newkey rsa:2048 -nodes \
+      -keyout "$d/server.key.tmp" -out "$d/server.csr"
+    ax_tls_openssl "$log" x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+      -set_serial "0x$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')" -days "$AX_TLS_DAYS" \
+      -extfile "$d/server.cnf" -extensions srv -out "$d/server.pem.tmp"
+    # Kafka's PEM keystore needs an encrypted key (ssl.key.password)
+    ax_secret_new "$d/server.key.password"
+    ax_tls_openssl "$log" pkcs8 -topk8 -in "$d/server.key.tmp" -v1 PBE-SHA1-3DES \
+      -passout "file:$d/server.key.password" -out "$d/server.key.enc.tmp"
+    cat "$d/server.key.enc.tmp" "$d/server.pem.tmp" >"$d/server.keystore.pem.tmp"
+    rm -f "$d/server.key.enc.tmp"
+  )
+  rm -f "$d/server.csr"
+  chmod 644 "$d/server.pem.tmp"
+  chown "$AX_USER:$AX_USER" "$d/server.key.tmp" "$d/server.keystore.pem.tmp"
+  mv -f "$d/server.key.tmp" "$d/server.key"
+  mv -f "$d/server.keystore.pem.tmp" "$d/server.keystore.pem"
+  mv -f "$d/server.pem.tmp" "$d/server.pem"
+}
+
+# ax_tls_ensure -- with AX_TLS=1, the CA and a valid server certificate in
+# AX_TLS_DIR (made once; the server certificate is renewed when it expires
+# within 7 days -- servers pick it up when infra next starts them).  No
+# private key is ever printed.  Needs the system user ax.
+ax_tls_ensure() {
+  ax_tls_on || return 0
+  local d log
+  d=$(ax_tls_dir)
+  command -v openssl >/dev/null || ax_die "AX_TLS=1 needs openssl"
+  ax_state_init
+  (umask 077 && mkdir -p "$d")
+  log=$AX_STATE/log/tls.log
+  : >>"$log"
+  ax_tls_ca "$d" "$log"
+  ax_tls_server_cert "$d" "$log"
+  chown "$AX_USER:$AX_USER" "$d"
+  chmod 700 "$d"
+  ax_make_traversable "$d"
+}
+
+# ax_kafka_client_protocol -- security.protocol of the client listener.
+ax_kafka_client_protocol() {
+  if ax_tls_on; then echo SASL_SSL; else echo SASL_PLAINTEXT; fi
+}
+
+# ax_kafka_tls_props -- server.properties lines of the TLS listener (none
+# without AX_TLS=1).  The brokers verify each other's certificate and name
+# (inter-broker traffic is on the client listener).
+ax_kafka_tls_props() {
+  ax_tls_on || return 0
+  local d
+  d=$(ax_tls_dir)
+  cat <<EOF
+# AX_TLS=1 (lib.sh ax_kafka_tls_props): the client listener is SASL_SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$d/server.keystore.pem
+ssl.key.password=$(ax_secret_read "$d/server.key.password")
+ssl.truststore.type=PEM
+ssl.truststore.location=$d/ca.pem
+ssl.endpoint.identification.algorithm=https
+ssl.enabled.protocols=TLSv1.3,TLSv1.2
+ssl.client.auth=none
+EOF
+}
+
+# ax_kafka_tls_client_props SEP -- the client's TLS properties (none without
+# AX_TLS=1), "key SEP value" per line: '=' for kcat, ' = ' for ax.conf.
+ax_kafka_tls_client_props() {
+  ax_tls_on || return 0
+  printf 'ssl.ca.location%s%s\n' "$1" "$(ax_tls_dir)/ca.pem"
+  printf 'ssl.endpoint.identification.algorithm%shttps\n' "$1"
+}
+
+# ax_pg_tls_conf -- PostgreSQL settings of AX_TLS=1 (none without).
+ax_pg_tls_conf() {
+  ax_tls_on || return 0
+  local d
+  d=$(ax_tls_dir)
+  cat <<EOF
+# AX_TLS=1 (lib.sh ax_pg_tls_conf); pg_hba.conf accepts TCP over TLS only
+ssl = on
+ssl_cert_file = '${d//\'/\'\'}/server.pem'
+ssl_key_file = '${d//\'/\'\'}/server.key'
+ssl_min_protocol_version = 'TLSv1.2'
+EOF
+}
+
+# ax_pg_hba -- rewrite pg_hba.conf: with AX_TLS=1 TCP connections must use
+# TLS (hostssl; hostnossl rejected), otherwise initdb's own rules (host).
+# A pg_hba.conf not written here (initdb's) is left alone without AX_TLS=1.
+ax_pg_hba() {
+  local f=$AX_STATE/pg/pg_hba.conf h=host
+  if ax_tls_on; then
+    h=hostssl
+  elif ! grep -q '^# written by infra' "$f" 2>/dev/null; then
+    return 0
+  fi
+  {
+    printf '# written by infra (lib.sh ax_pg_hba); regenerated on every start\n'
+    printf 'local      all          all                 scram-sha-256\n'
+    printf 'local      replication  all                 scram-sha-256\n'
+    printf '%-10s all          all  127.0.0.1/32   scram-sha-256\n' "$h"
+    printf '%-10s all          all  ::1/128        scram-sha-256\n' "$h"
+    printf '%-10s replication  all  127.0.0.1/32   scram-sha-256\n' "$h"
+    printf '%-10s replication  all  ::1/128        scram-sha-256\n' "$h"
+    if [[ $h == hostssl ]]; then
+      printf 'hostnossl  all          all  0.0.0.0/0      reject\n'
+      printf 'hostnossl  all          all  ::/0           reject\n'
+    fi
+  } >"$f.tmp"
+  chown "$AX_PG_USER:$AX_PG_USER" "$f.tmp"
+  chmod 600 "$f.tmp"
+  mv -f "$f.tmp" "$f"
+}
+
+# ax_pg_tls_env -- libpq environment of infra's own psql (NAME=VALUE per
+# line; none without AX_TLS=1): verify-full against the CA.
+ax_pg_tls_env() {
+  ax_tls_on || return 0
+  printf '%s\n' PGSSLMODE=verify-full "PGSSLROOTCERT=$(ax_tls_dir)/ca.pem"
+}
+
 # ---------------------------------------------------------------- ax config
 
 # ax_write_config FILE -- write the ax configuration (owner ax, mode 0600:
@@ -949,7 +1176,8 @@ ax_write_config() {
       printf 'topic.prefix = ax.\n'
       printf 'kafka.bootstrap.servers = %s\n' "$(ax_kafka_bootstrap)"
       if [[ -n $kpw ]]; then
-        printf 'kafka.security.protocol = SASL_PLAINTEXT\n'
+        printf 'kafka.security.protocol = %s\n' "$(ax_kafka_client_protocol)"
+        ax_kafka_tls_client_props ' = ' | sed 's/^/kafka./'
         printf 'kafka.sasl.mechanisms = %s\n' "$AX_KAFKA_MECHANISM"
         printf 'kafka.sasl.username = %s\n' "$AX_KAFKA_USER"
         printf 'kafka.sasl.password = %s\n' "$kpw"
@@ -959,6 +1187,7 @@ ax_write_config() {
       printf 'pg.dbname = %s\n' "$AX_PG_DB"
       printf 'pg.user = %s\n' "$AX_PG_USER"
       printf 'pg.password = %s\n' "$pw"
+      ax_pg_tls_env | sed -n 's/^PGSSLMODE=/pg.sslmode = /p; s/^PGSSLROOTCERT=/pg.sslrootcert = /p'
       printf 'api.listen = 127.0.0.1:%s\n' "$AX_API_PORT"
       if [[ -s $AX_STATE/api.tokens ]]; then
         printf 'api.tokens = %s\n' "$(cat "$AX_STATE/api.tokens")"

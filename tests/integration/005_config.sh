@@ -16,6 +16,7 @@ for svc in trigger executor callback; do
     expect_exit2 "executor.slots" "$bin" --set executor.slots=banana
     expect_exit2 "kafka.no.such.property" "$bin" --set kafka.no.such.property=1
     expect_exit2 "pg.nosuchkeyword" "$bin" --set pg.nosuchkeyword=1
+    expect_exit2 "pg.sslmode" "$bin" --set pg.sslmode=verify-fulll
     expect_exit2 "AXCONF_BOGUS" env AXCONF_BOGUS=1 "$bin"
     # to a file first: grep -q stops reading early, and under pipefail the
     # writer's SIGPIPE would fail the pipeline by chance

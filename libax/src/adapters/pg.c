@@ -35,14 +35,33 @@ static int pg_keyword_known(const char *kw) {
     return found;
 }
 
+/* libpq checks pg.sslmode only when it connects, and a service would then
+ * retry a typo forever as "unreachable": check it with the keywords. */
+static int pg_value_ok(const char *kw, const char *value, char *errbuf, size_t errlen) {
+    static const char *const modes[] = {"disable",   "allow",       "prefer",
+                                        "require",   "verify-ca",   "verify-full"};
+    if (strcmp(kw, "sslmode") != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (strcmp(value, modes[i]) == 0)
+            return 0;
+    return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                     "pg.sslmode: '%s' is not one of disable, allow, prefer, require, "
+                     "verify-ca, verify-full",
+                     value);
+}
+
 ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *errbuf,
                    size_t errlen) {
-    for (size_t i = 0; i < conf->n_pg; i++)
+    for (size_t i = 0; i < conf->n_pg; i++) {
         if (!pg_keyword_known(conf->pg[i].key)) {
             ax_seterr(errbuf, errlen, AX_ERR_INVALID,
                       "pg.%s: not a libpq connection keyword", conf->pg[i].key);
             return NULL;
         }
+        if (pg_value_ok(conf->pg[i].key, conf->pg[i].value, errbuf, errlen) < 0)
+            return NULL;
+    }
     ax_pg_t *pg = calloc(1, sizeof *pg);
     if (!pg)
         return NULL;
