@@ -27,6 +27,11 @@ declare -A SVC_PID=()
 conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail -n 1; }
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
        PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
+# Over TLS (infra AX_TLS=1) the tests' psql verifies the server as the
+# services do (pg.sslmode = verify-full, pg.sslrootcert).
+PGSSLMODE=$(conf_get pg.sslmode) PGSSLROOTCERT=$(conf_get pg.sslrootcert)
+[ -z "$PGSSLMODE" ] || export PGSSLMODE
+[ -z "$PGSSLROOTCERT" ] || export PGSSLROOTCERT
 BOOTSTRAP=$(conf_get kafka.bootstrap.servers)
 # The broker requires SASL (infra, docs/SECURITY.md): kc is kcat with the
 # librdkafka properties of AX_CONFIG (every kafka.* key: bootstrap servers,
@@ -112,3 +117,13 @@ finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)"
 
 # Count messages on a topic (all partitions) by reading it to the end.
 topic_count() { kc -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
+
+# A run over TLS (infra/test's TLS pass, AX_TLS=1) never falls back to
+# plaintext unseen: the configuration must name TLS for both (the servers
+# accept nothing else; 220_tls.sh checks that they really speak TLS).
+if [ "${AX_TLS:-0}" = 1 ]; then
+    [ "$(conf_get kafka.security.protocol)" = SASL_SSL ] \
+        || fail "AX_TLS=1 but $AX_CONFIG has kafka.security.protocol '$(conf_get kafka.security.protocol)', not SASL_SSL"
+    [ "$PGSSLMODE" = verify-full ] \
+        || fail "AX_TLS=1 but $AX_CONFIG has pg.sslmode '$PGSSLMODE', not verify-full"
+fi
