@@ -26,6 +26,10 @@
 #   AX_PARTITIONS             partitions per ax topic (default: 6)
 #   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
 #   AX_JAVA                   java binary for the broker (default: Java 17)
+#   AX_TLS                    1: Kafka SASL_SSL and PostgreSQL hostssl only, ax.conf
+#                             with sslmode=verify-full (default 0; "TLS" below)
+#   AX_TLS_DIR                the throwaway CA and certificate (default: $AX_STATE/tls)
+#   AX_TLS_DAYS               validity of the server certificate (default: 365)
 #
 # Privileges (docs/SECURITY.md)
 #   Every server and service runs as the unprivileged system user ax (created
@@ -49,6 +53,7 @@
 #                    (root, mode 0600, never printed)
 #   log/             postgres.log, kafka.log, ax-<service>.log (0640, owner ax)
 #   run/             kafka.pid, ax-<service>.pid, pg/ (unix socket)
+#   tls/             with AX_TLS=1: the throwaway CA and server certificate ("TLS" below)
 
 if [[ -n ${AX_LIB_SOURCED:-} ]]; then
   return 0
@@ -1064,7 +1069,7 @@ ax_tls_ensure() {
   ax_state_init
   (umask 077 && mkdir -p "$d")
   log=$AX_STATE/log/tls.log
-  : >>"$log"
+  ax_log_file "$log"
   ax_tls_ca "$d" "$log"
   ax_tls_server_cert "$d" "$log"
   chown "$AX_USER:$AX_USER" "$d"
@@ -1253,8 +1258,18 @@ ax_service_start() {
   ax_log_file "$log"
   mapfile -t as_ax < <(ax_as_ax_argv)
   printf '\n===== infra: starting ax-%s at %s =====\n' "$svc" "$(date -u +%FT%TZ)" >>"$log"
-  ax_spawn "$pidfile" "$log" "$AX_STATE" "${as_ax[@]}" "$bin" --config "$AX_STATE/ax.conf"
+  # HOME of user ax, not root's: libpq looks for ~/.postgresql/postgresql.crt
+  # when it speaks TLS, and fails on a home it may not enter
+  ax_spawn "$pidfile" "$log" "$AX_STATE" "${as_ax[@]}" env "HOME=$(ax_user_home)" \
+    "$bin" --config "$AX_STATE/ax.conf"
   ax_log "started ax-$svc as user $AX_USER (pid $(ax_pid_read "$pidfile"), log: $log)"
+}
+
+# ax_user_home -- the home directory of user ax (/nonexistent as infra makes it).
+ax_user_home() {
+  local h
+  h=$(getent passwd "$AX_USER" | cut -d: -f6)
+  echo "${h:-/nonexistent}"
 }
 
 # ax_services_start -- start all services, then check they are still alive.

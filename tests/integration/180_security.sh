@@ -63,12 +63,19 @@ kc -C -t "${cap}submit" -o beginning -c 1 -e -q -f '%s' >"$WORK/submit.bin"
 [ -s "$WORK/submit.bin" ] || fail "no captured submission"
 chmod 644 "$WORK/submit.bin"
 
-# Without SASL, and with a wrong password: the produce fails.
+# Without SASL, and with a wrong password: the produce fails. Over TLS
+# (infra AX_TLS=1) both speak TLS, trusting the CA (a copy nobody can read).
+tlsx=() proto=$(conf_get kafka.security.protocol)
+if [ "$proto" = SASL_SSL ]; then
+    install -m 644 "$(conf_get kafka.ssl.ca.location)" "$WORK/ca.pem"
+    tlsx=(-X "ssl.ca.location=$WORK/ca.pem")
+fi
 set +e
-as_nobody kcat -P -b "$BOOTSTRAP" -t "$(topic submit)" -k "$trace" \
+as_nobody kcat -P -b "$BOOTSTRAP" -t "$(topic submit)" -k "$trace" "${tlsx[@]}" \
+    ${tlsx[0]:+-X security.protocol=SSL} \
     -X message.timeout.ms=5000 "$WORK/submit.bin" >"$WORK/nosasl.out" 2>&1; rc1=$?
 as_nobody kcat -P -b "$BOOTSTRAP" -t "$(topic submit)" -k "$trace" -X message.timeout.ms=5000 \
-    -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms="$(conf_get kafka.sasl.mechanisms)" \
+    -X security.protocol="$proto" "${tlsx[@]}" -X sasl.mechanisms="$(conf_get kafka.sasl.mechanisms)" \
     -X sasl.username="$(conf_get kafka.sasl.username)" -X sasl.password=not-the-password \
     "$WORK/submit.bin" >"$WORK/wrongpw.out" 2>&1; rc2=$?
 rc3=1
@@ -120,6 +127,15 @@ done
 for f in "$AX_STATE/ax.conf" "$AX_STATE/pg.password" "$AX_STATE/kafka.password" "$AX_STATE/kafka/server.properties"; do
     [ "$(mode "$f")" = 600 ] || fail "$f has mode $(mode "$f"), not 0600"
 done
+if [ -d "$AX_STATE/tls" ]; then # AX_TLS=1: the throwaway CA's and the servers' keys
+    [ "$(mode "$AX_STATE/tls")" = 700 ] && [ "$(stat -c %U "$AX_STATE/tls")" = ax ] \
+        || fail "$AX_STATE/tls is not mode 0700, owner ax"
+    for f in ca.key server.key server.keystore.pem server.key.password; do
+        [ "$(mode "$AX_STATE/tls/$f")" = 600 ] || fail "$AX_STATE/tls/$f has mode $(mode "$AX_STATE/tls/$f"), not 0600"
+    done
+    ! grep -rqF "$(cat "$AX_STATE/tls/server.key.password")" "$AX_STATE/log" || fail "the keystore password is in a log"
+    ! grep -rq "PRIVATE KEY" "$AX_STATE/log" || fail "a private key is in a log"
+fi
 [ -z "$(find "$AX_STATE/kafka/data" -perm /o=rwx | head -n 1)" ] || fail "Kafka data readable by others"
 ! grep -rqF "$kpw" "$AX_STATE/log" || fail "the Kafka password is in a log"
 kpid=$(cat "$AX_STATE/run/kafka.pid")
