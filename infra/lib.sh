@@ -1016,7 +1016,7 @@ CNF
 # exists, is signed by DIR's CA and is valid for 7 more days.
 ax_tls_server_cert() {
   local d=$1 log=$2
-  if [[ -s $d/server.pem && -s $d/server.key && -s $d/server.keystore.pem ]] &&
+  if [[ -s $d/server.pem && -s $d/server.key && -s $d/server.keystore.pem && -s $d/server.key.password ]] &&
      openssl verify -CAfile "$d/ca.pem" "$d/server.pem" >/dev/null 2>&1 &&
      openssl x509 -in "$d/server.pem" -noout -checkend 604800 >/dev/null 2>&1; then
     return 0
@@ -1042,7 +1042,9 @@ CNF
     ax_tls_openssl "$log" x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
       -set_serial "0x$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')" -days "$AX_TLS_DAYS" \
       -extfile "$d/server.cnf" -extensions srv -out "$d/server.pem.tmp"
-    # Kafka's PEM keystore needs an encrypted key (ssl.key.password)
+    # Kafka's PEM keystore needs an encrypted key (ssl.key.password), and
+    # its loader knows PBES1 only (PBES2/AES: "PBES2 SecretKeyFactory not
+    # available"); the file is 0600 anyway
     ax_secret_new "$d/server.key.password"
     ax_tls_openssl "$log" pkcs8 -topk8 -in "$d/server.key.tmp" -v1 PBE-SHA1-3DES \
       -passout "file:$d/server.key.password" -out "$d/server.key.enc.tmp"
