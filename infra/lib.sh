@@ -959,9 +959,7 @@ ax_migrate() {
 #   ca.key              its private key (root, 0600; signs server certificates only)
 #   server.pem          server certificate (0644), valid AX_TLS_DAYS days
 #   server.key          its private key, PKCS#8 (owner ax, 0600; PostgreSQL's ssl_key_file)
-#   server.keystore.pem server.key encrypted + server.pem (owner ax, 0600; Kafka's
-#                       PEM keystore, its key password in server.properties)
-#   server.key.password that password (root, 0600, never printed)
+#   server.keystore.pem server.key + server.pem (owner ax, 0600; Kafka's PEM keystore)
 
 AX_TLS_DAYS=${AX_TLS_DAYS:-365}
 
@@ -1016,7 +1014,7 @@ CNF
 # exists, is signed by DIR's CA and is valid for 7 more days.
 ax_tls_server_cert() {
   local d=$1 log=$2
-  if [[ -s $d/server.pem && -s $d/server.key && -s $d/server.keystore.pem && -s $d/server.key.password ]] &&
+  if [[ -s $d/server.pem && -s $d/server.key && -s $d/server.keystore.pem ]] &&
      openssl verify -CAfile "$d/ca.pem" "$d/server.pem" >/dev/null 2>&1 &&
      openssl x509 -in "$d/server.pem" -noout -checkend 604800 >/dev/null 2>&1; then
     return 0
@@ -1042,14 +1040,9 @@ CNF
     ax_tls_openssl "$log" x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
       -set_serial "0x$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')" -days "$AX_TLS_DAYS" \
       -extfile "$d/server.cnf" -extensions srv -out "$d/server.pem.tmp"
-    # Kafka's PEM keystore needs an encrypted key (ssl.key.password), and
-    # its loader knows PBES1 only (PBES2/AES: "PBES2 SecretKeyFactory not
-    # available"); the file is 0600 anyway
-    ax_secret_new "$d/server.key.password"
-    ax_tls_openssl "$log" pkcs8 -topk8 -in "$d/server.key.tmp" -v1 PBE-SHA1-3DES \
-      -passout "file:$d/server.key.password" -out "$d/server.key.enc.tmp"
-    cat "$d/server.key.enc.tmp" "$d/server.pem.tmp" >"$d/server.keystore.pem.tmp"
-    rm -f "$d/server.key.enc.tmp"
+    # Kafka's PEM keystore: the key (unencrypted PKCS#8, no ssl.key.password)
+    # followed by the certificate
+    cat "$d/server.key.tmp" "$d/server.pem.tmp" >"$d/server.keystore.pem.tmp"
   )
   rm -f "$d/server.csr"
   chmod 644 "$d/server.pem.tmp"
@@ -1095,7 +1088,6 @@ ax_kafka_tls_props() {
 # AX_TLS=1 (lib.sh ax_kafka_tls_props): the client listener is SASL_SSL
 ssl.keystore.type=PEM
 ssl.keystore.location=$d/server.keystore.pem
-ssl.key.password=$(ax_secret_read "$d/server.key.password")
 ssl.truststore.type=PEM
 ssl.truststore.location=$d/ca.pem
 ssl.endpoint.identification.algorithm=https

@@ -130,10 +130,9 @@ done
 if [ -d "$AX_STATE/tls" ]; then # AX_TLS=1: the throwaway CA's and the servers' keys
     [ "$(mode "$AX_STATE/tls")" = 700 ] && [ "$(stat -c %U "$AX_STATE/tls")" = ax ] \
         || fail "$AX_STATE/tls is not mode 0700, owner ax"
-    for f in ca.key server.key server.keystore.pem server.key.password; do
+    for f in ca.key server.key server.keystore.pem; do
         [ "$(mode "$AX_STATE/tls/$f")" = 600 ] || fail "$AX_STATE/tls/$f has mode $(mode "$AX_STATE/tls/$f"), not 0600"
     done
-    ! grep -rqF "$(cat "$AX_STATE/tls/server.key.password")" "$AX_STATE/log" || fail "the keystore password is in a log"
     ! grep -rq "PRIVATE KEY" "$AX_STATE/log" || fail "a private key is in a log"
 fi
 [ -z "$(find "$AX_STATE/kafka/data" -perm /o=rwx | head -n 1)" ] || fail "Kafka data readable by others"
