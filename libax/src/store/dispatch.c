@@ -1,5 +1,5 @@
 /*
- * dispatch.c — ingest, due scan, dispatch_pending settle/undo and the
+ * dispatch.c — ingest, due scan, pending-batch settle/undo and the
  * lease sweep (ax/store_dispatch.h). The statements of the dispatch path
  * are hot: their text is kept as the trigger ran it.
  */
@@ -128,7 +128,7 @@ static char *int_array_i(const int *v, size_t n) {
  * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
  * an instance due now, whose lane flows with room and nothing deferred
  * ($15, per priority), and that is not a static shard parent, is marked
- * dispatched with a dispatch_pending row in the same statement and produced
+ * dispatched with one dispatch_batch row in the same statement and produced
  * right after the commit, so it skips the due scan and its extra update of
  * the row. The rest waits for the leader's due scan. Columns:
  * DISPATCH_COLS, hold (NULL: produce now), submit_key. */
@@ -177,10 +177,7 @@ AX_STMT(st_ingest, "dispatch.ingest",
     " INSERT INTO instance_state (id, job_id, deployment, priority, due_at, shard_mode,"
     "  deferred_at, dispatched_at)"
     " SELECT id, jid, $12, p, due, smode, deferred, disp FROM n"
-    "), pend AS ("
-    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-    "  SELECT id, $14::bigint, $12 FROM n WHERE disp IS NOT NULL"
-    ")"
+    "), " PEND_BATCH("n", "disp IS NOT NULL", "$14::bigint", "$12")
     " SELECT id, 1, jname, hk, to_json(cmd)::text, pl, tmo, NULL::bigint,"
     "  (extract(epoch FROM due) * 1000)::bigint, p, trace, idem, grp, routing_key,"
     "  CASE WHEN disp IS NULL THEN 1 END AS hold, skey FROM n");
@@ -424,10 +421,7 @@ AX_STMT(st_due_mark, "dispatch.due_mark",
         "WITH u AS ("
         "  UPDATE instance_state SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
         "  RETURNING id, attempt, due_at, priority"
-        "), pend AS ("
-        "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-        "  SELECT id, $2::bigint, $3 FROM u"
-        ")"
+        "), " PEND_BATCH("u", "true", "$2::bigint", "$3")
         " SELECT " DISPATCH_COLS " FROM u JOIN instance_def USING (id)");
 
 int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
@@ -483,7 +477,7 @@ int ax_store_due_next(ax_pg_t *pg, const char *deployment, const int64_t *wait_m
 #define UNDISPATCH "CASE WHEN state = 'SCHEDULED' THEN NULL ELSE dispatched_at END"
 
 AX_STMT(st_settle, "dispatch.settle",
-        "DELETE FROM dispatch_pending WHERE instance_id = ANY($1::bigint[])");
+        "WITH " PEND_TAKE("$1::bigint[]") " SELECT 1");
 
 int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
                             size_t errlen) {
@@ -497,15 +491,23 @@ int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *err
 }
 
 AX_STMT(st_undo, "dispatch.undo",
-        "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending"
+        "WITH " PEND_TAKE("$1::bigint[]") ","
+        /* a previous release's rows (018_hot_writes: additive) */
+        " p AS MATERIALIZED (DELETE FROM dispatch_pending"
         "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
         " UPDATE instance_state SET dispatched_at = " UNDISPATCH
-        " WHERE id = ANY(ARRAY(SELECT instance_id FROM p))");
+        " WHERE id = ANY(ARRAY(SELECT instance_id FROM taken"
+        "  UNION SELECT instance_id FROM p))");
 
 AX_STMT(st_recover, "dispatch.recover",
-        "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
+        "WITH b AS MATERIALIZED (DELETE FROM dispatch_batch WHERE deployment = $1"
+        "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
+        "  RETURNING ids),"
+        /* a previous release's rows (018_hot_writes: additive) */
+        " o AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
         "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
         "  RETURNING instance_id),"
+        " p AS (SELECT unnest(ids) AS instance_id FROM b UNION SELECT instance_id FROM o),"
         " u AS (UPDATE instance_state SET dispatched_at = " UNDISPATCH
         "  WHERE id = ANY(ARRAY(SELECT instance_id FROM p)) RETURNING id, state)"
         " SELECT id FROM u WHERE state = 'SCHEDULED'");

@@ -22,6 +22,29 @@ enum {
     DC_NCOLS
 };
 
+/* The pending-dispatch marker of a batch (018_hot_writes): one
+ * dispatch_batch row holding the ids a dispatching statement marked. As the
+ * last CTE of a statement whose CTE `src` has column id and a filter: the
+ * epoch and deployment are the statement's parameters. No row for an empty
+ * batch. */
+#define PEND_BATCH(src, where, epoch, deployment)                                         \
+    "pend AS (INSERT INTO dispatch_batch (epoch, deployment, ids)"                         \
+    " SELECT " epoch ", " deployment ", array_agg(id) FROM " src " WHERE " where           \
+    " HAVING count(*) > 0)"
+
+/* CTEs that take the ids of the array parameter `a` out of the pending
+ * batches holding them: a batch whose ids are all among them is deleted
+ * (the settle's case: one row), one holding others too keeps those. CTE
+ * `taken` lists the ids taken (instance_id). dispatch_batch holds only the
+ * unconfirmed batches (a few rows): it is read whole. */
+#define PEND_TAKE(a)                                                                      \
+    "pt AS MATERIALIZED (SELECT b.id, b.ids FROM dispatch_batch b WHERE b.ids && " a "),"  \
+    " ptd AS (DELETE FROM dispatch_batch b USING pt"                                      \
+    "  WHERE b.id = pt.id AND pt.ids <@ " a "),"                                          \
+    " ptu AS (UPDATE dispatch_batch b SET ids = ARRAY(SELECT unnest(pt.ids)"              \
+    "  EXCEPT SELECT unnest(" a ")) FROM pt WHERE b.id = pt.id AND NOT pt.ids <@ " a "),"   \
+    " taken AS (SELECT v AS instance_id FROM pt, unnest(pt.ids) v WHERE v = ANY(" a "))"
+
 /* Read the rows of r (DISPATCH_COLS first) into out; hold_col >= 0 names
  * the column whose non-NULL value sets .hold. 0 or AX_ERR_NOMEM. */
 int ax__dispatch_rows_read(const PGresult *r, int hold_col, ax_dispatch_rows_t *out);
