@@ -22,3 +22,25 @@ CREATE TABLE IF NOT EXISTS dispatch_batch (
     created_at  timestamptz NOT NULL DEFAULT now(),
     ids         bigint[] NOT NULL
 );
+
+-- The submission dedupe of a Kafka position (a submission without an
+-- idempotency key: submit key kafka:TOPIC:PARTITION:OFFSET) as a
+-- consumed-offset watermark per submit-topic partition, moved once per
+-- batch in the ingest's transaction, instead of a submission row and its
+-- primary-key entry per job. A partition's submissions are ingested in
+-- offset order, so a redelivered one (a crash before the offset commit,
+-- a rebalance) lies below the watermark and is a duplicate; the row is
+-- locked by the ingest's upsert until it commits, so two triggers that
+-- both hold the partition for a moment serialize on it. prev_offset is
+-- next_offset before the last ingest moved it (what that statement
+-- compared with). Idempotency keys keep their submission row. Additive: a
+-- previous release's keys in submission are still looked up. fillfactor
+-- 50: every batch updates the row (HOT, no index on the offsets).
+CREATE TABLE IF NOT EXISTS submit_offset (
+    topic       text NOT NULL,
+    partition   integer NOT NULL,
+    next_offset bigint NOT NULL,
+    prev_offset bigint,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic, partition)
+) WITH (fillfactor = 50);

@@ -122,8 +122,13 @@ static char *int_array_i(const int *v, size_t n) {
 
 /* One statement inserts a batch of submissions, of defined jobs (joined by
  * name; an unknown name inserts nothing) and inline commands (argv as a JSON
- * array). The key (submit_key) dedups redelivered submissions, through the
- * insert-only table submission. Payloads travel hex.
+ * array). The key (submit_key) dedups redelivered submissions: an
+ * idempotency key through the insert-only table submission (a row per key);
+ * a Kafka position (a submission without an idempotency key) through its
+ * partition's consumed-offset watermark in submit_offset, moved once per
+ * batch in this statement (018_hot_writes): a partition's submissions are
+ * ingested in offset order, so a redelivered one lies below it. Payloads
+ * travel hex.
  *
  * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
  * an instance due now, whose lane flows with room and nothing deferred
@@ -133,6 +138,9 @@ static char *int_array_i(const int *v, size_t n) {
  * the row. The rest waits for the leader's due scan. Columns:
  * DISPATCH_COLS, hold (NULL: produce now), submit_key. */
 #define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
+/* A submit key that is the submission's Kafka position (services/trigger/
+ * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'). */
+#define KAFKA_KEY "^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$"
 #define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
 AX_STMT(st_ingest, "dispatch.ingest",
     "WITH u AS ("
@@ -148,11 +156,33 @@ AX_STMT(st_ingest, "dispatch.ingest",
     " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow'"
     /* p0-p9 are lanes, never groups (dead-lettered, below) */
     "  AND j.executor_group !~ '^p[0-9]$')"
+    "), k AS MATERIALIZED ("
+    /* the keys that are a Kafka position (topic:partition:offset) */
+    " SELECT skey, split_part(skey, ':', 2) AS topic, split_part(skey, ':', 3)::int AS part,"
+    "  split_part(skey, ':', 4)::bigint AS off FROM unnest($10::text[]) AS x(skey)"
+    " WHERE skey ~ '" KAFKA_KEY "'"
+    "), wm AS ("
+    /* their partitions' watermarks, moved past this batch (the row locked
+     * until commit: a concurrent ingest of the partition reads ours) */
+    " INSERT INTO submit_offset AS o (topic, partition, next_offset)"
+    " SELECT topic, part, max(off) + 1 FROM k GROUP BY topic, part"
+    " ON CONFLICT (topic, partition) DO UPDATE SET prev_offset = o.next_offset,"
+    "  next_offset = greatest(o.next_offset, excluded.next_offset), updated_at = now()"
+    " RETURNING topic, partition, prev_offset"
     "), sk AS ("
     /* the key decides: an instance only for a key not seen before */
     " INSERT INTO submission (submit_key, instance_id)"
-    " SELECT skey, nextval('job_instance_id_seq') FROM u ON CONFLICT DO NOTHING"
-    " RETURNING submit_key, instance_id"
+    " SELECT skey, nextval('job_instance_id_seq') FROM u WHERE skey !~ '" KAFKA_KEY "'"
+    " ON CONFLICT DO NOTHING RETURNING submit_key, instance_id"
+    "), kk AS ("
+    /* a Kafka position is new at or past its partition's watermark (and
+     * not a key a previous release wrote) */
+    " SELECT u.skey AS submit_key, nextval('job_instance_id_seq') AS instance_id"
+    " FROM u JOIN k ON k.skey = u.skey"
+    "  JOIN wm ON wm.topic = k.topic AND wm.partition = k.part"
+    " WHERE (wm.prev_offset IS NULL OR k.off >= wm.prev_offset)"
+    "  AND NOT EXISTS (SELECT 1 FROM submission s WHERE s.submit_key = u.skey)"
+    "), keys AS (SELECT * FROM sk UNION ALL SELECT * FROM kk"
     "), n AS MATERIALIZED ("
     " SELECT sk.instance_id AS id, u.jid, u.jname, coalesce(u.handler_kind, 'command') AS hk,"
     "  CASE WHEN u.job IS NULL"
@@ -167,7 +197,7 @@ AX_STMT(st_ingest, "dispatch.ingest",
     "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END AS deferred,"
     "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
     "   AND u.shard_count IS NULL THEN now() END AS disp"
-    " FROM u JOIN sk ON sk.submit_key = u.skey"
+    " FROM u JOIN keys sk ON sk.submit_key = u.skey"
     /* the definition (written once) and the state row (every transition) */
     "), d AS ("
     " INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
