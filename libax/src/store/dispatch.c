@@ -167,7 +167,11 @@ AX_STMT(st_ingest, "dispatch.ingest",
     " INSERT INTO submit_offset AS o (topic, partition, next_offset)"
     " SELECT topic, part, max(off) + 1 FROM k GROUP BY topic, part"
     " ON CONFLICT (topic, partition) DO UPDATE SET prev_offset = o.next_offset,"
-    "  next_offset = greatest(o.next_offset, excluded.next_offset), updated_at = now()"
+    "  next_offset = greatest(o.next_offset, excluded.next_offset),"
+    /* when it moved (the retention sweep drops a watermark that stood
+     * still for retention.finished.ms, as a key goes with its instance) */
+    "  updated_at = CASE WHEN excluded.next_offset > o.next_offset THEN now()"
+    "   ELSE o.updated_at END"
     " RETURNING topic, partition, prev_offset"
     "), sk AS ("
     /* the key decides: an instance only for a key not seen before */

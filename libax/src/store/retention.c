@@ -43,6 +43,12 @@ AX_STMT(st_instances, "retention.instances",
         "   AND NOT EXISTS (SELECT 1 FROM pend WHERE pend.id = d.id)"
         "   AND" FENCE "),"
         " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
+        /* the deployment's submit-topic watermarks that stood still for the
+         * retention (018_hot_writes: a Kafka position's dedupe lasts as
+         * long as a submission key's; a topic recreated from offset 0 is
+         * then new again) */
+        " wm AS (DELETE FROM submit_offset o USING cut WHERE o.topic = $4 || 'submit'"
+        "  AND o.updated_at < cut.t AND" FENCE "),"
         " last AS (SELECT max(id) AS id FROM seen)"
         /* one index lookup of the last row's definition (a join here
          * was planned as a backward scan of the whole primary key) */
