@@ -36,14 +36,19 @@ enum {
  * batches holding them: a batch whose ids are all among them is deleted
  * (the settle's case: one row), one holding others too keeps those. CTE
  * `taken` lists the ids taken (instance_id). dispatch_batch holds only the
- * unconfirmed batches (a few rows): it is read whole. */
+ * unconfirmed batches (a few rows): it is read whole, and each batch's
+ * ids are looked up in a hashed set of `a` (array operators such as <@
+ * and && compare every pair: 10 ms for two arrays of 1,000). */
 #define PEND_TAKE(a)                                                                      \
-    "pt AS MATERIALIZED (SELECT b.id, b.ids FROM dispatch_batch b WHERE b.ids && " a "),"  \
+    "pa AS MATERIALIZED (SELECT unnest(" a ") AS id),"                                     \
+    " pt AS MATERIALIZED (SELECT b.id, b.ids, ARRAY(SELECT v FROM unnest(b.ids) v"        \
+    "  WHERE v NOT IN (SELECT id FROM pa)) AS rest FROM dispatch_batch b),"                \
     " ptd AS (DELETE FROM dispatch_batch b USING pt"                                      \
-    "  WHERE b.id = pt.id AND pt.ids <@ " a "),"                                          \
-    " ptu AS (UPDATE dispatch_batch b SET ids = ARRAY(SELECT unnest(pt.ids)"              \
-    "  EXCEPT SELECT unnest(" a ")) FROM pt WHERE b.id = pt.id AND NOT pt.ids <@ " a "),"   \
-    " taken AS (SELECT v AS instance_id FROM pt, unnest(pt.ids) v WHERE v = ANY(" a "))"
+    "  WHERE b.id = pt.id AND cardinality(pt.rest) = 0),"                                 \
+    " ptu AS (UPDATE dispatch_batch b SET ids = pt.rest FROM pt"                          \
+    "  WHERE b.id = pt.id AND cardinality(pt.rest) BETWEEN 1 AND cardinality(pt.ids) - 1)," \
+    " taken AS (SELECT v AS instance_id FROM pt, unnest(pt.ids) v"                        \
+    "  WHERE v IN (SELECT id FROM pa))"
 
 /* Read the rows of r (DISPATCH_COLS first) into out; hold_col >= 0 names
  * the column whose non-NULL value sets .hold. 0 or AX_ERR_NOMEM. */
