@@ -1,7 +1,7 @@
 /*
  * dispatch.c — the leader produces instances marked dispatched (by the
  * ingest statement, the due scan or the fire statement, each with a
- * dispatch_pending row) in one Kafka transaction, then settles the marks
+ * dispatch_batch row) in one Kafka transaction, then settles the marks
  * (commit) or undoes them (failure: the due scan retries them). Instances
  * that cannot be produced (reserved group, missing topic, too large) are
  * held (hold.c).

@@ -183,14 +183,14 @@ static inline void arm_scan(trigger_t *t, int64_t ms) {
     event_add(t->ev_scan, &tv);
 }
 
-/* dispatch.c: produce rows marked dispatched (each with a dispatch_pending
- * row, by the statement that returned them; rows with .hold are skipped)
+/* dispatch.c: produce rows marked dispatched (with a dispatch_batch row,
+ * by the statement that returned them; rows with .hold are skipped)
  * in one Kafka transaction: on commit the pending rows are settled; on
  * failure the instances are made undispatched again (the due scan retries
  * them). Returns rows produced, or <0. */
 int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
 /* Make undispatched again what a failed or abandoned Kafka transaction
- * left in dispatch_pending: of older epochs, or older than a minute. */
+ * left pending (dispatch_batch): of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
 
 /* ingest.c */
@@ -228,7 +228,7 @@ int hold_topic_known(trigger_t *t, const char *topic);
 void hold_add(hold_list_t *l, int64_t id, const char *job, const char *topic, int alert,
               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void hold_list_free(hold_list_t *l);
-/* Delete the dispatch_pending rows of the npending instances pending[] and
+/* Take the npending instances pending[] out of their pending batches and
  * record the holds of l (their instances keep dispatched_at); log and alert. */
 int hold_record(trigger_t *t, const int64_t *pending, size_t npending, const hold_list_t *l,
                 char *err, size_t errlen);

@@ -141,6 +141,8 @@ if [[ ${1:-} == __e2e ]]; then
         for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
         q -c "DELETE FROM job_instance WHERE deployment = '$P'" \
           -c "DELETE FROM dispatch_pending WHERE deployment = '$P'" \
+          -c "DELETE FROM dispatch_batch WHERE deployment = '$P'" \
+          -c "DELETE FROM submit_offset WHERE left(topic, length('$P')) = '$P'" \
           -c "DELETE FROM ax_leader WHERE role LIKE '$P%'" \
           -c "DELETE FROM worker WHERE id LIKE 'ab-$$-%'" >/dev/null 2>&1
     }
@@ -570,6 +572,8 @@ leftovers() {
     case $1 in burst*) t=burst ;; overlap) t=overlap_cancel ;; *) return 0 ;; esac
     q -c "DELETE FROM job_instance WHERE deployment LIKE 'it.$t.%'" \
       -c "DELETE FROM dispatch_pending WHERE deployment LIKE 'it.$t.%'" \
+      -c "DELETE FROM dispatch_batch WHERE deployment LIKE 'it.$t.%'" \
+      -c "DELETE FROM submit_offset WHERE topic LIKE 'it.$t.%'" \
       -c "DELETE FROM lane_status WHERE deployment LIKE 'it.$t.%'" \
       -c "DELETE FROM ax_leader WHERE role LIKE 'it.$t.%'" >/dev/null 2>&1 ||
         echo "$ME: could not delete the rows left by $1 (deployment it.$t.*)" >&2

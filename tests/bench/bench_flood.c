@@ -140,6 +140,10 @@ static void delete_rows(const char *prefix, const char *job, int pid) {
     const char *pw[] = {wlike};
     sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM dispatch_pending WHERE deployment = $1", 1, pd, NULL);
+    /* 018_hot_writes: the pending batches and the submit topic's watermarks
+     * (a later run of the same pid recreates the topic from offset 0) */
+    sql("DELETE FROM dispatch_batch WHERE deployment = $1", 1, pd, NULL);
+    sql("DELETE FROM submit_offset WHERE left(topic, length($1)) = $1", 1, pd, NULL);
     sql("DELETE FROM lane_status WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
     sql("DELETE FROM ax_leader WHERE role = $1", 1, pr, NULL);

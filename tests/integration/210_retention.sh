@@ -5,7 +5,8 @@
 # the finished child of a live parent stay; fire-ledger rows older than
 # retention.ledger.ms go except each job's latest; a submission key inside
 # its window (its instance still kept) still deduplicates, one whose
-# instance was deleted does not (the documented window). Old rows are made
+# instance was deleted does not (the documented window); a submit-topic
+# watermark that did not move for retention.finished.ms goes. Old rows are made
 # by moving finished_at / decided_at back an hour, so nothing here depends
 # on how fast the sweep runs.
 source "$(dirname "$0")/lib.sh"
@@ -64,6 +65,16 @@ done
 
 gone() { [ "$(sql "SELECT count(*) FROM instance_def WHERE id IN ($old) AND id NOT IN ($unpub)")" = 0 ]; }
 wait_for 60 "the old published instances deleted" gone
+# A submit-topic watermark (018_hot_writes) that stood still for the
+# retention goes like a submission key; one that moved stays.
+wm() { sql "SELECT count(*) FROM submit_offset WHERE topic = '$(topic submit)'"; }
+[ "$(wm)" -ge 1 ] || fail "no consumed-offset watermark for $(topic submit)"
+still=$(sql "SELECT min(partition) FROM submit_offset WHERE topic = '$(topic submit)'")
+moved=$(($(wm) - 1))
+sql "UPDATE submit_offset SET updated_at = now() - interval '1 hour'
+     WHERE topic = '$(topic submit)' AND partition = $still" >/dev/null
+wm_gone() { [ "$(wm)" = $moved ]; }
+wait_for 60 "the watermark that stood still deleted" wm_gone
 fires() { [ "$(sql "SELECT count(*) FROM job_fire f JOIN job j ON j.id = f.job_id WHERE j.name IN ('$ja', '$jb')")" = 2 ]; }
 wait_for 60 "the old ledger rows deleted" fires
 

@@ -1,13 +1,13 @@
 /*
  * ax/store_dispatch.h — the way of an instance to the dispatch topic:
- * ingest of submissions, the due scan, the dispatch_pending marks that
+ * ingest of submissions, the due scan, the pending-dispatch marks that
  * settle or undo a dispatch, and the lease sweep.
  *
  * A dispatch is marked in PostgreSQL before it is produced: the statement
- * that returns the rows sets dispatched_at and inserts a dispatch_pending
- * row (with the leader's epoch); after the Kafka commit the pending rows
- * are settled (deleted), after a failure undone (the instances become
- * undispatched again, the due scan retries them).
+ * that returns the rows sets dispatched_at and inserts one dispatch_batch
+ * row holding their ids (with the leader's epoch; 018_hot_writes); after
+ * the Kafka commit the batch is settled (deleted), after a failure undone
+ * (the instances become undispatched again, the due scan retries them).
  *
  * Returns 0 or an ax error (ax/store.h). Output arrays are the caller's
  * and freed with their _free function (which accepts a zeroed struct).
@@ -77,7 +77,7 @@ typedef struct ax_ingest_ctx {
     /* the leader's epoch, checked in the caller's transaction, or 0 */
     int64_t epoch;
     /* per priority: 1 if a due-now instance is dispatched by the statement
-     * itself (dispatch_pending, produced by the caller after commit) */
+     * itself (dispatch_batch, produced by the caller after commit) */
     const int *direct;
 } ax_ingest_ctx_t;
 
@@ -131,7 +131,7 @@ typedef struct ax_due_plan {
 int ax_store_due_candidates(ax_pg_t *pg, const ax_due_plan_t *plan, ax_lane_cand_t **ret_v,
                             size_t *ret_n, char *errbuf, size_t errlen);
 
-/* Mark ids[] dispatched with a dispatch_pending row of this epoch; returns
+/* Mark ids[] dispatched with one dispatch_batch row of this epoch; returns
  * their rows. */
 int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
                       const char *deployment, ax_dispatch_rows_t *out, char *errbuf,
@@ -144,14 +144,16 @@ int ax_store_due_next(ax_pg_t *pg, const char *deployment, const int64_t *wait_m
 
 /* ---- settle, undo, recovery -------------------------------------------------- */
 
-/* After the Kafka commit: the pending rows of ids[] go. */
+/* After the Kafka commit: ids[] leave the pending batches (a batch whose
+ * ids are all among them is deleted, one row). */
 int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
                             size_t errlen);
 
 /* Which dispatches to undo: those of ids[] (the Kafka transaction failed:
- * nothing of it is visible), or, with ids NULL, every pending row of the
+ * nothing of it is visible), or, with ids NULL, every pending batch of the
  * deployment of an epoch below `epoch` or older than a minute (what a
- * failed or abandoned transaction left). */
+ * failed or abandoned transaction left; also a previous release's
+ * dispatch_pending rows). */
 typedef struct ax_pending_undo {
     const int64_t *ids;
     size_t n;

@@ -19,7 +19,7 @@ typedef struct ax_store_hold {
 } ax_store_hold_t;
 
 /* Settle a dispatch batch with holds, in one statement: the
- * dispatch_pending rows of the npending instances go, the n holds are
+ * npending instances leave their pending batches, the n holds are
  * recorded (a hold already there gets the new topic and reason). */
 int ax_store_hold_record(ax_pg_t *pg, const int64_t *pending, size_t npending,
                          const ax_store_hold_t *holds, size_t n, const char *deployment,

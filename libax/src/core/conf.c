@@ -58,7 +58,9 @@ const ax_conf_def_t ax_conf_table[] = {
      "How long a FINISHED instance (its definition, state row, attempts and submission key) "
      "is kept after it finished and its result was published; then the trigger leader's "
      "retention sweep deletes it. A submission key deduplicates for exactly this long after "
-     "its instance finished (and for as long as it is unfinished or unpublished). Never "
+     "its instance finished (and for as long as it is unfinished or unpublished); a "
+     "submit-topic partition's consumed-offset watermark (the dedupe of submissions without "
+     "an idempotency key) is deleted once it has not moved for this long. Never "
      "deleted: unfinished or unpublished instances, parents or children of a live instance, "
      "instances of a running flow run. 0: never delete (tables grow without bound; "
      "docs/OPERATIONS.md, \"Retention\")."},

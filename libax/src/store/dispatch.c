@@ -1,5 +1,5 @@
 /*
- * dispatch.c — ingest, due scan, dispatch_pending settle/undo and the
+ * dispatch.c — ingest, due scan, pending-batch settle/undo and the
  * lease sweep (ax/store_dispatch.h). The statements of the dispatch path
  * are hot: their text is kept as the trigger ran it.
  */
@@ -122,17 +122,25 @@ static char *int_array_i(const int *v, size_t n) {
 
 /* One statement inserts a batch of submissions, of defined jobs (joined by
  * name; an unknown name inserts nothing) and inline commands (argv as a JSON
- * array). The key (submit_key) dedups redelivered submissions, through the
- * insert-only table submission. Payloads travel hex.
+ * array). The key (submit_key) dedups redelivered submissions: an
+ * idempotency key through the insert-only table submission (a row per key);
+ * a Kafka position (a submission without an idempotency key) through its
+ * partition's consumed-offset watermark in submit_offset, moved once per
+ * batch in this statement (018_hot_writes): a partition's submissions are
+ * ingested in offset order, so a redelivered one lies below it. Payloads
+ * travel hex.
  *
  * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
  * an instance due now, whose lane flows with room and nothing deferred
  * ($15, per priority), and that is not a static shard parent, is marked
- * dispatched with a dispatch_pending row in the same statement and produced
+ * dispatched with one dispatch_batch row in the same statement and produced
  * right after the commit, so it skips the due scan and its extra update of
  * the row. The rest waits for the leader's due scan. Columns:
  * DISPATCH_COLS, hold (NULL: produce now), submit_key. */
 #define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
+/* A submit key that is the submission's Kafka position (services/trigger/
+ * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'). */
+#define KAFKA_KEY "^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$"
 #define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
 AX_STMT(st_ingest, "dispatch.ingest",
     "WITH u AS ("
@@ -148,11 +156,37 @@ AX_STMT(st_ingest, "dispatch.ingest",
     " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow'"
     /* p0-p9 are lanes, never groups (dead-lettered, below) */
     "  AND j.executor_group !~ '^p[0-9]$')"
+    "), k AS MATERIALIZED ("
+    /* the keys that are a Kafka position (topic:partition:offset) */
+    " SELECT skey, split_part(skey, ':', 2) AS topic, split_part(skey, ':', 3)::int AS part,"
+    "  split_part(skey, ':', 4)::bigint AS off FROM unnest($10::text[]) AS x(skey)"
+    " WHERE skey ~ '" KAFKA_KEY "'"
+    "), wm AS ("
+    /* their partitions' watermarks, moved past this batch (the row locked
+     * until commit: a concurrent ingest of the partition reads ours) */
+    " INSERT INTO submit_offset AS o (topic, partition, next_offset)"
+    " SELECT topic, part, max(off) + 1 FROM k GROUP BY topic, part"
+    " ON CONFLICT (topic, partition) DO UPDATE SET prev_offset = o.next_offset,"
+    "  next_offset = greatest(o.next_offset, excluded.next_offset),"
+    /* when it moved (the retention sweep drops a watermark that stood
+     * still for retention.finished.ms, as a key goes with its instance) */
+    "  updated_at = CASE WHEN excluded.next_offset > o.next_offset THEN now()"
+    "   ELSE o.updated_at END"
+    " RETURNING topic, partition, prev_offset"
     "), sk AS ("
     /* the key decides: an instance only for a key not seen before */
     " INSERT INTO submission (submit_key, instance_id)"
-    " SELECT skey, nextval('job_instance_id_seq') FROM u ON CONFLICT DO NOTHING"
-    " RETURNING submit_key, instance_id"
+    " SELECT skey, nextval('job_instance_id_seq') FROM u WHERE skey !~ '" KAFKA_KEY "'"
+    " ON CONFLICT DO NOTHING RETURNING submit_key, instance_id"
+    "), kk AS ("
+    /* a Kafka position is new at or past its partition's watermark (and
+     * not a key a previous release wrote) */
+    " SELECT u.skey AS submit_key, nextval('job_instance_id_seq') AS instance_id"
+    " FROM u JOIN k ON k.skey = u.skey"
+    "  JOIN wm ON wm.topic = k.topic AND wm.partition = k.part"
+    " WHERE (wm.prev_offset IS NULL OR k.off >= wm.prev_offset)"
+    "  AND NOT EXISTS (SELECT 1 FROM submission s WHERE s.submit_key = u.skey)"
+    "), keys AS (SELECT * FROM sk UNION ALL SELECT * FROM kk"
     "), n AS MATERIALIZED ("
     " SELECT sk.instance_id AS id, u.jid, u.jname, coalesce(u.handler_kind, 'command') AS hk,"
     "  CASE WHEN u.job IS NULL"
@@ -167,7 +201,7 @@ AX_STMT(st_ingest, "dispatch.ingest",
     "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END AS deferred,"
     "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
     "   AND u.shard_count IS NULL THEN now() END AS disp"
-    " FROM u JOIN sk ON sk.submit_key = u.skey"
+    " FROM u JOIN keys sk ON sk.submit_key = u.skey"
     /* the definition (written once) and the state row (every transition) */
     "), d AS ("
     " INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
@@ -177,10 +211,7 @@ AX_STMT(st_ingest, "dispatch.ingest",
     " INSERT INTO instance_state (id, job_id, deployment, priority, due_at, shard_mode,"
     "  deferred_at, dispatched_at)"
     " SELECT id, jid, $12, p, due, smode, deferred, disp FROM n"
-    "), pend AS ("
-    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-    "  SELECT id, $14::bigint, $12 FROM n WHERE disp IS NOT NULL"
-    ")"
+    "), " PEND_BATCH("n", "disp IS NOT NULL", "$14::bigint", "$12")
     " SELECT id, 1, jname, hk, to_json(cmd)::text, pl, tmo, NULL::bigint,"
     "  (extract(epoch FROM due) * 1000)::bigint, p, trace, idem, grp, routing_key,"
     "  CASE WHEN disp IS NULL THEN 1 END AS hold, skey FROM n");
@@ -424,10 +455,7 @@ AX_STMT(st_due_mark, "dispatch.due_mark",
         "WITH u AS ("
         "  UPDATE instance_state SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
         "  RETURNING id, attempt, due_at, priority"
-        "), pend AS ("
-        "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-        "  SELECT id, $2::bigint, $3 FROM u"
-        ")"
+        "), " PEND_BATCH("u", "true", "$2::bigint", "$3")
         " SELECT " DISPATCH_COLS " FROM u JOIN instance_def USING (id)");
 
 int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
@@ -483,7 +511,7 @@ int ax_store_due_next(ax_pg_t *pg, const char *deployment, const int64_t *wait_m
 #define UNDISPATCH "CASE WHEN state = 'SCHEDULED' THEN NULL ELSE dispatched_at END"
 
 AX_STMT(st_settle, "dispatch.settle",
-        "DELETE FROM dispatch_pending WHERE instance_id = ANY($1::bigint[])");
+        "WITH " PEND_TAKE("$1::bigint[]") " SELECT 1");
 
 int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
                             size_t errlen) {
@@ -497,15 +525,23 @@ int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *err
 }
 
 AX_STMT(st_undo, "dispatch.undo",
-        "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending"
+        "WITH " PEND_TAKE("$1::bigint[]") ","
+        /* a previous release's rows (018_hot_writes: additive) */
+        " p AS MATERIALIZED (DELETE FROM dispatch_pending"
         "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
         " UPDATE instance_state SET dispatched_at = " UNDISPATCH
-        " WHERE id = ANY(ARRAY(SELECT instance_id FROM p))");
+        " WHERE id = ANY(ARRAY(SELECT instance_id FROM taken"
+        "  UNION SELECT instance_id FROM p))");
 
 AX_STMT(st_recover, "dispatch.recover",
-        "WITH p AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
+        "WITH b AS MATERIALIZED (DELETE FROM dispatch_batch WHERE deployment = $1"
+        "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
+        "  RETURNING ids),"
+        /* a previous release's rows (018_hot_writes: additive) */
+        " o AS MATERIALIZED (DELETE FROM dispatch_pending WHERE deployment = $1"
         "  AND (epoch < $2::bigint OR created_at < now() - interval '1 minute')"
         "  RETURNING instance_id),"
+        " p AS (SELECT unnest(ids) AS instance_id FROM b UNION SELECT instance_id FROM o),"
         " u AS (UPDATE instance_state SET dispatched_at = " UNDISPATCH
         "  WHERE id = ANY(ARRAY(SELECT instance_id FROM p)) RETURNING id, state)"
         " SELECT id FROM u WHERE state = 'SCHEDULED'");

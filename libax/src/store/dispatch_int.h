@@ -22,6 +22,34 @@ enum {
     DC_NCOLS
 };
 
+/* The pending-dispatch marker of a batch (018_hot_writes): one
+ * dispatch_batch row holding the ids a dispatching statement marked. As the
+ * last CTE of a statement whose CTE `src` has column id and a filter: the
+ * epoch and deployment are the statement's parameters. No row for an empty
+ * batch. */
+#define PEND_BATCH(src, where, epoch, deployment)                                         \
+    "pend AS (INSERT INTO dispatch_batch (epoch, deployment, ids)"                         \
+    " SELECT " epoch ", " deployment ", array_agg(id) FROM " src " WHERE " where           \
+    " HAVING count(*) > 0)"
+
+/* CTEs that take the ids of the array parameter `a` out of the pending
+ * batches holding them: a batch whose ids are all among them is deleted
+ * (the settle's case: one row), one holding others too keeps those. CTE
+ * `taken` lists the ids taken (instance_id). dispatch_batch holds only the
+ * unconfirmed batches (a few rows): it is read whole, and each batch's
+ * ids are looked up in a hashed set of `a` (array operators such as <@
+ * and && compare every pair: 10 ms for two arrays of 1,000). */
+#define PEND_TAKE(a)                                                                      \
+    "pa AS MATERIALIZED (SELECT unnest(" a ") AS id),"                                     \
+    " pt AS MATERIALIZED (SELECT b.id, b.ids, ARRAY(SELECT v FROM unnest(b.ids) v"        \
+    "  WHERE v NOT IN (SELECT id FROM pa)) AS rest FROM dispatch_batch b),"                \
+    " ptd AS (DELETE FROM dispatch_batch b USING pt"                                      \
+    "  WHERE b.id = pt.id AND cardinality(pt.rest) = 0),"                                 \
+    " ptu AS (UPDATE dispatch_batch b SET ids = pt.rest FROM pt"                          \
+    "  WHERE b.id = pt.id AND cardinality(pt.rest) BETWEEN 1 AND cardinality(pt.ids) - 1)," \
+    " taken AS (SELECT v AS instance_id FROM pt, unnest(pt.ids) v"                        \
+    "  WHERE v IN (SELECT id FROM pa))"
+
 /* Read the rows of r (DISPATCH_COLS first) into out; hold_col >= 0 names
  * the column whose non-NULL value sets .hold. 0 or AX_ERR_NOMEM. */
 int ax__dispatch_rows_read(const PGresult *r, int hold_col, ax_dispatch_rows_t *out);

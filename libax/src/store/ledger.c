@@ -65,10 +65,7 @@ AX_STMT(st_record, "ledger.record",
     "    CASE WHEN wait_for IS NULL AND smode IS DISTINCT FROM 'static'"
     "         AND deferred IS NULL THEN NULL ELSE 1 END AS hold"
     "  FROM n"
-    "), pend AS ("
-    "  INSERT INTO dispatch_pending (instance_id, epoch, deployment)"
-    "  SELECT id, $6::bigint, $7 FROM ins WHERE hold IS NULL"
-    ")"
+    "), " PEND_BATCH("ins", "hold IS NULL", "$6::bigint", "$7")
     " SELECT * FROM ins");
 /* after the dispatch columns (0..13) */
 enum { REC_ID = DC_ID, REC_WAIT_FOR = DC_NCOLS, REC_JOB, REC_HELD };

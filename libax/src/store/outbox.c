@@ -114,19 +114,22 @@ void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n) {
 }
 
 /* One statement (atomic): the instances leave the outbox and are marked
- * published (locked in id order), and the reconciled offsets advance. */
+ * published, and the reconciled offsets advance. The mark takes no row
+ * lock before its update (a SELECT ... FOR UPDATE wrote one more WAL record
+ * per row, BENCHMARKS.md "Issue #13"): a FINISHED, unpublished row is
+ * updated by the lock-holding publisher alone, one statement at a time. */
 #define SQL_MARK \
     "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1" \
     "  AND instance_id = ANY($2::bigint[])" \
-    "), l AS (SELECT id FROM instance_state WHERE id = ANY($2::bigint[]) AND state = 'FINISHED'" \
-    "  AND result_published_at IS NULL ORDER BY id FOR UPDATE" \
-    "), m AS (UPDATE instance_state i SET result_published_at = now() FROM l WHERE i.id = l.id" \
+    "), m AS (UPDATE instance_state SET result_published_at = now()" \
+    "  WHERE id = ANY($2::bigint[]) AND state = 'FINISHED' AND result_published_at IS NULL" \
+    "  RETURNING id" \
     "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)" \
     "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)" \
     "  ON CONFLICT (topic, partition) DO UPDATE" \
     "  SET next_offset = greatest(ax_results_offset.next_offset, excluded.next_offset)," \
     "    updated_at = now()" \
-    ") SELECT count(*) FROM l"
+    ") SELECT count(*) FROM m"
 /* The same statement, named for pg_stat_activity / pg_stat_statements by
  * who sends it: the publisher after its Kafka commit, or a recovery. */
 AX_STMT(st_mark_published, "outbox.mark_published", "/* ax: results published */ " SQL_MARK);

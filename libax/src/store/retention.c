@@ -27,6 +27,8 @@ AX_STMT(st_instances, "retention.instances",
         "  FROM instance_state s WHERE s.id > $5::bigint AND s.deployment = $4"
         "  ORDER BY s.id LIMIT $7::bigint),"
         " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
+        /* the ids of the unconfirmed dispatch batches (a few rows) */
+        " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch),"
         " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
         "  WHERE NOT seen.active AND seen.result_published_at IS NOT NULL"
         "   AND seen.finished_at < cut.t"
@@ -38,8 +40,15 @@ AX_STMT(st_instances, "retention.instances",
         "    WHERE r.id = d.flow_run_id AND r.state = 'running'))"
         "   AND NOT EXISTS (SELECT 1 FROM instance_hold h WHERE h.instance_id = d.id)"
         "   AND NOT EXISTS (SELECT 1 FROM dispatch_pending p WHERE p.instance_id = d.id)"
+        "   AND NOT EXISTS (SELECT 1 FROM pend WHERE pend.id = d.id)"
         "   AND" FENCE "),"
         " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
+        /* the deployment's submit-topic watermarks that stood still for the
+         * retention (018_hot_writes: a Kafka position's dedupe lasts as
+         * long as a submission key's; a topic recreated from offset 0 is
+         * then new again) */
+        " wm AS (DELETE FROM submit_offset o USING cut WHERE o.topic = $4 || 'submit'"
+        "  AND o.updated_at < cut.t AND" FENCE "),"
         " last AS (SELECT max(id) AS id FROM seen)"
         /* one index lookup of the last row's definition (a join here
          * was planned as a backward scan of the whole primary key) */
