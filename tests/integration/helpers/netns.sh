@@ -61,7 +61,7 @@ netns_octet() {
 # netns_host NAME: the namespace, its veth pair and its relays.
 netns_host() {
     local name=$1 k=${#NETNS_HOSTS[@]}
-    local ns="ax$$${name}" veth="axh$$k"
+    local ns="ax$$${name}" veth="axh$$${k}"
     exec 9>/run/lock/ax-netns.lock
     flock 9
     [ -n "$NETNS_OCTET" ] || NETNS_OCTET=$(netns_octet) || fail "no free 10.231.X.0/24"
@@ -69,14 +69,14 @@ netns_host() {
     ip netns add "$ns"
     NETNS_HOSTS+=("$name")
     NETNS_VETH[$name]=$veth
-    ip link add "$veth" type veth peer name "axn$$k"
-    ip link set "axn$$k" netns "$ns"
+    ip link add "$veth" type veth peer name "axn$$${k}"
+    ip link set "axn$$${k}" netns "$ns"
     ip addr add "$hip/30" dev "$veth"
     ip link set "$veth" up
     flock -u 9
     exec 9>&-
-    ip -n "$ns" addr add "$nip/30" dev "axn$$k"
-    ip -n "$ns" link set "axn$$k" up
+    ip -n "$ns" addr add "$nip/30" dev "axn$$${k}"
+    ip -n "$ns" link set "axn$$${k}" up
     ip -n "$ns" link set lo up
     NETNS_IP[$name]=$nip
     NETNS_HOSTIP[$name]=$hip
