@@ -281,6 +281,10 @@ static int become_leader(trigger_t *t, int64_t epoch) {
         return -1;
     }
     pthread_mutex_lock(&t->lease_mu);
+    /* The loop is here: the producer's init_transactions (seconds, over a
+     * slow link) is not starvation. Without this the thread stepped down at
+     * once after a slow init (216_fence_trigger saw it). */
+    t->loop_beat_mono = ax_mono_ms();
     t->lease_epoch = epoch;
     t->lease_renewed_mono = ax_mono_ms();
     t->lease_lost[0] = '\0';

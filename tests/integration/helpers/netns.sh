@@ -15,6 +15,7 @@
 #                                 those ports, as a partition does
 #   netns_heal NAME               remove the cuts
 #   netns_isolate NAME OTHER      drop everything between two test hosts
+#   netns_reaches NAME IP PORT    a TCP connection from NAME opens
 #   start_svc_in NAME SVC[@TAG] [--set k=v]...   start_svc inside NAME
 # Namespaces, veth pairs and relays are removed at exit (IT_ON_EXIT).
 # Needs root, iproute2 and nftables (infra installs them); elsewhere the
@@ -78,6 +79,9 @@ netns_host() {
     ip -n "$ns" addr add "$nip/30" dev "axn$$${k}"
     ip -n "$ns" link set "axn$$${k}" up
     ip -n "$ns" link set lo up
+    # the other test hosts' pairs through this machine (it does not forward:
+    # a test host reaches the host side of another's pair, not the other)
+    ip -n "$ns" route add "10.231.$NETNS_OCTET.0/24" via "$hip"
     NETNS_IP[$name]=$nip
     NETNS_HOSTIP[$name]=$hip
     local p inner=() outer=()
@@ -146,17 +150,21 @@ netns_cut() {
     log "cut host $host from $what (ports $set dropped on its veth pair)"
 }
 
-# netns_isolate HOST OTHER: nothing between the two test hosts, either way.
+# netns_isolate HOST OTHER: nothing between the two test hosts (either's
+# address, either side of its pair), either way.
 netns_isolate() {
-    local a=$1 b=$2
-    netns_table "$a"
-    netns_table "$b"
-    netns_exec "$a" nft add rule inet ax_cut out ip daddr "${NETNS_IP[$b]}" drop
-    netns_exec "$a" nft add rule inet ax_cut in ip saddr "${NETNS_IP[$b]}" drop
-    netns_exec "$b" nft add rule inet ax_cut out ip daddr "${NETNS_IP[$a]}" drop
-    netns_exec "$b" nft add rule inet ax_cut in ip saddr "${NETNS_IP[$a]}" drop
+    local a=$1 b=$2 x y
+    for x in "$a" "$b"; do
+        y=$([ "$x" = "$a" ] && echo "$b" || echo "$a")
+        netns_table "$x"
+        netns_exec "$x" nft add rule inet ax_cut out ip daddr "{ ${NETNS_IP[$y]}, ${NETNS_HOSTIP[$y]} }" drop
+        netns_exec "$x" nft add rule inet ax_cut in ip saddr "{ ${NETNS_IP[$y]}, ${NETNS_HOSTIP[$y]} }" drop
+    done
     log "partitioned hosts $a and $b from each other"
 }
+
+# netns_reaches HOST IP PORT: a TCP connection from HOST opens within 2 s.
+netns_reaches() { netns_exec "$1" timeout 2 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; }
 
 netns_heal() {
     netns_exec "$1" nft delete table inet ax_cut 2>/dev/null || true
