@@ -291,6 +291,7 @@ static int become_leader(trigger_t *t, int64_t epoch) {
     t->clk_m0 = 0;
     pthread_cond_signal(&t->lease_cv);
     pthread_mutex_unlock(&t->lease_mu);
+    t->last_tick_mono = ax_mono_ms(); /* nor for the loop's own measure (lead_tick) */
     ax_info("leader (epoch %lld): scheduling, dispatching and sweeping", (long long)epoch);
     tm_leadership(t);
     if (t->hooks.on_leader)

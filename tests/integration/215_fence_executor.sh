@@ -86,6 +86,7 @@ until [ "$(date +%s%3N)" -ge $((T_CUT + 2 * LEASE)) ]; do
 done
 left=$(alive "$WORK/groups-a")
 netns_heal a
+T_HEAL=$(date +%s%3N)
 [ -n "$T_GONE" ] || fail "$left of host a's $NA process groups still ran after 2 x the lease cut off from PostgreSQL"
 [ "$T_GONE" -lt "$E_MIN" ] ||
     fail "host a's handlers were gone $((T_GONE - E_MIN)) ms after its earliest lease expired"
@@ -94,6 +95,13 @@ grep -q "process group .* killed" "$WORK/ax-executor@a.log" || fail "no fence ki
 done_all() { [ "$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID AND state = 'FINISHED'
                         AND result_published_at IS NOT NULL")" = "$N" ]; }
 wait_for 120 "all $N instances finished" done_all
+# the partition healed: when host a's executor started a command again
+T_BACK=$(sql "SELECT coalesce((extract(epoch FROM min(started_at)) * 1000)::bigint, 0) FROM job_attempt t
+              JOIN job_instance i ON i.id = t.instance_id
+              WHERE i.job_id = $JID AND t.worker = 'ex-a' AND t.started_at > to_timestamp($T_HEAL / 1000.0)")
+[ "$T_BACK" -gt 0 ] && back="host a started commands again $((T_BACK - T_HEAL)) ms after the heal" ||
+    back="host a started no command after the heal"
+log "$back"
 
 log "no attempt of host a's instances began before host a's handlers were gone"
 awk '{ print "(" $1 "," $2 ")" }' "$WORK/inst-a" | paste -sd, >"$WORK/inst-a.sql"
@@ -117,4 +125,4 @@ bad=$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID AND (outcome IS
 [ "$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID")" = "$N" ] || fail "instance count"
 sw=$(sql "SELECT count(*) FROM job_attempt t JOIN job_instance i ON i.id = t.instance_id
           WHERE i.job_id = $JID AND t.error_class = 'worker_lost'")
-log "OK: $NA groups on host a stopped $((T_GONE - T_CUT)) ms after the cut, $((E_MIN - T_GONE)) ms before the first lease expired; $sw attempts swept (worker_lost), all $N instances SUCCESS once"
+log "OK: $NA groups on host a stopped $((T_GONE - T_CUT)) ms after the cut, $((E_MIN - T_GONE)) ms before the first lease expired; $sw attempts swept (worker_lost), all $N instances SUCCESS once; $back"
