@@ -166,8 +166,8 @@ const ax_conf_def_t ax_conf_table[] = {
      "killed (SIGKILL, by a thread of its own, even while the executor waits for an "
      "unreachable PostgreSQL) at 95% of its lease minus this, counted from before the "
      "last renewal that succeeded was sent, so it is gone before its lease can expire and "
-     "its instance run elsewhere (docs/ARCHITECTURE.md, \"Fencing\"). At most half the "
-     "lease is taken off."},
+     "its instance run elsewhere (docs/ARCHITECTURE.md, \"Fencing under partitions\"). "
+     "At most half the lease is taken off."},
     {"executor.lease.max.ms", AX_CONF_INT, OFF(executor_lease_max_ms), "60000", 500, 86400000,
      "executor", "Longest lease of a claimed instance."},
     {"executor.lease.factor", AX_CONF_INT, OFF(executor_lease_factor), "3", 1, 100, "executor",
