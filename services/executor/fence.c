@@ -32,8 +32,9 @@
 
 typedef struct fence_ent {
     int64_t instance_id;
-    pid_t pid;     /* 0: free, or nothing for the thread to kill */
+    pid_t pid;     /* 0: free, or nothing (more) for the thread to kill */
     int64_t until; /* CLOCK_MONOTONIC ms */
+    int killed;    /* the thread killed its group */
 } fence_ent_t;
 
 struct fence {
@@ -85,6 +86,7 @@ static void *fence_main(void *arg) {
             }
             if (ax_cmd_kill_group(f->base, e->pid)) {
                 f->killed++;
+                e->killed = 1;
                 ax_log_inst(AX_LOG_ERROR, e->instance_id, NULL, NULL,
                             "instance %lld: lease not renewed in time (%lld ms past the "
                             "fence): process group %d killed",
@@ -161,15 +163,24 @@ void fence_set(executor_t *ex, run_t *r, int64_t until) {
             f->cap = nc;
             i = f->n++;
         }
+        f->v[i] = (fence_ent_t){0}; /* a fresh slot is not zeroed (realloc) */
         r->fence_slot = i + 1;
     }
+    int killed = 0;
     if (r->fence_slot) {
         fence_ent_t *e = &f->v[r->fence_slot - 1];
-        *e = (fence_ent_t){r->d.instance_id, pid, until};
-        if (until < f->wake_at)
+        killed = e->killed;
+        if (!killed)
+            *e = (fence_ent_t){r->d.instance_id, pid, until, 0};
+        if (!killed && until < f->wake_at)
             pthread_cond_signal(&f->cv);
     }
     pthread_mutex_unlock(&f->mu);
+    if (killed) { /* the thread was first, a renewal came back after the deadline */
+        ex->lost_leases++;
+        stop_run(ex, r, "lease_lost");
+        return;
+    }
 arm:
     arm_check(f, until);
 }
