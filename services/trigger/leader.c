@@ -286,7 +286,9 @@ static int become_leader(trigger_t *t, int64_t epoch) {
      * once after a slow init (216_fence_trigger saw it). */
     t->loop_beat_mono = ax_mono_ms();
     t->lease_epoch = epoch;
-    t->lease_renewed_mono = ax_mono_ms();
+    /* renewed a third of a lease after it was taken (try_take's m0), not
+     * after the init: a slow init must not let the lease run out first */
+    t->lease_renewed_mono = t->lease_until_mono - svc->conf.trigger_lease_ms * 95 / 100;
     t->lease_lost[0] = '\0';
     t->clk_m0 = 0;
     pthread_cond_signal(&t->lease_cv);
