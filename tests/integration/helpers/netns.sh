@@ -91,8 +91,14 @@ netns_host() {
     done
     netns_relay "" "$WORK/relay-$name-host.log" "${outer[@]}"
     netns_relay "$ns" "$WORK/relay-$name-ns.log" "${inner[@]}"
-    ip netns exec "$ns" pg_isready -q -h 127.0.0.1 -p "$PGPORT" -t 10 ||
-        fail "host $name cannot reach PostgreSQL through its veth pair"
+    local i why up=0
+    for i in $(seq 1 30); do
+        why=$(ip netns exec "$ns" pg_isready -h 127.0.0.1 -p "$PGPORT" -t 5 2>&1) && { up=1; break; }
+        sleep 1
+    done
+    [ "$up" = 1 ] || fail "host $name cannot reach PostgreSQL through its veth pair: $why
+relay on the host: $(cat "$WORK/relay-$name-host.log")
+relay in the namespace: $(cat "$WORK/relay-$name-ns.log")"
     log "test host $name: namespace $ns, $nip <-> $hip (ports $NETNS_PG_PORTS $NETNS_KAFKA_PORTS)"
 }
 
