@@ -12,6 +12,8 @@
 #                   lease (trigger.lease.ms 4000)
 #   216 fire_ms     the same cut → the first fire under the new leader
 #
+# KEEP=DIR keeps each run's service logs in DIR/ROUND-TEST.
+#
 #   flock /work/devenv/bench.lock tests/bench/partition.sh CONF BUILD [ROUNDS]
 set -uo pipefail
 CONF=${1:?CONF} B=${2:?BUILD} ROUNDS=${3:-3}
@@ -22,7 +24,9 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] 
 declare -A col=()
 for r in $(seq 1 "$ROUNDS"); do
     for t in 215_fence_executor 216_fence_trigger; do
-        line=$(AX_CONFIG=$CONF AX_BIN=$B AX_SRC=$SRC bash "$SRC/tests/integration/$t.sh" 2>&1 |
+        keep=
+        [ -n "${KEEP:-}" ] && keep=$KEEP/$r-$t && mkdir -p "$keep"
+        line=$(AX_IT_KEEP=$keep AX_CONFIG=$CONF AX_BIN=$B AX_SRC=$SRC bash "$SRC/tests/integration/$t.sh" 2>&1 |
                grep -E "\] (OK|FAIL|SKIP)" | tail -n 1)
         echo "round $r $t: ${line#*] }"
         case $line in

@@ -60,11 +60,13 @@ alive() { # how many of the process groups in $1 (a file) have a live process le
     # (a killed leader stays a zombie until its executor's loop reaps it)
     live_pgids | grep -cxFf "$1" || true
 }
-groups_of "$PA" >"$WORK/groups-a"
-NA=$(wc -l <"$WORK/groups-a")
 held_a=$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID AND worker = 'ex-a' AND state = 'RUNNING'")
+[ "$held_a" -gt 0 ] || fail "host a holds no instance"
+# (an instance is RUNNING in PostgreSQL just before its command is spawned)
+spawned() { groups_of "$PA" >"$WORK/groups-a"; [ "$(wc -l <"$WORK/groups-a")" = "$held_a" ]; }
+wait_for 30 "host a runs a process group for each of its $held_a instances" spawned
+NA=$(wc -l <"$WORK/groups-a")
 log "host a runs $NA process groups, $held_a instances"
-[ "$NA" -gt 0 ] && [ "$NA" = "$held_a" ] || fail "host a should run as many groups as it holds instances ($NA, $held_a)"
 [ "$(alive "$WORK/groups-a")" = "$NA" ] || fail "host a's groups are not all alive"
 sql "SELECT id || ' ' || attempt FROM job_instance WHERE job_id = $JID AND worker = 'ex-a'" >"$WORK/inst-a"
 
