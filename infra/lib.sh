@@ -82,7 +82,7 @@ AX_SERVICES=(trigger executor callback api)
 AX_APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
                  libavro-dev libevent-dev libjansson-dev libcmocka-dev
                  postgresql-15 postgresql-client-15 openjdk-17-jre-headless
-                 maven kcat procps iproute2 tzdata libfaketime
+                 maven kcat procps iproute2 nftables tzdata libfaketime
                  prometheus jq curl libssl-dev openssl python3 python3-jsonschema
                  systemd)   # systemd-analyze verify of infra/systemd (tests/deploy)
 # The web console's browser test (tests/integration/207_console.sh) and the

@@ -4,6 +4,9 @@
  *   main.c        wiring: configuration, the consume loop (decode, admit,
  *                 claim, start, commit), SIGHUP, shutdown
  *   lease.c       lease renewals, cancel polls, heartbeat and watermarks
+ *   fence.c       each running instance's local lease deadline: handlers
+ *                 stopped before their lease can expire (a thread of its
+ *                 own kills commands' process groups)
  *   claim.c       claims of consumed runs (ax_claim_decide over the store),
  *                 handing back unstarted claims at shutdown
  *   pools.c       pools and routes (executor.pools / pool.routes), admission
@@ -41,6 +44,7 @@
 typedef struct executor executor_t;
 typedef struct run run_t;
 typedef struct pool pool_t;
+typedef struct fence fence_t;
 
 typedef enum {
     RUN_NEW,       /* consumed, decoded, not claimed yet */
@@ -110,6 +114,8 @@ struct run {
     int64_t started_at_ms;
     int64_t started_mono;
     int64_t lease_ms;        /* renewed by this much each time */
+    int64_t fence_mono;      /* fence.c: stopped at this CLOCK_MONOTONIC ms (0: none) */
+    size_t fence_slot;       /* fence.c: its entry in the fence thread's table + 1 */
     int shard_index, shard_total;
     int probe;               /* dynamic sharding: run as the size probe */
 };
@@ -190,6 +196,7 @@ struct executor {
     } load;               /* lease.c */
     struct event *ev_cancel_poll, *ev_heart;
     struct xmetrics *metrics; /* metrics.c; NULL when metrics are off */
+    fence_t *fence;           /* fence.c */
 };
 
 /* ---- partitions.c ---- */
@@ -245,6 +252,24 @@ void on_lease(evutil_socket_t fd, short what, void *arg);
 void on_cancel_poll(evutil_socket_t fd, short what, void *arg);
 void heartbeat(executor_t *ex, const char *state);
 void on_heartbeat(evutil_socket_t fd, short what, void *arg);
+
+/* ---- fence.c ---- */
+
+/* The local deadline of a lease of lease_ms written by a statement sent at
+ * CLOCK_MONOTONIC ms mono0: 95% of it minus executor.fence.margin.ms. */
+int64_t fence_deadline(const executor_t *ex, int64_t mono0, int64_t lease_ms);
+/* A running r's deadline, after its start or a renewal. */
+void fence_set(executor_t *ex, run_t *r, int64_t until);
+/* r's handler reported (run_done). */
+void fence_clear(executor_t *ex, run_t *r);
+/* Stop (stop_run "lease_lost") every running handler past its deadline. */
+void fence_check(executor_t *ex);
+int fence_start(executor_t *ex);
+int64_t fence_killed(const executor_t *ex);
+void fence_fini(executor_t *ex);
+
+/* h_command.c: the process group of r's command (0: none). */
+pid_t handler_command_pid(const run_t *r);
 
 /* ---- metrics.c (docs/METRICS.md; each a no-op when metrics are off) ---- */
 

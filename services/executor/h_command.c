@@ -79,6 +79,8 @@ static void cancel(executor_t *ex, run_t *r, const char *why) {
         ax_cmd_cancel(r->hstate);
 }
 
+pid_t handler_command_pid(const run_t *r) { return r->hstate ? ax_cmd_pid(r->hstate) : 0; }
+
 static int init(executor_t *ex) {
     privilege_log(ex);
     return 0;

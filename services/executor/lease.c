@@ -94,6 +94,7 @@ static int renew_all(executor_t *ex, int queued, const int64_t *lens, size_t nle
 
 static void renewal_failed(executor_t *ex, const char *err) {
     ax_warn("lease renewal: %s", err);
+    fence_check(ex); /* what is past its deadline stops now, not at the next renewal */
     int64_t since = ax_mono_ms() - ex->load.lease_ok_mono;
     if (since <= ex->svc.conf.executor_lease_min_ms)
         return;
@@ -145,6 +146,8 @@ void on_lease(evutil_socket_t fd, short what, void *arg) {
             stop_run(ex, r, "lease_lost");
         } else if (f->cancel_requested) {
             stop_run(ex, r, "cancelled");
+        } else if (r->state == RUN_RUNNING) {
+            fence_set(ex, r, fence_deadline(ex, now, r->lease_ms));
         }
     }
     free(got);

@@ -348,6 +348,7 @@ static int consumer_start(executor_t *ex) {
 
 static void executor_fini(executor_t *ex) {
     ax_svc_t *svc = &ex->svc;
+    fence_fini(ex); /* its thread signals through the base's commands */
     ax_kafka_watch_free(svc->cwatch);
     svc->cwatch = NULL;
     rd_kafka_queue_destroy(svc->cqueue);
@@ -396,6 +397,10 @@ int main(int argc, char **argv) {
             return 1;
         }
     events_new(ex);
+    if (fence_start(ex) < 0) {
+        ax_error("cannot start the fence thread");
+        return 1;
+    }
     svc->reloadable = reloadable_keys;
     svc->reload_check = reload_check;
     svc->on_reload = on_reload;
@@ -407,9 +412,9 @@ int main(int argc, char **argv) {
     heartbeat(ex, "running");
     event_base_dispatch(svc->base);
     ax_info("stopped: %lld attempts run, %lld duplicate dispatches dropped, %lld dead-lettered, "
-            "%lld leases lost",
+            "%lld leases lost, %lld process groups fenced",
             (long long)ex->ran, (long long)ex->duplicates, (long long)ex->dead_lettered,
-            (long long)ex->lost_leases);
+            (long long)ex->lost_leases, (long long)fence_killed(ex));
     heartbeat(ex, "stopped");
     executor_fini(ex);
     return 0;

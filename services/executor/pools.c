@@ -202,11 +202,14 @@ void run_begin(executor_t *ex, run_t *r) {
 
 /* ---- start waves ---- */
 
-static void start_run(executor_t *ex, run_t *r) {
+/* mono0: before the statement that wrote its lease (fence.c). */
+static void start_run(executor_t *ex, run_t *r, int64_t mono0) {
     handler_result_t res = {0};
     run_begin(ex, r);
     if (r->ops->start(ex, r, &res) < 0)
         run_done(r, &res);
+    else
+        fence_set(ex, r, fence_deadline(ex, mono0, ex->svc.conf.executor_lease_min_ms));
 }
 
 /* As many waiting runs as the pools have free slots, each pool's in lane
@@ -259,6 +262,7 @@ void start_ready(executor_t *ex) {
     /* A queued claim's lease is renewed rarely (on_lease): starting gives
      * it a fresh one, the shortest lease (the next renewal sets each
      * run's own). */
+    int64_t mono0 = ax_mono_ms();
     int rc = ax_run_start(svc->pg, svc->worker_id, ids, n, svc->conf.executor_lease_min_ms,
                           &mine, &rows, err, sizeof err);
     free(ids);
@@ -286,7 +290,7 @@ void start_ready(executor_t *ex) {
             run_begin(ex, r);
             run_done(r, &none);
         } else {
-            start_run(ex, r);
+            start_run(ex, r, mono0);
         }
     }
     free(wave);

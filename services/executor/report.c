@@ -102,6 +102,7 @@ static char *output_copy(const handler_result_t *res) {
 void run_done(run_t *r, const handler_result_t *res) {
     executor_t *ex = r->ex;
     char text[600];
+    fence_clear(ex, r);
     ax_attempt_t a = {
         .instance_id = r->d.instance_id,
         .attempt = r->d.attempt,

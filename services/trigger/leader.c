@@ -281,12 +281,19 @@ static int become_leader(trigger_t *t, int64_t epoch) {
         return -1;
     }
     pthread_mutex_lock(&t->lease_mu);
+    /* The loop is here: the producer's init_transactions (seconds, over a
+     * slow link) is not starvation. Without this the thread stepped down at
+     * once after a slow init (216_fence_trigger saw it). */
+    t->loop_beat_mono = ax_mono_ms();
     t->lease_epoch = epoch;
-    t->lease_renewed_mono = ax_mono_ms();
+    /* renewed a third of a lease after it was taken (try_take's m0), not
+     * after the init: a slow init must not let the lease run out first */
+    t->lease_renewed_mono = t->lease_until_mono - svc->conf.trigger_lease_ms * 95 / 100;
     t->lease_lost[0] = '\0';
     t->clk_m0 = 0;
     pthread_cond_signal(&t->lease_cv);
     pthread_mutex_unlock(&t->lease_mu);
+    t->last_tick_mono = ax_mono_ms(); /* nor for the loop's own measure (lead_tick) */
     ax_info("leader (epoch %lld): scheduling, dispatching and sweeping", (long long)epoch);
     tm_leadership(t);
     if (t->hooks.on_leader)

@@ -1,7 +1,8 @@
 /*
  * test_spawn.c — unit tests for the command runner (ax/spawn.h): output
  * capture, stdin, exit status, exec failures, timeouts and process-group
- * cleanup, output cap, environment, cancel, concurrency, fd hygiene, and
+ * cleanup, output cap, environment, cancel, a group killed from another
+ * thread (the executor's fence), concurrency, fd hygiene, and
  * running as another user (root only; skipped otherwise).
  *
  * Each test runs its own event_base until the callbacks fired, with a safety
@@ -18,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -368,6 +370,51 @@ static void test_cancel(void **state) {
     assert_int_equal(c.done, 1);
     assert_int_equal(c.res.term_signal, SIGTERM);
     assert_int_equal(c.res.timed_out, 0);
+    free(c.out);
+}
+
+typedef struct killer {
+    struct event_base *base;
+    pid_t pid;
+    int killed;
+} killer_t;
+
+static void *kill_from_thread(void *arg) {
+    killer_t *k = arg;
+    k->killed = ax_cmd_kill_group(k->base, k->pid);
+    return NULL;
+}
+
+/* The executor's fence thread: ax_cmd_kill_group from another thread kills
+ * the whole group (sh and its sleep) while the loop is not even running;
+ * the loop then reports the SIGKILL once. After the reap it is a no-op (the
+ * pgid is no longer the command's), as it is for a pid not ours. */
+static void test_kill_group_from_thread(void **state) {
+    char *argv[] = {"sh", "-c", "sleep 30; true", NULL};
+    ax_cmd_spec_t spec = {.argv = argv, .timeout_ms = 10000};
+    struct event_base *base = event_base_new();
+    int pending = 1;
+    capture_t c;
+    ax_cmd_t *cmd;
+    pthread_t thr;
+
+    assert_non_null(base);
+    capture_init(&c, base, &pending);
+    cmd = ax_cmd_start(base, &spec, on_done, &c, NULL, 0);
+    assert_non_null(cmd);
+    killer_t k = {base, ax_cmd_pid(cmd), 0};
+    assert_true(k.pid > 0);
+    usleep(100 * 1000); /* sh has started its sleep */
+    assert_int_equal(pthread_create(&thr, NULL, kill_from_thread, &k), 0);
+    pthread_join(thr, NULL);
+    assert_int_equal(k.killed, 1);
+    assert_int_equal(ax_cmd_kill_group(base, getpid()), 0); /* not a command of base */
+    run_until(base, &pending, SAFETY_MS);
+    assert_int_equal(c.done, 1);
+    assert_int_equal(c.res.term_signal, SIGKILL);
+    assert_true(group_gone(k.pid, 2000));
+    assert_int_equal(ax_cmd_kill_group(base, k.pid), 0); /* reaped: not ours any more */
+    event_base_free(base);
     free(c.out);
 }
 
@@ -722,6 +769,7 @@ int main(void) {
         cmocka_unit_test(test_stdin_cat),
         cmocka_unit_test(test_exit_code),
         cmocka_unit_test(test_killed_by_signal),
+        cmocka_unit_test(test_kill_group_from_thread),
         cmocka_unit_test(test_enoent),
         cmocka_unit_test(test_eacces),
         cmocka_unit_test(test_timeout_kills_group),

@@ -73,6 +73,7 @@ typedef struct ax_conf {
     int64_t executor_kill_grace_ms;
     int64_t executor_lease_min_ms;
     int64_t executor_lease_max_ms;
+    int64_t executor_fence_margin_ms;
     int64_t executor_lease_factor;
     int64_t executor_heartbeat_ms;
     int64_t executor_watermark_cpu;

@@ -81,6 +81,14 @@ void ax_cmd_creds_free(ax_cmd_creds_t *creds);
  * runs once the process is gone. */
 void ax_cmd_cancel(ax_cmd_t *cmd);
 
+/* The command's pid, which is its process group's id (0: not started). */
+pid_t ax_cmd_pid(const ax_cmd_t *cmd);
+
+/* SIGKILL the process group of `base`'s command whose leader is `pid`, if
+ * that leader is not reaped yet (so the pgid is still the command's). Safe
+ * from any thread (the executor's fence thread). 1 when a signal was sent. */
+int ax_cmd_kill_group(struct event_base *base, pid_t pid);
+
 /* Number of commands still running on `base` (for graceful shutdown). */
 size_t ax_cmd_running(struct event_base *base);
 

@@ -194,6 +194,29 @@ static void reg_detach(ax_cmd_t *cmd) {
     cmd->next = NULL;
 }
 
+pid_t ax_cmd_pid(const ax_cmd_t *cmd) { return cmd ? cmd->pid : 0; }
+
+/* Any thread: every reap happens under reg_lock, so an unreaped leader found
+ * here pins its pid, and the pgid cannot be recycled under the killpg. */
+int ax_cmd_kill_group(struct event_base *base, pid_t pid) {
+    ax__spawn_reg_t *reg;
+    ax_cmd_t *cmd;
+    int killed = 0;
+
+    if (pid <= 0)
+        return 0;
+    pthread_mutex_lock(&reg_lock);
+    for (reg = reg_head; reg && reg->base != base; reg = reg->next)
+        ;
+    for (cmd = reg ? reg->cmds : NULL; cmd; cmd = cmd->next)
+        if (cmd->pid == pid && !cmd->reaped) {
+            killed = killpg(pid, SIGKILL) == 0;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    return killed;
+}
+
 size_t ax_cmd_running(struct event_base *base) {
     ax__spawn_reg_t *reg;
     size_t n = 0;
@@ -326,8 +349,12 @@ static void cmd_timer_cb(evutil_socket_t fd, short what, void *arg) {
         return;
     }
     /* The leader may have exited with its SIGCHLD still queued: then this is
-     * not a timeout, and reaping re-arms the timer for completion. */
+     * not a timeout, and reaping re-arms the timer for completion. (Under
+     * the lock, as every reap: ax_cmd_kill_group may run on another
+     * thread.) */
+    pthread_mutex_lock(&reg_lock);
     cmd_try_reap(cmd);
+    pthread_mutex_unlock(&reg_lock);
     if (cmd->reaped)
         return;
     if (!cmd->term_sent) {
@@ -845,7 +872,9 @@ ax_cmd_t *ax_cmd_start(struct event_base *base, const ax_cmd_spec_t *spec,
         }
         return cmd;
     }
+    pthread_mutex_lock(&reg_lock); /* ax_cmd_kill_group reads it from other threads */
     cmd->pid = pid;
+    pthread_mutex_unlock(&reg_lock);
     cmd->res.pid = pid;
     if (cmd->in_len == 0)
         close_fd(&cmd->in_fd);  /* immediate EOF on the child's stdin */

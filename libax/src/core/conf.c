@@ -162,6 +162,14 @@ const ax_conf_def_t ax_conf_table[] = {
      "Shortest lease of a claimed instance. The executor renews its leases (one statement) "
      "every third of this; a dead executor's instances are recovered (TIMEOUT, worker_lost) "
      "once their lease expired, by the trigger's next sweep."},
+    {"executor.fence.margin.ms", AX_CONF_INT, OFF(executor_fence_margin_ms), "1000", 0, 600000,
+     "executor",
+     "Fencing: a running command whose lease could not be renewed has its process group "
+     "killed (SIGKILL, by a thread of its own, even while the executor waits for an "
+     "unreachable PostgreSQL) at 95% of its lease minus this, counted from before the "
+     "last renewal that succeeded was sent, so it is gone before its lease can expire and "
+     "its instance run elsewhere (docs/ARCHITECTURE.md, \"Fencing under partitions\"). "
+     "At most half the lease is taken off."},
     {"executor.lease.max.ms", AX_CONF_INT, OFF(executor_lease_max_ms), "60000", 500, 86400000,
      "executor", "Longest lease of a claimed instance."},
     {"executor.lease.factor", AX_CONF_INT, OFF(executor_lease_factor), "3", 1, 100, "executor",

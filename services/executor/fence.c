@@ -1,0 +1,253 @@
+/*
+ * fence.c — an executor cut off from PostgreSQL stops its handlers before
+ * their leases can expire, so an instance is never RUNNING on two hosts.
+ *
+ * Each running instance has a local deadline (run_t.fence_mono): 95% of the
+ * lease last written successfully, minus executor.fence.margin.ms, counted
+ * on CLOCK_MONOTONIC from before the statement that wrote it was sent (the
+ * start, then every renewal). PostgreSQL's expiry is later than that: its
+ * now() is read after the statement arrived. The trigger's sweep reports a
+ * lease lost only once it expired (and the worker's heartbeat is stale),
+ * and only then may the instance run again elsewhere.
+ *
+ * Two stop the handlers at that deadline:
+ * - the fence thread (fence_main), for commands: it SIGKILLs the process
+ *   group of every command whose deadline passed, whatever the event loop
+ *   is doing; the loop may be stuck for minutes in a PostgreSQL call whose
+ *   packets a partition drops (libpq waits for TCP to give up). It touches
+ *   nothing but its own table and ax_cmd_kill_group (safe from any thread:
+ *   a group is signalled only while its leader is unreaped);
+ * - the loop (fence_check, on a timer armed at the earliest deadline and
+ *   after every failed renewal), for every handler kind: stop_run with
+ *   "lease_lost", which also reports the attempt. An http request or a
+ *   plugin call is stopped only when the loop runs.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "ax/common.h"
+#include "ax/log.h"
+#include "executor.h"
+
+typedef struct fence_ent {
+    int64_t instance_id;
+    pid_t pid;     /* 0: free, or nothing (more) for the thread to kill */
+    int64_t until; /* CLOCK_MONOTONIC ms */
+    int killed;    /* the thread killed its group */
+} fence_ent_t;
+
+struct fence {
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    fence_ent_t *v;
+    size_t n, cap;
+    size_t *free_slots; /* indexes of free entries */
+    size_t nfree;
+    int64_t wake_at; /* the thread sleeps until then */
+    int stop, started;
+    int64_t killed; /* groups the thread killed */
+    struct event_base *base;
+    struct event *ev_check; /* the loop's check at the earliest deadline */
+    int64_t check_at;       /* when ev_check fires (the loop's; INT64_MAX: not armed) */
+};
+
+/* The loop's check at `at` at the latest. */
+static void arm_check(fence_t *f, int64_t at) {
+    if (at >= f->check_at)
+        return;
+    f->check_at = at;
+    int64_t in = at - ax_mono_ms();
+    event_add(f->ev_check, &(struct timeval)AX_TV_MS(in > 0 ? in : 0));
+}
+
+/* The local deadline of a lease of lease_ms written by a statement sent at
+ * mono0. */
+int64_t fence_deadline(const executor_t *ex, int64_t mono0, int64_t lease_ms) {
+    int64_t margin = ex->svc.conf.executor_fence_margin_ms;
+    if (margin > lease_ms / 2)
+        margin = lease_ms / 2;
+    return mono0 + lease_ms * 95 / 100 - margin;
+}
+
+static void *fence_main(void *arg) {
+    fence_t *f = arg;
+    pthread_mutex_lock(&f->mu);
+    while (!f->stop) {
+        int64_t now = ax_mono_ms(), next = now + 1000;
+        for (size_t i = 0; i < f->n; i++) {
+            fence_ent_t *e = &f->v[i];
+            if (!e->pid)
+                continue;
+            if (e->until > now) {
+                next = e->until < next ? e->until : next;
+                continue;
+            }
+            if (ax_cmd_kill_group(f->base, e->pid)) {
+                f->killed++;
+                e->killed = 1;
+                ax_log_inst(AX_LOG_ERROR, e->instance_id, NULL, NULL,
+                            "instance %lld: lease not renewed in time (%lld ms past the "
+                            "fence): process group %d killed",
+                            (long long)e->instance_id, (long long)(now - e->until),
+                            (int)e->pid);
+            }
+            e->pid = 0; /* once; the loop reports it when it runs */
+        }
+        f->wake_at = next;
+        struct timespec ts = {next / 1000, (next % 1000) * 1000000L};
+        pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* The loop: stop every running handler whose deadline passed, and arm the
+ * check again at the earliest deadline left. */
+void fence_check(executor_t *ex) {
+    int64_t now = ax_mono_ms(), next = INT64_MAX;
+    int stopped = 0;
+    for (run_t *r = ex->head; r; r = r->next) {
+        if (r->state != RUN_RUNNING || r->stop_why || !r->fence_mono)
+            continue;
+        if (r->fence_mono <= now) {
+            if (!stopped++)
+                ax_error("leases not renewed in time: stopping the handlers whose lease could "
+                         "run out (their instances are recovered elsewhere)");
+            ex->lost_leases++;
+            stop_run(ex, r, "lease_lost");
+        } else if (r->fence_mono < next) {
+            next = r->fence_mono;
+        }
+    }
+    fence_t *f = ex->fence;
+    if (f) {
+        f->check_at = INT64_MAX; /* fired, or re-armed below */
+        event_del(f->ev_check);
+        if (next != INT64_MAX)
+            arm_check(f, next);
+    }
+    if (stopped)
+        commit_ready(ex);
+}
+
+static void on_fence_check(evutil_socket_t fd, short what, void *arg) { fence_check(arg); }
+
+/* r's deadline, after its start or a renewal: the thread's table entry
+ * (a command's process group) and the loop's timer. */
+void fence_set(executor_t *ex, run_t *r, int64_t until) {
+    fence_t *f = ex->fence;
+    r->fence_mono = until;
+    if (!f)
+        return;
+    pid_t pid = r->ops == &handler_command ? handler_command_pid(r) : 0;
+    pthread_mutex_lock(&f->mu);
+    if (!r->fence_slot && pid) {
+        size_t i;
+        if (f->nfree) {
+            i = f->free_slots[--f->nfree];
+        } else if (f->n < f->cap) {
+            i = f->n++;
+        } else {
+            size_t nc = f->cap ? f->cap * 2 : 256;
+            fence_ent_t *v = realloc(f->v, nc * sizeof *v);
+            size_t *fs = v ? realloc(f->free_slots, nc * sizeof *fs) : NULL;
+            if (v)
+                f->v = v;
+            if (!fs) { /* the loop's check still stops it */
+                pthread_mutex_unlock(&f->mu);
+                goto arm;
+            }
+            f->free_slots = fs;
+            f->cap = nc;
+            i = f->n++;
+        }
+        f->v[i] = (fence_ent_t){0}; /* a fresh slot is not zeroed (realloc) */
+        r->fence_slot = i + 1;
+    }
+    int killed = 0;
+    if (r->fence_slot) {
+        fence_ent_t *e = &f->v[r->fence_slot - 1];
+        killed = e->killed;
+        if (!killed)
+            *e = (fence_ent_t){r->d.instance_id, pid, until, 0};
+        if (!killed && until < f->wake_at)
+            pthread_cond_signal(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (killed) { /* the thread was first, a renewal came back after the deadline */
+        ex->lost_leases++;
+        stop_run(ex, r, "lease_lost");
+        return;
+    }
+arm:
+    arm_check(f, until);
+}
+
+/* r ended (its handler reported): out of the thread's table before its
+ * process is reaped... or after: ax_cmd_kill_group knows a reaped one. */
+void fence_clear(executor_t *ex, run_t *r) {
+    fence_t *f = ex->fence;
+    r->fence_mono = 0;
+    if (!f || !r->fence_slot)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->v[r->fence_slot - 1] = (fence_ent_t){0};
+    f->free_slots[f->nfree++] = r->fence_slot - 1;
+    pthread_mutex_unlock(&f->mu);
+    r->fence_slot = 0;
+}
+
+int fence_start(executor_t *ex) {
+    fence_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    f->base = ex->svc.base;
+    f->wake_at = INT64_MAX;
+    f->check_at = INT64_MAX;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    f->ev_check = evtimer_new(ex->svc.base, on_fence_check, ex);
+    if (!f->ev_check || pthread_create(&f->thr, NULL, fence_main, f) != 0) {
+        if (f->ev_check)
+            event_free(f->ev_check);
+        free(f);
+        return -1;
+    }
+    f->started = 1;
+    ex->fence = f;
+    return 0;
+}
+
+int64_t fence_killed(const executor_t *ex) {
+    fence_t *f = ex->fence;
+    if (!f)
+        return 0;
+    pthread_mutex_lock(&f->mu);
+    int64_t n = f->killed;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+void fence_fini(executor_t *ex) {
+    fence_t *f = ex->fence;
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->thr, NULL);
+    event_free(f->ev_check);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f->v);
+    free(f->free_slots);
+    free(f);
+    ex->fence = NULL;
+}
