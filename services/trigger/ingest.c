@@ -22,6 +22,7 @@
 typedef struct ingest_row {
     ax_submit_t s;
     char submit_key[600];
+    int64_t log_end; /* a Kafka position's partition end offset as last fetched, or -1 */
     char trace[40]; /* generated when the submission has none */
     char *argv_json; /* an inline command's argv (malloc'd) */
     int state; /* 0 pending, 1 poison (dead-letter with reason), 2 inserted, 3 duplicate */
@@ -62,6 +63,7 @@ static size_t ingest_inputs(ingest_row_t *rows, size_t from, size_t to, ax_inges
             .trace_id = s->trace_id ? s->trace_id : w->trace,
             .idempotency_key = s->idempotency_key ? s->idempotency_key : w->submit_key,
             .submit_key = w->submit_key,
+            .log_end = w->log_end,
         };
     }
     return used;
@@ -205,6 +207,20 @@ static void submit_size_check(ax_svc_t *svc, ingest_row_t *w) {
              n, s->payload_len, max);
 }
 
+/* The end offset of m's partition as the consumer's last fetch gave it
+ * (no request: librdkafka's cached value), or -1. The ingest starts a
+ * partition's dedupe watermark over when it lies above this (a submit
+ * topic deleted and created again). */
+static int64_t log_end(ax_svc_t *svc, const rd_kafka_message_t *m) {
+    int64_t lo = -1, hi = -1;
+    if (!svc->consumer ||
+        rd_kafka_get_watermark_offsets(svc->consumer, rd_kafka_topic_name(m->rkt), m->partition,
+                                       &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        hi <= m->offset)
+        return -1; /* unknown, or not yet updated by the fetch that brought m */
+    return hi;
+}
+
 int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) {
     trigger_t *t = arg;
     char err[1024];
@@ -225,6 +241,7 @@ int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) 
         else
             snprintf(w->submit_key, sizeof w->submit_key, "kafka:%s:%d:%lld",
                      rd_kafka_topic_name(m->rkt), (int)m->partition, (long long)m->offset);
+        w->log_end = log_end(svc, m);
         submit_size_check(svc, w);
     }
     /* One statement for the batch; if it refuses the data, one row at a

@@ -64,6 +64,10 @@ typedef struct ax_ingest_in {
     const char *trace_id;
     const char *idempotency_key;
     const char *submit_key;  /* dedups redelivered submissions */
+    /* a Kafka position's partition: its end offset as last fetched (<= 0:
+     * unknown). A watermark above it means the log was recreated or
+     * truncated (offsets from 0 again): the watermark starts over. */
+    int64_t log_end;
 } ax_ingest_in_t;
 
 /* What the ingest statement needs besides the submissions. */

@@ -141,6 +141,9 @@ static char *int_array_i(const int *v, size_t n) {
 /* A submit key that is the submission's Kafka position (services/trigger/
  * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'). */
 #define KAFKA_KEY "^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$"
+/* A watermark above its partition's end offset (recreated log). */
+#define WM_STALE "o.next_offset > (SELECT le.le FROM le WHERE le.topic = o.topic" \
+    " AND le.part = o.partition)"
 #define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
 AX_STMT(st_ingest, "dispatch.ingest",
     "WITH u AS ("
@@ -159,18 +162,27 @@ AX_STMT(st_ingest, "dispatch.ingest",
     "), k AS MATERIALIZED ("
     /* the keys that are a Kafka position (topic:partition:offset) */
     " SELECT skey, split_part(skey, ':', 2) AS topic, split_part(skey, ':', 3)::int AS part,"
-    "  split_part(skey, ':', 4)::bigint AS off FROM unnest($10::text[]) AS x(skey)"
+    "  split_part(skey, ':', 4)::bigint AS off, le"
+    " FROM unnest($10::text[], $16::bigint[]) AS x(skey, le)"
     " WHERE skey ~ '" KAFKA_KEY "'"
+    "), le AS ("
+    /* each partition's end offset as the consumer last fetched it: a
+     * consumed offset is always below it, so a watermark above it is one
+     * of a log recreated or truncated since (offsets from 0 again) */
+    " SELECT topic, part, max(le) AS le FROM k GROUP BY topic, part"
     "), wm AS ("
     /* their partitions' watermarks, moved past this batch (the row locked
-     * until commit: a concurrent ingest of the partition reads ours) */
+     * until commit: a concurrent ingest of the partition reads ours), or
+     * started over for a recreated log */
     " INSERT INTO submit_offset AS o (topic, partition, next_offset)"
     " SELECT topic, part, max(off) + 1 FROM k GROUP BY topic, part"
-    " ON CONFLICT (topic, partition) DO UPDATE SET prev_offset = o.next_offset,"
-    "  next_offset = greatest(o.next_offset, excluded.next_offset),"
+    " ON CONFLICT (topic, partition) DO UPDATE SET"
+    "  prev_offset = CASE WHEN " WM_STALE " THEN NULL ELSE o.next_offset END,"
+    "  next_offset = CASE WHEN " WM_STALE " THEN excluded.next_offset"
+    "   ELSE greatest(o.next_offset, excluded.next_offset) END,"
     /* when it moved (the retention sweep drops a watermark that stood
      * still for retention.finished.ms, as a key goes with its instance) */
-    "  updated_at = CASE WHEN excluded.next_offset > o.next_offset THEN now()"
+    "  updated_at = CASE WHEN excluded.next_offset > o.next_offset OR " WM_STALE " THEN now()"
     "   ELSE o.updated_at END"
     " RETURNING topic, partition, prev_offset"
     "), sk AS ("
@@ -242,7 +254,7 @@ static void hex(ax_strbuf_t *b, const uint8_t *p, size_t n) {
     ax_strbuf_add(b, tmp, k);
 }
 
-#define INGEST_ARRAYS 10
+#define INGEST_ARRAYS 11
 
 static void ingest_arrays(const ax_ingest_in_t *in, size_t n, ax_strbuf_t a[INGEST_ARRAYS]) {
     ax_strbuf_t pl = {0};
@@ -275,6 +287,10 @@ static void ingest_arrays(const ax_ingest_in_t *in, size_t n, ax_strbuf_t a[INGE
         ax_pgarr_text(&a[7], s->trace_id);
         ax_pgarr_text(&a[8], s->idempotency_key);
         ax_pgarr_text(&a[9], s->submit_key);
+        if (s->log_end > 0) /* a consumed message's log ends past it: 0 is unknown */
+            ax_pgarr_int(&a[10], s->log_end);
+        else
+            ax_pgarr_text(&a[10], NULL);
     }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_pgarr_end(&a[k]);
@@ -292,11 +308,11 @@ int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t 
     char *direct = int_array_i(c->direct ? c->direct : zero, AX_PRIORITIES);
     int rc = AX_ERR_NOMEM;
     PGresult *r = NULL;
-    if (ages && direct && a[9].s) {
+    if (ages && direct && a[9].s && a[10].s) {
         const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
                            a[8].s, a[9].s, ax_num(&n_tmo, c->default_timeout_ms), c->deployment,
-                           ages, ax_num(&n_epoch, c->epoch), direct};
-        rc = ax_stmt_run(pg, &st_ingest, 15, p, NULL, NULL, &r, errbuf, errlen);
+                           ages, ax_num(&n_epoch, c->epoch), direct, a[10].s};
+        rc = ax_stmt_run(pg, &st_ingest, 16, p, NULL, NULL, &r, errbuf, errlen);
     }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_strbuf_free(&a[k]);
