@@ -265,6 +265,17 @@ const ax_conf_def_t ax_conf_table[] = {
      "transactional producers (trigger dispatch, callback results) keep 5 ms: their "
      "batches are a transaction's records, flushed by its commit. kafka.linger.ms "
      "overrides both."},
+    {"produce.partition.chunk", AX_CONF_INT, OFF(produce_partition_chunk), "128", 0, 1000000,
+     "trigger,executor,callback",
+     "Dispatch records (the trigger's, of jobs without a routing field), Attempt records "
+     "(the executor's, to <prefix>callback) and results (the callback's, to "
+     "<prefix>results) go to their topic's partitions in turn, this many to a partition, "
+     "instead of each to its instance id's partition: a Kafka "
+     "transaction or producer batch costs the broker a request, a verification and a "
+     "marker per partition it touches, so at low load it touches one or two, under load "
+     "all of them (a dispatch transaction of n records touches at most n / this + 2). "
+     "Records keep their keys. 0 = by key, as before. Ignored when kafka.partitioner is "
+     "set. Read at start only."},
     {"api.listen", AX_CONF_STR, OFF(api_listen), "127.0.0.1:8480", 0, 0, "api",
      "HOST:PORT ax-api listens on for the REST API (/api/v1), /healthz, /readyz and the web "
      "console. Plain HTTP unless api.tls.cert and api.tls.key are set."},
