@@ -113,6 +113,8 @@ struct plugin_h {
     pthread_cond_t cv;
     ptask_t *qhead, *qtail;
     ptask_t *done; /* finished, newest first */
+    int nidle;     /* workers waiting on cv (under mu) */
+    int waking;    /* signalled and not awake yet (under mu) */
     int quit;
     atomic_int stopping;
     pthread_mutex_t lib_mu;
@@ -382,33 +384,63 @@ static void task_exec(worker_t *w, ptask_t *t) {
     }
 }
 
+/* Under mu: wake one idle worker for the queued tasks unless a wake is on
+ * its way already. Wakes go one at a time, each woken worker waking the
+ * next while tasks remain (worker_main): a wave of short tasks is run by
+ * the workers already awake, without a context switch per task, and a wave
+ * of long ones still reaches every worker within a few wake-ups. */
+static void wake_one(plugin_h_t *ph) {
+    if (ph->qhead && ph->nidle > ph->waking && ph->waking == 0) {
+        ph->waking++;
+        pthread_cond_signal(&ph->cv);
+    }
+}
+
+/* Under mu: the next queued task, or NULL when there is none. */
+static ptask_t *pop_task(plugin_h_t *ph) {
+    ptask_t *t = ph->qhead;
+    if (!t)
+        return NULL;
+    ph->qhead = t->next;
+    if (!ph->qhead)
+        ph->qtail = NULL;
+    wake_one(ph);
+    return t;
+}
+
 static void *worker_main(void *arg) {
     worker_t *w = arg;
     plugin_h_t *ph = w->ph;
+    pthread_mutex_lock(&ph->mu);
     for (;;) {
-        pthread_mutex_lock(&ph->mu);
-        while (!ph->qhead && !ph->quit)
+        ptask_t *t;
+        while (!(t = pop_task(ph)) && !ph->quit) {
+            ph->nidle++;
             pthread_cond_wait(&ph->cv, &ph->mu);
-        ptask_t *t = ph->qhead;
-        if (!t) {
-            pthread_mutex_unlock(&ph->mu);
-            break;
+            ph->nidle--;
+            if (ph->waking > 0)
+                ph->waking--;
         }
-        ph->qhead = t->next;
-        if (!ph->qhead)
-            ph->qtail = NULL;
+        if (!t)
+            break;
         pthread_mutex_unlock(&ph->mu);
 
         task_exec(w, t);
 
+        /* Onto the done list, and the loop woken only if the list was
+         * empty: its on_done takes the whole list, so one eventfd write per
+         * batch of finished tasks, not per task. */
         pthread_mutex_lock(&ph->mu);
+        int first = ph->done == NULL;
         t->next = ph->done;
         ph->done = t;
-        pthread_mutex_unlock(&ph->mu);
-        uint64_t one = 1;
-        ssize_t n = write(ph->efd, &one, sizeof one);
-        (void)n; /* EAGAIN only if the counter is near 2^64: already readable */
+        if (first) {
+            uint64_t one = 1;
+            ssize_t n = write(ph->efd, &one, sizeof one);
+            (void)n; /* EAGAIN only if the counter is near 2^64: already readable */
+        }
     }
+    pthread_mutex_unlock(&ph->mu);
     ax_pg_destroy(w->pg);
     w->pg = NULL;
     return NULL;
@@ -725,7 +757,7 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     else
         ph->qhead = t;
     ph->qtail = t;
-    pthread_cond_signal(&ph->cv);
+    wake_one(ph);
     pthread_mutex_unlock(&ph->mu);
     return 0;
 nomem:
