@@ -7,7 +7,11 @@
  * the .so if this is its first use (dlopen RTLD_NOW | RTLD_LOCAL, cached by
  * path for the life of the executor), calls init() once per distinct
  * (path, args) if not done yet, then run(). The finished task goes on the
- * done list and an eventfd wakes the loop thread, which calls run_done().
+ * done list and an eventfd wakes the loop thread, which calls run_done()
+ * for every task on the list (the eventfd is written only when the list was
+ * empty: one wake-up of the loop per batch of finished tasks, not per task;
+ * a worker takes its next task in the same hold of the lock, and a start
+ * signals a worker only when one is idle and not already being woken).
  *
  * Timeout: a timer on the loop thread fires at d.timeout_ms; the run is
  * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
@@ -384,13 +388,10 @@ static void task_exec(worker_t *w, ptask_t *t) {
     }
 }
 
-/* Under mu: wake one idle worker for the queued tasks unless a wake is on
- * its way already. Wakes go one at a time, each woken worker waking the
- * next while tasks remain (worker_main): a wave of short tasks is run by
- * the workers already awake, without a context switch per task, and a wave
- * of long ones still reaches every worker within a few wake-ups. */
+/* Under mu: wake an idle worker for a queued task (one per task queued, as
+ * many as are idle: a wave of long tasks starts at once on every worker). */
 static void wake_one(plugin_h_t *ph) {
-    if (ph->qhead && ph->nidle > ph->waking && ph->waking == 0) {
+    if (ph->nidle > ph->waking) {
         ph->waking++;
         pthread_cond_signal(&ph->cv);
     }
@@ -404,7 +405,6 @@ static ptask_t *pop_task(plugin_h_t *ph) {
     ph->qhead = t->next;
     if (!ph->qhead)
         ph->qtail = NULL;
-    wake_one(ph);
     return t;
 }
 
