@@ -98,6 +98,7 @@ typedef struct publisher {
     /* the publish window (callback.publish.interval.ms): when a transaction
      * was last begun, and the results ended since */
     int64_t last_pub_ms, unpublished;
+    int64_t part_seq; /* records produced (their chunks: produce.partition.chunk) */
 } publisher_t;
 
 /* ---- the service ------------------------------------------------------------------- */

@@ -299,7 +299,12 @@ static int produce_cut(callback_t *cb, ax_result_t *res, const char *key, int kl
             break;
         }
         /* a failed delivery fails the commit (and the batch is produced
-         * again, the refused record cut) */
+         * again, the refused record cut); in chunks of
+         * produce.partition.chunk per partition, so a small transaction
+         * touches one or two partitions, not all (the key stays the
+         * instance id; the hint is read as the record is produced) */
+        cb->pub.dlv.d.part_hint =
+            ax_kafka_chunk_hint(cb->pub.part_seq++, cb->svc.conf.produce_partition_chunk);
         if (ax_kafka_produce(cb->pub.txp, cb->svc.topic_results, key, (size_t)klen, *ret_buf,
                              *ret_len, NULL, &cb->pub.dlv.d, err, sizeof err) == 0) {
             *ret_level = level;

@@ -7,7 +7,11 @@
  * the .so if this is its first use (dlopen RTLD_NOW | RTLD_LOCAL, cached by
  * path for the life of the executor), calls init() once per distinct
  * (path, args) if not done yet, then run(). The finished task goes on the
- * done list and an eventfd wakes the loop thread, which calls run_done().
+ * done list and an eventfd wakes the loop thread, which calls run_done()
+ * for every task on the list (the eventfd is written only when the list was
+ * empty: one wake-up of the loop per batch of finished tasks, not per task;
+ * a worker takes its next task in the same hold of the lock, and a start
+ * signals a worker only when one is idle and not already being woken).
  *
  * Timeout: a timer on the loop thread fires at d.timeout_ms; the run is
  * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
@@ -113,6 +117,8 @@ struct plugin_h {
     pthread_cond_t cv;
     ptask_t *qhead, *qtail;
     ptask_t *done; /* finished, newest first */
+    int nidle;     /* workers waiting on cv (under mu) */
+    int waking;    /* signalled and not awake yet (under mu) */
     int quit;
     atomic_int stopping;
     pthread_mutex_t lib_mu;
@@ -382,33 +388,59 @@ static void task_exec(worker_t *w, ptask_t *t) {
     }
 }
 
+/* Under mu: wake an idle worker for a queued task (one per task queued, as
+ * many as are idle: a wave of long tasks starts at once on every worker). */
+static void wake_one(plugin_h_t *ph) {
+    if (ph->nidle > ph->waking) {
+        ph->waking++;
+        pthread_cond_signal(&ph->cv);
+    }
+}
+
+/* Under mu: the next queued task, or NULL when there is none. */
+static ptask_t *pop_task(plugin_h_t *ph) {
+    ptask_t *t = ph->qhead;
+    if (!t)
+        return NULL;
+    ph->qhead = t->next;
+    if (!ph->qhead)
+        ph->qtail = NULL;
+    return t;
+}
+
 static void *worker_main(void *arg) {
     worker_t *w = arg;
     plugin_h_t *ph = w->ph;
+    pthread_mutex_lock(&ph->mu);
     for (;;) {
-        pthread_mutex_lock(&ph->mu);
-        while (!ph->qhead && !ph->quit)
+        ptask_t *t;
+        while (!(t = pop_task(ph)) && !ph->quit) {
+            ph->nidle++;
             pthread_cond_wait(&ph->cv, &ph->mu);
-        ptask_t *t = ph->qhead;
-        if (!t) {
-            pthread_mutex_unlock(&ph->mu);
-            break;
+            ph->nidle--;
+            if (ph->waking > 0)
+                ph->waking--;
         }
-        ph->qhead = t->next;
-        if (!ph->qhead)
-            ph->qtail = NULL;
+        if (!t)
+            break;
         pthread_mutex_unlock(&ph->mu);
 
         task_exec(w, t);
 
+        /* Onto the done list, and the loop woken only if the list was
+         * empty: its on_done takes the whole list, so one eventfd write per
+         * batch of finished tasks, not per task. */
         pthread_mutex_lock(&ph->mu);
+        int first = ph->done == NULL;
         t->next = ph->done;
         ph->done = t;
-        pthread_mutex_unlock(&ph->mu);
-        uint64_t one = 1;
-        ssize_t n = write(ph->efd, &one, sizeof one);
-        (void)n; /* EAGAIN only if the counter is near 2^64: already readable */
+        if (first) {
+            uint64_t one = 1;
+            ssize_t n = write(ph->efd, &one, sizeof one);
+            (void)n; /* EAGAIN only if the counter is near 2^64: already readable */
+        }
     }
+    pthread_mutex_unlock(&ph->mu);
     ax_pg_destroy(w->pg);
     w->pg = NULL;
     return NULL;
@@ -725,7 +757,7 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     else
         ph->qhead = t;
     ph->qtail = t;
-    pthread_cond_signal(&ph->cv);
+    wake_one(ph);
     pthread_mutex_unlock(&ph->mu);
     return 0;
 nomem:

@@ -389,6 +389,8 @@ int main(int argc, char **argv) {
     ex->load.fetching = 1;
     ex->load.lease_ok_mono = ax_mono_ms();
     ex->ln.mask = (1u << AX_PRIORITIES) - 1;
+    /* executors start their Attempt chunks at different partitions */
+    ex->part_seq = (int64_t)(getpid() % 64) * svc->conf.produce_partition_chunk;
     for (int l = 0; l < AX_PRIORITIES; l++)
         ex->ln.served[l] = ex->load.lease_ok_mono;
     for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)

@@ -39,6 +39,9 @@ static void produce_result(run_t *r) {
     char err[512], key[32];
     int klen = snprintf(key, sizeof key, "%lld", (long long)r->d.instance_id);
     r->dlv.on_report = on_result_report;
+    /* in chunks of produce.partition.chunk: a producer batch touches one
+     * or two partitions at low load, not every one */
+    r->dlv.part_hint = ax_kafka_chunk_hint(r->ex->part_seq++, svc->conf.produce_partition_chunk);
     while (ax_kafka_produce(svc->producer, svc->topic_callback, key, (size_t)klen, r->result_buf,
                             r->result_len, NULL, &r->dlv, err, sizeof err) < 0) {
         /* Only a full local queue gets here; it drains as the broker acks. */

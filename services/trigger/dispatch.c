@@ -175,6 +175,11 @@ static int produce_record(trigger_t *t, const ax_dispatch_t *d, const char *rout
     row_dlv_t *rd = calloc(1, sizeof *rd);
     if (rd) {
         rd->d.on_report = on_row_report;
+        /* no routing field: in chunks of dispatch.partition.chunk, so a
+         * small transaction touches one or two partitions, not all */
+        if (!routing)
+            rd->d.part_hint = ax_kafka_chunk_hint(t->part_seq++,
+                                                  t->svc.conf.dispatch_partition_chunk);
         rd->t = t;
         rd->id = d->instance_id;
         rd->len = len;

@@ -100,6 +100,7 @@ typedef struct trigger {
     int64_t mark_since_ms[AX_PRIORITIES]; /* scan.c mark_deferred */
     int64_t deferred_fires;   /* scheduled fires recorded as deferred */
     int64_t lane_sent[AX_PRIORITIES]; /* produced per lane since the last lag sample */
+    int64_t part_seq; /* dispatch records produced without a routing field (their chunks) */
     int lag_ok;               /* the lag monitor's samples are current */
     int64_t coalesced;        /* timers moved onto the coarse tick */
     int64_t fire_rate;        /* fires per second over the last second */

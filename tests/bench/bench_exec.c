@@ -33,13 +33,16 @@
  *                     attempt > 1, makes the exit status 3
  *
  * Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W]
- *                   [--timeout S] BUILD_DIR MODE EXECUTORS N [RATE]
+ *                   [--timeout S] [--submit-chunk K] BUILD_DIR MODE EXECUTORS N [RATE]
  *
  * --config and --set (except topic.prefix) are passed on to every service,
  * after a default --set log.level=warn (a later --set wins); each service
  * also gets worker.id=bench-<pid>-<service> and AXCONF_TOPIC_PREFIX. Logs:
  * /tmp/bench_exec.<pid>.<service>.log. --timeout: give up when no instance
- * was published for S seconds (default 60).
+ * was published for S seconds (default 60). --submit-chunk K: this
+ * program's submissions go to the submit topic's partitions K at a time in
+ * turn (ax_kafka_chunk_hint), as a client batching its records would,
+ * instead of each to its key's (trace id) partition (default 0: by key).
  *
  * Cleanup on every way out (also SIGINT/SIGTERM/SIGHUP of the benchmark):
  * the services get SIGTERM (SIGKILL after 30 s), then the job, every
@@ -248,6 +251,7 @@ static char g_topic[256];
 /* Outlives submit(): an interrupted submit leaves messages in flight whose
  * delivery reports arrive in the final flush. */
 static ax_delivery_t g_dlv;
+static long g_submit_chunk; /* --submit-chunk: 0 = submissions by key (trace id) */
 
 /* Produce submissions [from, from + n) of the job, `rate` per second (0 =
  * as fast as possible); waits until Kafka has them all. */
@@ -282,6 +286,7 @@ static int submit(const char *tag, long from, long n, double rate) {
             fprintf(stderr, "bench_exec: cannot encode a submission\n");
             return -1;
         }
+        d->part_hint = ax_kafka_chunk_hint(from + i, g_submit_chunk);
         int rc = ax_kafka_produce(g_rk, g_topic, trace, strlen(trace), buf, len, NULL, d, err,
                                   sizeof err);
         free(buf);
@@ -411,7 +416,7 @@ static int wait_published(int64_t above, long want, long stall_s, int64_t *ret_d
 
 static const char usage[] =
     "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W] [--timeout S]\n"
-    "                  BUILD_DIR MODE EXECUTORS N [RATE]\n"
+    "                  [--submit-chunk K] BUILD_DIR MODE EXECUTORS N [RATE]\n"
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
     "--config and --set are passed on to the services (except topic.prefix).\n";
 
@@ -665,6 +670,8 @@ int main(int argc, char **argv) {
             warmup = atol(argv[++ai]);
         else if (strcmp(argv[ai], "--timeout") == 0 && ai + 1 < argc)
             stall_s = atol(argv[++ai]);
+        else if (strcmp(argv[ai], "--submit-chunk") == 0 && ai + 1 < argc)
+            g_submit_chunk = atol(argv[++ai]);
         else {
             fprintf(stderr, "%s", usage);
             return 2;

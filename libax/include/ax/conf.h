@@ -97,6 +97,8 @@ typedef struct ax_conf {
     int64_t consume_fetch_min_bytes;
     int64_t consume_commit_interval_ms; /* 0: a synchronous commit per batch */
     int64_t producer_linger_ms;         /* non-transactional producers */
+    int64_t produce_partition_chunk;    /* 0: Attempt records and results by key */
+    int64_t dispatch_partition_chunk;   /* 0: dispatch records by key */
     /* api (ax-api, docs/API.md, docs/SECURITY.md) */
     char *api_listen;
     char *api_tokens;           /* NAME:SCOPE:SHA256HEX,... (hashes, not tokens) */

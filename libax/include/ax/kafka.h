@@ -29,7 +29,22 @@ typedef struct ax_delivery {
     /* optional: every delivery report's message (its topic, partition and
      * offset), before on_report */
     void (*on_message)(struct ax_delivery *d, const rd_kafka_message_t *m);
+    /* The partition of the messages produced with it, through the
+     * partitioner of the producers made here: 0 = by key (murmur2, as Java
+     * clients hash); k > 0 = partition (k - 1) modulo the topic's count
+     * (ax_kafka_chunk_hint). Read when the message is partitioned, which
+     * may be after ax_kafka_produce returned (the topic's partition count
+     * not known yet): set it before producing and leave it while pending.
+     * Ignored when kafka.partitioner is configured. */
+    int64_t part_hint;
 } ax_delivery_t;
+
+/* Records spread in chunks (produce.partition.chunk): the part_hint of the
+ * record numbered seq (0, 1, 2, ... in production order) of a producer,
+ * chunk records per partition in turn; 0 (by key) when chunk is 0. A
+ * transaction of n such records touches min(partitions, n / chunk + 2)
+ * partitions, however many the topic has, where keys would touch all. */
+int64_t ax_kafka_chunk_hint(int64_t seq, int64_t chunk);
 
 /* Size limits (docs/CONFIGURATION.md, message.max.bytes): a message's
  * value is at most message.max.bytes (M); a Kafka record, with its key,

@@ -35,6 +35,37 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 int ax_kafka_quiet_logs;
 
+int64_t ax_kafka_chunk_hint(int64_t seq, int64_t chunk) {
+    return chunk > 0 && seq >= 0 ? seq / chunk + 1 : 0;
+}
+
+/* The producers' partitioner: a delivery's part_hint, else murmur2 of the
+ * key (random without one: murmur2_random, the "partitioner" these
+ * producers had before). */
+static int32_t partition_cb(const rd_kafka_topic_t *rkt, const void *key, size_t keylen,
+                            int32_t partition_cnt, void *rkt_opaque, void *msg_opaque) {
+    const ax_delivery_t *d = msg_opaque;
+    if (d && d->part_hint > 0 && partition_cnt > 0)
+        return (int32_t)((d->part_hint - 1) % partition_cnt);
+    return rd_kafka_msg_partitioner_murmur2_random(rkt, key, keylen, partition_cnt, rkt_opaque,
+                                                   msg_opaque);
+}
+
+/* Install partition_cb unless kafka.partitioner chose one. */
+static void set_partitioner(rd_kafka_conf_t *kc, const ax_conf_t *conf) {
+    for (size_t i = 0; i < conf->n_kafka; i++)
+        if (strcmp(conf->kafka[i].key, "partitioner") == 0)
+            return;
+    rd_kafka_topic_conf_t *tc = rd_kafka_conf_get_default_topic_conf(kc);
+    if (tc) {
+        rd_kafka_topic_conf_set_partitioner_cb(tc, partition_cb);
+        return;
+    }
+    tc = rd_kafka_topic_conf_new();
+    rd_kafka_topic_conf_set_partitioner_cb(tc, partition_cb);
+    rd_kafka_conf_set_default_topic_conf(kc, tc);
+}
+
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
     if (ax_kafka_quiet_logs)
         ax_debug("kafka %s: %s", fac, buf);
@@ -169,6 +200,7 @@ rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, 
         return NULL;
     }
     rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+    set_partitioner(kc, conf);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof err);
     if (!rk) {
@@ -200,6 +232,7 @@ rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_
         return NULL;
     }
     rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+    set_partitioner(kc, conf);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof err);
     if (!rk) {
         ax_seterr(errbuf, errlen, AX_ERR_INVALID, "kafka producer: %s", err);
