@@ -50,11 +50,28 @@ LOG=/tmp/sustained.$$.bench.log
 N=$((RATE * DUR))
 BPID=
 
+# bench_exec's own cleanup deletes its rows in one statement each, which
+# PostgreSQL's statement timeout cancels at millions of rows: what is left
+# of the run is deleted here by ranges of ids (a definition's delete takes
+# its state row, attempts and submission key with it), then the job row.
+purge() {
+    local lo hi
+    read -r lo hi < <(sql "SELECT coalesce(min(id), 0), coalesce(max(id), -1) FROM instance_state
+                           WHERE deployment = '$DEP'")
+    for ((; lo <= hi; lo += 100000)); do
+        sql "DELETE FROM instance_def d USING instance_state s WHERE s.id = d.id
+             AND s.id BETWEEN $lo AND $((lo + 99999)) AND s.deployment = '$DEP'" >/dev/null
+    done
+    sql "DELETE FROM dispatch_pending WHERE deployment = '$DEP'" >/dev/null
+    sql "DELETE FROM job WHERE name = '$JOB'" >/dev/null
+    sql "VACUUM (ANALYZE) instance_def, instance_state, job_attempt, submission" >/dev/null
+}
 stop_bench() {
     [ -n "$BPID" ] || return 0
     kill -TERM "$BPID" 2>/dev/null || true
     wait "$BPID" 2>/dev/null || true
     BPID=
+    purge
 }
 trap stop_bench EXIT
 trap 'exit 130' INT TERM
@@ -91,6 +108,7 @@ tables() {
               'job_fire', 'ax_result_outbox', 'idempotency_claim', 'submission')"
 }
 
+echo "t_s=0 $(tables)"
 fin_total=0 bad=0 k=0
 read -r b0 t0 < <(cpu_line)
 from=$T0
@@ -131,5 +149,5 @@ while :; do
 done
 echo "finished_total=$fin_total offered_total=$N mean_fin_per_s=$((fin_total / DUR)) not_success_total=$bad"
 stop_bench
-grep -E "cleanup|error|warn" "$LOG" | head -5 || true
+grep -iE "cleanup|error|warn|SIGKILL" "$LOG" | cut -c1-200 | head -8 || true
 ((bad == 0)) || exit 3
