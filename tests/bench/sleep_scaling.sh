@@ -30,7 +30,8 @@ for r in $(seq 1 "$ROUNDS"); do
              "$(grep -o 'fire_start_ms_p50_p99_max=[^ ]*' "$log") $(grep -o 'cpu_pct_executors=[^ ]*' "$log") $(grep -o 'machine_busy_pct=[^ ]*' "$log")"
     done
 done
-med() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+# the median of the runs that printed a figure (a failed run is left out)
+med() { printf '%s\n' "$@" | awk '$1 > 0' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] + 0 }'; }
 m1=$(med $(for r in $(seq 1 "$ROUNDS"); do echo "${v[1,$r]}"; done))
 m2=$(med $(for r in $(seq 1 "$ROUNDS"); do echo "${v[2,$r]}"; done))
 echo "median_1=$m1 median_2=$m2 efficiency=$(awk -v a="$m1" -v b="$m2" 'BEGIN { printf "%.2f", (a > 0 ? b / (2 * a) : 0) }')"
