@@ -14,6 +14,7 @@
  *   h_flows.c     /api/v1/flows...
  *   h_fleet.c     /api/v1/executors, lanes, leader, counters, whoami, stats
  *   h_dlq.c       /api/v1/dlq...
+ *   pool.c        the handler threads (api.threads), each with its connection
  *   dlqw.c        the DLQ reader's worker thread (Kafka reads off the loop)
  *   metrics.c     ax-api's own metrics (docs/METRICS.md)
  *
@@ -44,14 +45,19 @@ typedef struct api {
     ax_api_tokens_t tokens;
     struct api_dlqw *dlqw; /* the dead-letter topic's reader, off the loop (dlqw.c) */
     struct api_metrics *metrics; /* metrics.c; NULL when metrics are off */
+    struct api_pool *pool;       /* the handler threads (pool.c) */
     int64_t requests, mutations;
 } api_t;
 
 #define API_MAX_SEGS 8
 
+typedef struct req req_t;
+typedef void (*api_handler_fn)(req_t *rq);
+
 /* One request while it is handled. */
-typedef struct req {
+struct req {
     api_t *api;
+    ax_pg_t *pg;                 /* the connection its handler uses (PG(rq)) */
     struct evhttp_request *r;
     enum evhttp_cmd_type method;
     const char *method_name;
@@ -67,12 +73,19 @@ typedef struct req {
     int64_t start_us;            /* arrival (api_clock_us) */
     int replied;
     int deferred;                /* the handler replies later, then api_req_free */
-} req_t;
+    /* a pooled request (pool.c): its handler runs on a thread, which
+     * leaves the reply here for the loop to send (api_send) */
+    int pooled;
+    api_handler_fn fn;
+    int reply_status;
+    char *reply_text;            /* the JSON text and its newline, or NULL */
+    req_t *qnext;
+};
 
 /* The end of a deferred request's life (after its reply). */
 void api_req_free(req_t *rq);
-
-typedef void (*api_handler_fn)(req_t *rq);
+/* On the loop: send the reply api_reply left in rq (once). */
+void api_send(req_t *rq);
 
 /* http.c: replies (each once per request; the first one wins). */
 void api_reply(req_t *rq, int status, json_t *obj); /* steals obj */
@@ -150,6 +163,14 @@ void api_dlq_job_free(api_dlq_job_t *j); /* and its request (api_req_free) */
  * report, if it comes, only frees them. */
 void api_dlqw_flying(api_dlqw_t *w, api_dlq_job_t *j);
 void api_dlqw_landed(api_dlqw_t *w, api_dlq_job_t *j);
+
+/* pool.c: api.threads threads, each with its PostgreSQL connection. submit
+ * hands rq to them (rq is theirs until the loop sends its reply and frees
+ * it); -1 if too many wait (rq still the caller's). */
+typedef struct api_pool api_pool_t;
+api_pool_t *api_pool_start(api_t *a, char *err, size_t len);
+void api_pool_stop(api_pool_t *p);
+int api_pool_submit(api_pool_t *p, req_t *rq);
 
 /* metrics.c (docs/METRICS.md; each a no-op when metrics are off). */
 typedef struct api_metrics api_metrics_t;

@@ -13,7 +13,7 @@
 #include "ax/ops.h"
 #include "ax/store_api.h"
 
-#define PG(rq) ((rq)->api->svc.pg)
+#define PG(rq) ((rq)->pg)
 
 /* v upper-cased into buf if it is one of names, else NULL. */
 static const char *enum_arg(const char *v, const char *const *names, char *buf, size_t len) {

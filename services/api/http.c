@@ -25,43 +25,49 @@ typedef struct route {
     enum evhttp_cmd_type method;
     const char *pattern; /* segments after /api/v1, "*" matches one */
     api_handler_fn fn;
+    /* LOOP: the handler runs on the loop (it uses the producer, the DLQ
+     * reader or the token table); else on a thread of the pool (pool.c) */
+    int on_loop;
 } route_t;
 
+#define LOOP 1
+#define POOL 0
+
 static const route_t routes[] = {
-    {EVHTTP_REQ_GET, "jobs", h_jobs_list},
-    {EVHTTP_REQ_POST, "jobs", h_jobs_create},
-    {EVHTTP_REQ_POST, "jobs/pause-all", h_jobs_pause_all},
-    {EVHTTP_REQ_POST, "jobs/resume-all", h_jobs_resume_all},
-    {EVHTTP_REQ_GET, "jobs/*", h_job_get},
-    {EVHTTP_REQ_PATCH, "jobs/*", h_job_update},
-    {EVHTTP_REQ_DELETE, "jobs/*", h_job_delete},
-    {EVHTTP_REQ_POST, "jobs/*/enable", h_job_enable},
-    {EVHTTP_REQ_POST, "jobs/*/disable", h_job_disable},
-    {EVHTTP_REQ_GET, "jobs/*/next", h_job_next},
-    {EVHTTP_REQ_GET, "jobs/*/history", h_job_history},
-    {EVHTTP_REQ_GET, "jobs/*/circuit", h_job_circuit},
-    {EVHTTP_REQ_POST, "jobs/*/circuit/reset", h_job_circuit_reset},
-    {EVHTTP_REQ_GET, "instances", h_instances_list},
-    {EVHTTP_REQ_POST, "instances", h_instances_submit},
-    {EVHTTP_REQ_GET, "instances/*", h_instance_get},
-    {EVHTTP_REQ_POST, "instances/*/cancel", h_instance_cancel},
-    {EVHTTP_REQ_POST, "instances/*/retry", h_instance_retry},
-    {EVHTTP_REQ_GET, "flows", h_flows_list},
-    {EVHTTP_REQ_POST, "flows", h_flows_create},
-    {EVHTTP_REQ_GET, "flows/*", h_flow_get},
-    {EVHTTP_REQ_DELETE, "flows/*", h_flow_delete},
-    {EVHTTP_REQ_POST, "flows/*/runs", h_flow_run},
-    {EVHTTP_REQ_GET, "flows/*/runs", h_flow_runs},
-    {EVHTTP_REQ_GET, "flows/*/runs/*", h_flow_run_get},
-    {EVHTTP_REQ_GET, "executors", h_executors},
-    {EVHTTP_REQ_GET, "lanes", h_lanes},
-    {EVHTTP_REQ_GET, "leader", h_leader},
-    {EVHTTP_REQ_GET, "counters", h_counters},
-    {EVHTTP_REQ_GET, "whoami", h_whoami},
-    {EVHTTP_REQ_GET, "stats", h_stats},
-    {EVHTTP_REQ_GET, "dlq", h_dlq_list},
-    {EVHTTP_REQ_GET, "dlq/*", h_dlq_get},
-    {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay},
+    {EVHTTP_REQ_GET, "jobs", h_jobs_list, POOL},
+    {EVHTTP_REQ_POST, "jobs", h_jobs_create, POOL},
+    {EVHTTP_REQ_POST, "jobs/pause-all", h_jobs_pause_all, POOL},
+    {EVHTTP_REQ_POST, "jobs/resume-all", h_jobs_resume_all, POOL},
+    {EVHTTP_REQ_GET, "jobs/*", h_job_get, POOL},
+    {EVHTTP_REQ_PATCH, "jobs/*", h_job_update, POOL},
+    {EVHTTP_REQ_DELETE, "jobs/*", h_job_delete, LOOP},
+    {EVHTTP_REQ_POST, "jobs/*/enable", h_job_enable, POOL},
+    {EVHTTP_REQ_POST, "jobs/*/disable", h_job_disable, POOL},
+    {EVHTTP_REQ_GET, "jobs/*/next", h_job_next, POOL},
+    {EVHTTP_REQ_GET, "jobs/*/history", h_job_history, POOL},
+    {EVHTTP_REQ_GET, "jobs/*/circuit", h_job_circuit, POOL},
+    {EVHTTP_REQ_POST, "jobs/*/circuit/reset", h_job_circuit_reset, POOL},
+    {EVHTTP_REQ_GET, "instances", h_instances_list, POOL},
+    {EVHTTP_REQ_POST, "instances", h_instances_submit, LOOP},
+    {EVHTTP_REQ_GET, "instances/*", h_instance_get, POOL},
+    {EVHTTP_REQ_POST, "instances/*/cancel", h_instance_cancel, LOOP},
+    {EVHTTP_REQ_POST, "instances/*/retry", h_instance_retry, LOOP},
+    {EVHTTP_REQ_GET, "flows", h_flows_list, POOL},
+    {EVHTTP_REQ_POST, "flows", h_flows_create, POOL},
+    {EVHTTP_REQ_GET, "flows/*", h_flow_get, POOL},
+    {EVHTTP_REQ_DELETE, "flows/*", h_flow_delete, POOL},
+    {EVHTTP_REQ_POST, "flows/*/runs", h_flow_run, POOL},
+    {EVHTTP_REQ_GET, "flows/*/runs", h_flow_runs, POOL},
+    {EVHTTP_REQ_GET, "flows/*/runs/*", h_flow_run_get, POOL},
+    {EVHTTP_REQ_GET, "executors", h_executors, POOL},
+    {EVHTTP_REQ_GET, "lanes", h_lanes, POOL},
+    {EVHTTP_REQ_GET, "leader", h_leader, POOL},
+    {EVHTTP_REQ_GET, "counters", h_counters, POOL},
+    {EVHTTP_REQ_GET, "whoami", h_whoami, LOOP},
+    {EVHTTP_REQ_GET, "stats", h_stats, POOL},
+    {EVHTTP_REQ_GET, "dlq", h_dlq_list, LOOP},
+    {EVHTTP_REQ_GET, "dlq/*", h_dlq_get, LOOP},
+    {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay, LOOP},
 };
 
 const char *api_route_pattern(size_t i) {
@@ -136,6 +142,28 @@ void api_reply(req_t *rq, int status, json_t *obj) {
         return;
     }
     rq->replied = 1;
+    char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(obj);
+    size_t n = text ? strlen(text) : 0;
+    char *t = text ? realloc(text, n + 2) : NULL;
+    if (t) {
+        t[n] = '\n';
+        t[n + 1] = '\0';
+    } else {
+        free(text);
+    }
+    rq->reply_status = status;
+    rq->reply_text = t;
+    if (!rq->pooled)
+        api_send(rq);
+}
+
+static void text_free(const void *data, size_t len, void *extra) {
+    free((void *)data);
+}
+
+void api_send(req_t *rq) {
+    int status = rq->reply_status;
     struct evkeyvalq *h = evhttp_request_get_output_headers(rq->r);
     evhttp_add_header(h, "Content-Type", "application/json; charset=utf-8");
     evhttp_add_header(h, "Cache-Control", "no-store");
@@ -143,19 +171,18 @@ void api_reply(req_t *rq, int status, json_t *obj) {
     if (status == 401)
         evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"ax\"");
     struct evbuffer *b = evbuffer_new();
-    char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-    if (b && text) {
-        evbuffer_add(b, text, strlen(text));
-        evbuffer_add(b, "\n", 1);
+    if (b && rq->reply_text &&
+        evbuffer_add_reference(b, rq->reply_text, strlen(rq->reply_text), text_free, NULL) == 0) {
+        rq->reply_text = NULL; /* the buffer's, freed once written */
     } else if (b) {
         status = 500;
         evbuffer_add_printf(b, "{\"error\":{\"code\":\"internal\",\"message\":\"out of "
                                "memory\",\"field\":null}}\n");
     }
-    free(text);
-    json_decref(obj);
     evhttp_send_reply(rq->r, status, NULL, b);
     evbuffer_free(b);
+    free(rq->reply_text);
+    rq->reply_text = NULL;
     api_metrics_reply(rq, status);
     if (mutation(rq) && rq->token) {
         rq->api->mutations++;
@@ -311,6 +338,16 @@ static void serve(req_t *rq) {
         rq->route = rt->pattern;
     if (!rt || authorize(rq) < 0 || (mutation(rq) && read_body(rq) < 0))
         return;
+    rq->fn = rt->fn;
+    if (!rt->on_loop && rq->api->pool) {
+        rq->deferred = 1; /* the pool's until the loop sends the reply */
+        if (api_pool_submit(rq->api->pool, rq) < 0) {
+            rq->deferred = 0;
+            evhttp_add_header(evhttp_request_get_output_headers(rq->r), "Retry-After", "1");
+            api_error(rq, 503, "unavailable", NULL, "too many requests wait for a handler thread");
+        }
+        return;
+    }
     rt->fn(rq);
     if (!rq->replied && !rq->deferred)
         api_error(rq, 500, "internal", NULL, "no reply");
@@ -323,6 +360,7 @@ void api_req_free(req_t *rq) {
     json_decref(rq->body);
     free(rq->segs_buf);
     free(rq->path);
+    free(rq->reply_text);
     free(rq);
 }
 
@@ -334,6 +372,7 @@ void api_on_request(struct evhttp_request *r, void *arg) {
         return;
     }
     rq->api = a;
+    rq->pg = a->svc.pg;
     rq->r = r;
     rq->start_us = api_clock_us();
     rq->method = evhttp_request_get_command(r);

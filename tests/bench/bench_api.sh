@@ -15,6 +15,7 @@ set -euo pipefail
 AX_BIN=${AX_BIN:-build/rel}
 N=${N:-1000000}
 DUR=${DUR:-20s}
+THREADS=${THREADS:-}   # api.threads (empty: its default)
 command -v wrk >/dev/null || { echo "bench_api: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail -n 1; }
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
@@ -39,7 +40,9 @@ if [ "$have" -lt "$N" ]; then
          FROM generate_series($have + 1, $N) g
          JOIN job j ON j.name = 'bench-api-' || (ARRAY['a','b','c','d'])[1 + g % 4]
          CROSS JOIN LATERAL (SELECT now() - (($N - g) * interval '10 ms') AS t) ts" >/dev/null
-    sql "ANALYZE job_instance; ANALYZE job_attempt" >/dev/null
+    # job_instance is a view over instance_def and instance_state (migration
+    # 016): vacuum (the visibility map, for index-only scans) and analyze those
+    for t in instance_def instance_state job_attempt; do sql "VACUUM ANALYZE $t" >/dev/null; done
 fi
 total=$(sql "SELECT count(*) FROM job_instance")
 ID=$(sql "SELECT max(id) - 1000 FROM job_instance WHERE job_name = 'bench-api-b'")
@@ -55,7 +58,7 @@ ENTRY=$(awk '/entry:/ { print $3 }' <<<"$out")
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$AX_BIN/services/api/ax-api" --config "$AX_CONFIG" --set "api.listen=127.0.0.1:$PORT" \
     --set "api.tokens=$ENTRY" --set api.rate.limit=1000000 --set api.rate.burst=1000000 \
-    --set log.level=warn >"$WORK/ax-api.log" 2>&1 &
+    --set log.level=warn ${THREADS:+--set api.threads=$THREADS} >"$WORK/ax-api.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 BASE="http://127.0.0.1:$PORT/api/v1"
@@ -78,7 +81,7 @@ EOF
 H="Authorization: Bearer $TOKEN"
 p99() { awk '/^ +99%/ { print $2 }' "$1"; }
 rps() { awk '/^Requests\/sec/ { print $2 }' "$1"; }
-echo "bench_api: $total instances in job_instance (bench jobs: $N); ax-api $AX_BIN, wrk $DUR"
+echo "bench_api: $total instances in job_instance (bench jobs: $N); ax-api $AX_BIN, api.threads ${THREADS:-default}, wrk $DUR"
 wrk -t1 -c4 -d"$DUR" --latency -H "$H" "$LIST" >"$WORK/list.txt"
 echo "list page of 50, job + outcome filter (1%): p99 $(p99 "$WORK/list.txt"), $(rps "$WORK/list.txt") req/s (4 connections, closed loop)"
 wrk -t1 -c4 -d"$DUR" --latency -H "$H" "$ONE" >"$WORK/one.txt"

@@ -40,15 +40,17 @@
 AX_STMT(st_list, "api.instances",
         "SELECT i.id, " INSTANCE_JSON "::text FROM job_instance i"
         " WHERE $2::bigint IS NULL" LIST_FILTERS " ORDER BY i.id DESC LIMIT $1::int");
-/* One job's: `= ANY (ARRAY[$2])` and ORDER BY job_id, id keep the planner
- * on job_instance_job (job_id, id) backward; with `job_id = $2` it scans
- * the primary key backward through every other job's rows instead (13,000
- * buffers instead of 180 for a page over a million instances,
- * BENCHMARKS.md). */
+/* One job's: its ids from instance_def's (job_id, id) backward (`= ANY
+ * (ARRAY[$2])` and ORDER BY dj.job_id, dj.id keep the planner on that
+ * index), each joined to its row of the view for the filters and the JSON.
+ * Through the view alone, job_id is instance_state's, which has no such
+ * index: a sequential scan of every instance per page (353 ms over a
+ * million, BENCHMARKS.md). */
 AX_STMT(st_list_job, "api.instances_by_job",
-        "SELECT i.id, " INSTANCE_JSON "::text FROM job_instance i"
-        " WHERE i.job_id = ANY (ARRAY[$2::bigint])" LIST_FILTERS
-        " ORDER BY i.job_id DESC, i.id DESC LIMIT $1::int");
+        "SELECT i.id, " INSTANCE_JSON "::text FROM instance_def dj"
+        " JOIN job_instance i ON i.id = dj.id"
+        " WHERE dj.job_id = ANY (ARRAY[$2::bigint])" LIST_FILTERS
+        " ORDER BY dj.job_id DESC, dj.id DESC LIMIT $1::int");
 AX_STMT(st_job_id, "api.job_id", "SELECT id, '' FROM job WHERE name = $1");
 
 AX_STMT(st_one, "api.instance",
