@@ -36,6 +36,7 @@
 #include "ax/dlq.h"
 #include "ax/kafka.h"
 #include "ax/service.h"
+#include "ax/store_api.h"
 #include "ax/tls.h"
 
 typedef struct api {
@@ -94,6 +95,12 @@ void api_error(req_t *rq, int status, const char *code, const char *field, const
 /* The store's or ops' error rc (errbuf in err) as its status: NOTFOUND 404,
  * CONFLICT 409, INVALID 400 (field), IO 503, else 500. */
 void api_fail(req_t *rq, int rc, const char *field, const char *err);
+/* A list page of the store's JSON rows as they are (not parsed): the first
+ * limit of rows[0..n), next_cursor the last one's id when n > limit. */
+void api_page_rows(req_t *rq, const ax_json_row_t *rows, size_t n, size_t limit);
+/* status with text (a JSON text the store built, freed here) as it is;
+ * 500 if it is empty or not UTF-8. */
+void api_reply_json_text(req_t *rq, int status, char *text);
 /* A list page: {"items": items, "next_cursor": cursor or null}. */
 void api_page(req_t *rq, json_t *items, const char *next_cursor);
 /* A list page keyed by an integer: when more (the store had a row past the

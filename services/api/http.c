@@ -11,9 +11,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "api.h"
 #include "ax/common.h"
@@ -136,12 +140,21 @@ static int mutation(const req_t *rq) {
     return rq->method != EVHTTP_REQ_GET && rq->method != EVHTTP_REQ_HEAD;
 }
 
+/* The reply of rq: status and t (the JSON text and its newline, or NULL
+ * for out of memory), sent now on the loop, else by the loop later. */
+static void reply_set(req_t *rq, int status, char *t) {
+    rq->replied = 1;
+    rq->reply_status = status;
+    rq->reply_text = t;
+    if (!rq->pooled)
+        api_send(rq);
+}
+
 void api_reply(req_t *rq, int status, json_t *obj) {
     if (rq->replied) {
         json_decref(obj);
         return;
     }
-    rq->replied = 1;
     char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(obj);
     size_t n = text ? strlen(text) : 0;
@@ -152,10 +165,7 @@ void api_reply(req_t *rq, int status, json_t *obj) {
     } else {
         free(text);
     }
-    rq->reply_status = status;
-    rq->reply_text = t;
-    if (!rq->pooled)
-        api_send(rq);
+    reply_set(rq, status, t);
 }
 
 static void text_free(const void *data, size_t len, void *extra) {
@@ -222,6 +232,58 @@ void api_fail(req_t *rq, int rc, const char *field, const char *err) {
 void api_page(req_t *rq, json_t *items, const char *next_cursor) {
     api_reply(rq, 200, json_pack("{s:o,s:o}", "items", items, "next_cursor",
                                  next_cursor ? json_string(next_cursor) : json_null()));
+}
+
+void api_page_rows(req_t *rq, const ax_json_row_t *rows, size_t n, size_t limit) {
+    if (rq->replied)
+        return;
+    int more = n > limit;
+    n = more ? limit : n;
+    char next[48] = "null";
+    if (more)
+        snprintf(next, sizeof next, "\"%lld\"", (long long)rows[n - 1].id);
+    size_t len = sizeof "{\"items\":[],\"next_cursor\":}\n" + strlen(next) + n;
+    for (size_t i = 0; i < n; i++)
+        len += rows[i].json ? strlen(rows[i].json) : 0;
+    char *t = malloc(len), *p = t;
+    if (!t) {
+        reply_set(rq, 500, NULL);
+        return;
+    }
+    p += sprintf(p, "{\"items\":[");
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *j = rows[i].json;
+        size_t k = j ? strlen(j) : 0;
+        if (!k || !ax_utf8_valid(j, k))
+            continue; /* as a row jansson would not parse */
+        if (!first)
+            *p++ = ',';
+        memcpy(p, j, k);
+        p += k;
+        first = 0;
+    }
+    sprintf(p, "],\"next_cursor\":%s}\n", next);
+    reply_set(rq, 200, t);
+}
+
+void api_reply_json_text(req_t *rq, int status, char *text) {
+    size_t n = text ? strlen(text) : 0;
+    if (rq->replied || !n || !ax_utf8_valid(text, n)) {
+        free(text);
+        if (!rq->replied)
+            api_error(rq, 500, "internal", NULL, "the store's JSON text is not valid");
+        return;
+    }
+    char *t = realloc(text, n + 2);
+    if (!t) {
+        free(text);
+        reply_set(rq, 500, NULL);
+        return;
+    }
+    t[n] = '\n';
+    t[n + 1] = '\0';
+    reply_set(rq, status, t);
 }
 
 void api_page_int(req_t *rq, json_t *items, int more, int64_t last) {
@@ -364,8 +426,22 @@ void api_req_free(req_t *rq) {
     free(rq);
 }
 
+/* TCP_NODELAY on the request's connection: a reply is written in more
+ * than one segment (headers, then the body), and with Nagle the last one
+ * waited for the client's delayed ACK, 40 ms a page on a kept-alive
+ * connection (BENCHMARKS.md). */
+static void nodelay(struct evhttp_request *r) {
+    struct evhttp_connection *c = evhttp_request_get_connection(r);
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    int one = 1;
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 void api_on_request(struct evhttp_request *r, void *arg) {
     api_t *a = arg;
+    nodelay(r);
     req_t *rq = calloc(1, sizeof *rq);
     if (!rq) {
         evhttp_send_error(r, 503, "out of memory");
@@ -534,10 +610,11 @@ void api_reply_text(req_t *rq, int rc, char *text, const char *err, const char *
         api_fail(rq, rc, NULL, err);
         return;
     }
-    json_t *o = jparse(text);
-    free(text);
-    if (!o)
+    if (!text) {
         api_error(rq, 500, "internal", NULL, "%s: not JSON", what);
-    else
-        api_reply(rq, 200, o);
+        return;
+    }
+    /* PostgreSQL's json text as it is: valid JSON by construction (not
+     * parsed and written again, BENCHMARKS.md), UTF-8 checked */
+    api_reply_json_text(rq, 200, text);
 }
