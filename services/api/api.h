@@ -18,10 +18,13 @@
  *   dlqw.c        the DLQ reader's worker thread (Kafka reads off the loop)
  *   metrics.c     ax-api's own metrics (docs/METRICS.md)
  *
- * Requests are answered on the loop, most before their handler returns;
- * a DLQ request is deferred (req_t.deferred): its Kafka reads run on
- * dlqw.c's thread and the loop replies when they are done, so a slow or
- * unreachable Kafka never holds up the other requests.
+ * Replies are always sent by the loop. A pooled request (req_t.pooled) is
+ * deferred while a thread runs its handler, which leaves the reply in the
+ * request (api_reply never touches the evhttp request off the loop); a
+ * loop route's reply goes out when its handler calls api_reply. A DLQ
+ * request is deferred too (req_t.deferred): its Kafka reads run on dlqw.c's
+ * thread and the loop replies when they are done, so a slow or unreachable
+ * Kafka never holds up the other requests.
  */
 #ifndef AX_API_H
 #define AX_API_H
