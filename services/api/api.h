@@ -14,13 +14,17 @@
  *   h_flows.c     /api/v1/flows...
  *   h_fleet.c     /api/v1/executors, lanes, leader, counters, whoami, stats
  *   h_dlq.c       /api/v1/dlq...
+ *   pool.c        the handler threads (api.threads), each with its connection
  *   dlqw.c        the DLQ reader's worker thread (Kafka reads off the loop)
  *   metrics.c     ax-api's own metrics (docs/METRICS.md)
  *
- * Requests are answered on the loop, most before their handler returns;
- * a DLQ request is deferred (req_t.deferred): its Kafka reads run on
- * dlqw.c's thread and the loop replies when they are done, so a slow or
- * unreachable Kafka never holds up the other requests.
+ * Replies are always sent by the loop. A pooled request (req_t.pooled) is
+ * deferred while a thread runs its handler, which leaves the reply in the
+ * request (api_reply never touches the evhttp request off the loop); a
+ * loop route's reply goes out when its handler calls api_reply. A DLQ
+ * request is deferred too (req_t.deferred): its Kafka reads run on dlqw.c's
+ * thread and the loop replies when they are done, so a slow or unreachable
+ * Kafka never holds up the other requests.
  */
 #ifndef AX_API_H
 #define AX_API_H
@@ -35,6 +39,7 @@
 #include "ax/dlq.h"
 #include "ax/kafka.h"
 #include "ax/service.h"
+#include "ax/store_api.h"
 #include "ax/tls.h"
 
 typedef struct api {
@@ -44,14 +49,19 @@ typedef struct api {
     ax_api_tokens_t tokens;
     struct api_dlqw *dlqw; /* the dead-letter topic's reader, off the loop (dlqw.c) */
     struct api_metrics *metrics; /* metrics.c; NULL when metrics are off */
+    struct api_pool *pool;       /* the handler threads (pool.c) */
     int64_t requests, mutations;
 } api_t;
 
 #define API_MAX_SEGS 8
 
+typedef struct req req_t;
+typedef void (*api_handler_fn)(req_t *rq);
+
 /* One request while it is handled. */
-typedef struct req {
+struct req {
     api_t *api;
+    ax_pg_t *pg;                 /* the connection its handler uses (PG(rq)) */
     struct evhttp_request *r;
     enum evhttp_cmd_type method;
     const char *method_name;
@@ -67,12 +77,19 @@ typedef struct req {
     int64_t start_us;            /* arrival (api_clock_us) */
     int replied;
     int deferred;                /* the handler replies later, then api_req_free */
-} req_t;
+    /* a pooled request (pool.c): its handler runs on a thread, which
+     * leaves the reply here for the loop to send (api_send) */
+    int pooled;
+    api_handler_fn fn;
+    int reply_status;
+    char *reply_text;            /* the JSON text and its newline, or NULL */
+    req_t *qnext;
+};
 
 /* The end of a deferred request's life (after its reply). */
 void api_req_free(req_t *rq);
-
-typedef void (*api_handler_fn)(req_t *rq);
+/* On the loop: send the reply api_reply left in rq (once). */
+void api_send(req_t *rq);
 
 /* http.c: replies (each once per request; the first one wins). */
 void api_reply(req_t *rq, int status, json_t *obj); /* steals obj */
@@ -81,6 +98,12 @@ void api_error(req_t *rq, int status, const char *code, const char *field, const
 /* The store's or ops' error rc (errbuf in err) as its status: NOTFOUND 404,
  * CONFLICT 409, INVALID 400 (field), IO 503, else 500. */
 void api_fail(req_t *rq, int rc, const char *field, const char *err);
+/* A list page of the store's JSON rows as they are (not parsed): the first
+ * limit of rows[0..n), next_cursor the last one's id when n > limit. */
+void api_page_rows(req_t *rq, const ax_json_row_t *rows, size_t n, size_t limit);
+/* status with text (a JSON text the store built, freed here) as it is;
+ * 500 if it is empty or not UTF-8. */
+void api_reply_json_text(req_t *rq, int status, char *text);
 /* A list page: {"items": items, "next_cursor": cursor or null}. */
 void api_page(req_t *rq, json_t *items, const char *next_cursor);
 /* A list page keyed by an integer: when more (the store had a row past the
@@ -150,6 +173,14 @@ void api_dlq_job_free(api_dlq_job_t *j); /* and its request (api_req_free) */
  * report, if it comes, only frees them. */
 void api_dlqw_flying(api_dlqw_t *w, api_dlq_job_t *j);
 void api_dlqw_landed(api_dlqw_t *w, api_dlq_job_t *j);
+
+/* pool.c: api.threads threads, each with its PostgreSQL connection. submit
+ * hands rq to them (rq is theirs until the loop sends its reply and frees
+ * it); -1 if too many wait (rq still the caller's). */
+typedef struct api_pool api_pool_t;
+api_pool_t *api_pool_start(api_t *a, char *err, size_t len);
+void api_pool_stop(api_pool_t *p);
+int api_pool_submit(api_pool_t *p, req_t *rq);
 
 /* metrics.c (docs/METRICS.md; each a no-op when metrics are off). */
 typedef struct api_metrics api_metrics_t;

@@ -12,7 +12,7 @@
 #include "ax/store_counter.h"
 #include "ax/store_fleet.h"
 
-#define PG(rq) ((rq)->api->svc.pg)
+#define PG(rq) ((rq)->pg)
 
 static json_t *worker_json(const ax_worker_t *w) {
     json_t *groups = json_array(), *pools = json_array();
@@ -144,7 +144,7 @@ void h_stats(req_t *rq) {
     char err[1024], *text = NULL;
     if (q_only(rq, allowed) || q_int(rq, "minutes", 1, 1440, 30, &minutes))
         return;
-    int rc = ax_store_api_stats(rq->api->svc.pg, rq->api->svc.conf.topic_prefix, (int)minutes,
+    int rc = ax_store_api_stats(PG(rq), rq->api->svc.conf.topic_prefix, (int)minutes,
                                 &text, err, sizeof err);
     api_reply_text(rq, rc, text, err, "api.stats");
 }

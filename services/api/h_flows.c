@@ -11,7 +11,7 @@
 #include "ax/pg.h"
 #include "ax/store_flow.h"
 
-#define PG(rq) ((rq)->api->svc.pg)
+#define PG(rq) ((rq)->pg)
 #define MAX_STAGES 256
 
 static json_t *stages_json(req_t *rq, int64_t flow_id, int *ret_rc, char *err, size_t len) {

@@ -13,7 +13,7 @@
 #include "ax/ops.h"
 #include "ax/store_api.h"
 
-#define PG(rq) ((rq)->api->svc.pg)
+#define PG(rq) ((rq)->pg)
 
 /* v upper-cased into buf if it is one of names, else NULL. */
 static const char *enum_arg(const char *v, const char *const *names, char *buf, size_t len) {
@@ -78,14 +78,7 @@ void h_instances_list(req_t *rq) {
         api_fail(rq, rc, NULL, err);
         return;
     }
-    json_t *items = json_array();
-    for (size_t i = 0; i < n && (int64_t)i < limit; i++) {
-        json_t *o = jparse(rows[i].json);
-        if (o)
-            json_array_append_new(items, o);
-    }
-    int more = (int64_t)n > limit;
-    api_page_int(rq, items, more, more ? rows[limit - 1].id : 0);
+    api_page_rows(rq, rows, n, (size_t)limit);
     ax_json_rows_free(rows, n);
 }
 

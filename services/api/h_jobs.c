@@ -18,7 +18,7 @@
 #include "ax/store_api.h"
 #include "ax/store_job.h"
 
-#define PG(rq) ((rq)->api->svc.pg)
+#define PG(rq) ((rq)->pg)
 
 static json_t *jint_opt(int has, int64_t v) {
     return has ? json_integer(v) : json_null();

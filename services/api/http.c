@@ -11,9 +11,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "api.h"
 #include "ax/common.h"
@@ -25,43 +29,49 @@ typedef struct route {
     enum evhttp_cmd_type method;
     const char *pattern; /* segments after /api/v1, "*" matches one */
     api_handler_fn fn;
+    /* LOOP: the handler runs on the loop (it uses the producer, the DLQ
+     * reader or the token table); else on a thread of the pool (pool.c) */
+    int on_loop;
 } route_t;
 
+#define LOOP 1
+#define POOL 0
+
 static const route_t routes[] = {
-    {EVHTTP_REQ_GET, "jobs", h_jobs_list},
-    {EVHTTP_REQ_POST, "jobs", h_jobs_create},
-    {EVHTTP_REQ_POST, "jobs/pause-all", h_jobs_pause_all},
-    {EVHTTP_REQ_POST, "jobs/resume-all", h_jobs_resume_all},
-    {EVHTTP_REQ_GET, "jobs/*", h_job_get},
-    {EVHTTP_REQ_PATCH, "jobs/*", h_job_update},
-    {EVHTTP_REQ_DELETE, "jobs/*", h_job_delete},
-    {EVHTTP_REQ_POST, "jobs/*/enable", h_job_enable},
-    {EVHTTP_REQ_POST, "jobs/*/disable", h_job_disable},
-    {EVHTTP_REQ_GET, "jobs/*/next", h_job_next},
-    {EVHTTP_REQ_GET, "jobs/*/history", h_job_history},
-    {EVHTTP_REQ_GET, "jobs/*/circuit", h_job_circuit},
-    {EVHTTP_REQ_POST, "jobs/*/circuit/reset", h_job_circuit_reset},
-    {EVHTTP_REQ_GET, "instances", h_instances_list},
-    {EVHTTP_REQ_POST, "instances", h_instances_submit},
-    {EVHTTP_REQ_GET, "instances/*", h_instance_get},
-    {EVHTTP_REQ_POST, "instances/*/cancel", h_instance_cancel},
-    {EVHTTP_REQ_POST, "instances/*/retry", h_instance_retry},
-    {EVHTTP_REQ_GET, "flows", h_flows_list},
-    {EVHTTP_REQ_POST, "flows", h_flows_create},
-    {EVHTTP_REQ_GET, "flows/*", h_flow_get},
-    {EVHTTP_REQ_DELETE, "flows/*", h_flow_delete},
-    {EVHTTP_REQ_POST, "flows/*/runs", h_flow_run},
-    {EVHTTP_REQ_GET, "flows/*/runs", h_flow_runs},
-    {EVHTTP_REQ_GET, "flows/*/runs/*", h_flow_run_get},
-    {EVHTTP_REQ_GET, "executors", h_executors},
-    {EVHTTP_REQ_GET, "lanes", h_lanes},
-    {EVHTTP_REQ_GET, "leader", h_leader},
-    {EVHTTP_REQ_GET, "counters", h_counters},
-    {EVHTTP_REQ_GET, "whoami", h_whoami},
-    {EVHTTP_REQ_GET, "stats", h_stats},
-    {EVHTTP_REQ_GET, "dlq", h_dlq_list},
-    {EVHTTP_REQ_GET, "dlq/*", h_dlq_get},
-    {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay},
+    {EVHTTP_REQ_GET, "jobs", h_jobs_list, POOL},
+    {EVHTTP_REQ_POST, "jobs", h_jobs_create, POOL},
+    {EVHTTP_REQ_POST, "jobs/pause-all", h_jobs_pause_all, POOL},
+    {EVHTTP_REQ_POST, "jobs/resume-all", h_jobs_resume_all, POOL},
+    {EVHTTP_REQ_GET, "jobs/*", h_job_get, POOL},
+    {EVHTTP_REQ_PATCH, "jobs/*", h_job_update, POOL},
+    {EVHTTP_REQ_DELETE, "jobs/*", h_job_delete, LOOP},
+    {EVHTTP_REQ_POST, "jobs/*/enable", h_job_enable, POOL},
+    {EVHTTP_REQ_POST, "jobs/*/disable", h_job_disable, POOL},
+    {EVHTTP_REQ_GET, "jobs/*/next", h_job_next, POOL},
+    {EVHTTP_REQ_GET, "jobs/*/history", h_job_history, POOL},
+    {EVHTTP_REQ_GET, "jobs/*/circuit", h_job_circuit, POOL},
+    {EVHTTP_REQ_POST, "jobs/*/circuit/reset", h_job_circuit_reset, POOL},
+    {EVHTTP_REQ_GET, "instances", h_instances_list, POOL},
+    {EVHTTP_REQ_POST, "instances", h_instances_submit, LOOP},
+    {EVHTTP_REQ_GET, "instances/*", h_instance_get, POOL},
+    {EVHTTP_REQ_POST, "instances/*/cancel", h_instance_cancel, LOOP},
+    {EVHTTP_REQ_POST, "instances/*/retry", h_instance_retry, LOOP},
+    {EVHTTP_REQ_GET, "flows", h_flows_list, POOL},
+    {EVHTTP_REQ_POST, "flows", h_flows_create, POOL},
+    {EVHTTP_REQ_GET, "flows/*", h_flow_get, POOL},
+    {EVHTTP_REQ_DELETE, "flows/*", h_flow_delete, POOL},
+    {EVHTTP_REQ_POST, "flows/*/runs", h_flow_run, POOL},
+    {EVHTTP_REQ_GET, "flows/*/runs", h_flow_runs, POOL},
+    {EVHTTP_REQ_GET, "flows/*/runs/*", h_flow_run_get, POOL},
+    {EVHTTP_REQ_GET, "executors", h_executors, POOL},
+    {EVHTTP_REQ_GET, "lanes", h_lanes, POOL},
+    {EVHTTP_REQ_GET, "leader", h_leader, POOL},
+    {EVHTTP_REQ_GET, "counters", h_counters, POOL},
+    {EVHTTP_REQ_GET, "whoami", h_whoami, LOOP},
+    {EVHTTP_REQ_GET, "stats", h_stats, POOL},
+    {EVHTTP_REQ_GET, "dlq", h_dlq_list, LOOP},
+    {EVHTTP_REQ_GET, "dlq/*", h_dlq_get, LOOP},
+    {EVHTTP_REQ_POST, "dlq/*/replay", h_dlq_replay, LOOP},
 };
 
 const char *api_route_pattern(size_t i) {
@@ -130,12 +140,40 @@ static int mutation(const req_t *rq) {
     return rq->method != EVHTTP_REQ_GET && rq->method != EVHTTP_REQ_HEAD;
 }
 
+/* The reply of rq: status and t (the JSON text and its newline, or NULL
+ * for out of memory), sent now on the loop, else by the loop later. */
+static void reply_set(req_t *rq, int status, char *t) {
+    rq->replied = 1;
+    rq->reply_status = status;
+    rq->reply_text = t;
+    if (!rq->pooled)
+        api_send(rq);
+}
+
 void api_reply(req_t *rq, int status, json_t *obj) {
     if (rq->replied) {
         json_decref(obj);
         return;
     }
-    rq->replied = 1;
+    char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(obj);
+    size_t n = text ? strlen(text) : 0;
+    char *t = text ? realloc(text, n + 2) : NULL;
+    if (t) {
+        t[n] = '\n';
+        t[n + 1] = '\0';
+    } else {
+        free(text);
+    }
+    reply_set(rq, status, t);
+}
+
+static void text_free(const void *data, size_t len, void *extra) {
+    free((void *)data);
+}
+
+void api_send(req_t *rq) {
+    int status = rq->reply_status;
     struct evkeyvalq *h = evhttp_request_get_output_headers(rq->r);
     evhttp_add_header(h, "Content-Type", "application/json; charset=utf-8");
     evhttp_add_header(h, "Cache-Control", "no-store");
@@ -143,19 +181,18 @@ void api_reply(req_t *rq, int status, json_t *obj) {
     if (status == 401)
         evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"ax\"");
     struct evbuffer *b = evbuffer_new();
-    char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-    if (b && text) {
-        evbuffer_add(b, text, strlen(text));
-        evbuffer_add(b, "\n", 1);
+    if (b && rq->reply_text &&
+        evbuffer_add_reference(b, rq->reply_text, strlen(rq->reply_text), text_free, NULL) == 0) {
+        rq->reply_text = NULL; /* the buffer's, freed once written */
     } else if (b) {
         status = 500;
         evbuffer_add_printf(b, "{\"error\":{\"code\":\"internal\",\"message\":\"out of "
                                "memory\",\"field\":null}}\n");
     }
-    free(text);
-    json_decref(obj);
     evhttp_send_reply(rq->r, status, NULL, b);
     evbuffer_free(b);
+    free(rq->reply_text);
+    rq->reply_text = NULL;
     api_metrics_reply(rq, status);
     if (mutation(rq) && rq->token) {
         rq->api->mutations++;
@@ -195,6 +232,58 @@ void api_fail(req_t *rq, int rc, const char *field, const char *err) {
 void api_page(req_t *rq, json_t *items, const char *next_cursor) {
     api_reply(rq, 200, json_pack("{s:o,s:o}", "items", items, "next_cursor",
                                  next_cursor ? json_string(next_cursor) : json_null()));
+}
+
+void api_page_rows(req_t *rq, const ax_json_row_t *rows, size_t n, size_t limit) {
+    if (rq->replied)
+        return;
+    int more = n > limit;
+    n = more ? limit : n;
+    char next[48] = "null";
+    if (more)
+        snprintf(next, sizeof next, "\"%lld\"", (long long)rows[n - 1].id);
+    size_t len = sizeof "{\"items\":[],\"next_cursor\":}\n" + strlen(next) + n;
+    for (size_t i = 0; i < n; i++)
+        len += rows[i].json ? strlen(rows[i].json) : 0;
+    char *t = malloc(len), *p = t;
+    if (!t) {
+        reply_set(rq, 500, NULL);
+        return;
+    }
+    p += sprintf(p, "{\"items\":[");
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *j = rows[i].json;
+        size_t k = j ? strlen(j) : 0;
+        if (!k || !ax_utf8_valid(j, k))
+            continue; /* as a row jansson would not parse */
+        if (!first)
+            *p++ = ',';
+        memcpy(p, j, k);
+        p += k;
+        first = 0;
+    }
+    sprintf(p, "],\"next_cursor\":%s}\n", next);
+    reply_set(rq, 200, t);
+}
+
+void api_reply_json_text(req_t *rq, int status, char *text) {
+    size_t n = text ? strlen(text) : 0;
+    if (rq->replied || !n || !ax_utf8_valid(text, n)) {
+        free(text);
+        if (!rq->replied)
+            api_error(rq, 500, "internal", NULL, "the store's JSON text is not valid");
+        return;
+    }
+    char *t = realloc(text, n + 2);
+    if (!t) {
+        free(text);
+        reply_set(rq, 500, NULL);
+        return;
+    }
+    t[n] = '\n';
+    t[n + 1] = '\0';
+    reply_set(rq, status, t);
 }
 
 void api_page_int(req_t *rq, json_t *items, int more, int64_t last) {
@@ -311,6 +400,16 @@ static void serve(req_t *rq) {
         rq->route = rt->pattern;
     if (!rt || authorize(rq) < 0 || (mutation(rq) && read_body(rq) < 0))
         return;
+    rq->fn = rt->fn;
+    if (!rt->on_loop && rq->api->pool) {
+        rq->deferred = 1; /* the pool's until the loop sends the reply */
+        if (api_pool_submit(rq->api->pool, rq) < 0) {
+            rq->deferred = 0;
+            evhttp_add_header(evhttp_request_get_output_headers(rq->r), "Retry-After", "1");
+            api_error(rq, 503, "unavailable", NULL, "too many requests wait for a handler thread");
+        }
+        return;
+    }
     rt->fn(rq);
     if (!rq->replied && !rq->deferred)
         api_error(rq, 500, "internal", NULL, "no reply");
@@ -323,17 +422,33 @@ void api_req_free(req_t *rq) {
     json_decref(rq->body);
     free(rq->segs_buf);
     free(rq->path);
+    free(rq->reply_text);
     free(rq);
+}
+
+/* TCP_NODELAY on the request's connection: a reply is written in more
+ * than one segment (headers, then the body), and with Nagle the last one
+ * waited for the client's delayed ACK, 40 ms a page on a kept-alive
+ * connection (BENCHMARKS.md). */
+static void nodelay(struct evhttp_request *r) {
+    struct evhttp_connection *c = evhttp_request_get_connection(r);
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    int one = 1;
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 void api_on_request(struct evhttp_request *r, void *arg) {
     api_t *a = arg;
+    nodelay(r);
     req_t *rq = calloc(1, sizeof *rq);
     if (!rq) {
         evhttp_send_error(r, 503, "out of memory");
         return;
     }
     rq->api = a;
+    rq->pg = a->svc.pg;
     rq->r = r;
     rq->start_us = api_clock_us();
     rq->method = evhttp_request_get_command(r);
@@ -495,10 +610,11 @@ void api_reply_text(req_t *rq, int rc, char *text, const char *err, const char *
         api_fail(rq, rc, NULL, err);
         return;
     }
-    json_t *o = jparse(text);
-    free(text);
-    if (!o)
+    if (!text) {
         api_error(rq, 500, "internal", NULL, "%s: not JSON", what);
-    else
-        api_reply(rq, 200, o);
+        return;
+    }
+    /* PostgreSQL's json text as it is: valid JSON by construction (not
+     * parsed and written again, BENCHMARKS.md), UTF-8 checked */
+    api_reply_json_text(rq, 200, text);
 }

@@ -93,12 +93,12 @@ static int api_setup(api_t *a, char *err, size_t len) {
         return 1;
     }
     api_metrics_init(a);
-    if (!(a->dlqw = api_dlqw_start(a, err, len)))
+    if (!(a->dlqw = api_dlqw_start(a, err, len)) || !(a->pool = api_pool_start(a, err, len)))
         return 1;
     if (a->tokens.n == 0)
         ax_warn("api.tokens is empty: every /api/v1 request is refused (401)");
-    ax_info("listening on %s://%s (%zu token(s))", a->tls ? "https" : "http", c->api_listen,
-            a->tokens.n);
+    ax_info("listening on %s://%s (%zu token(s), %lld handler thread(s))",
+            a->tls ? "https" : "http", c->api_listen, a->tokens.n, (long long)c->api_threads);
     return 0;
 }
 
@@ -116,6 +116,8 @@ int main(int argc, char **argv) {
     if (rc) {
         fprintf(stderr, "ax-api: %s%s\n", rc == 2 ? "configuration error: " : "", err);
         /* never exit with live librdkafka threads (they race the exit) */
+        api_pool_stop(api.pool);
+        api_dlqw_stop(api.dlqw);
         if (api.http)
             evhttp_free(api.http);
         ax_tls_destroy(api.tls);
@@ -129,6 +131,7 @@ int main(int argc, char **argv) {
     /* replays in flight reply (their requests still live), then the
      * reader's thread stops, then the server goes */
     rd_kafka_flush(svc->producer, 10000);
+    api_pool_stop(api.pool);
     api_dlqw_stop(api.dlqw);
     evhttp_free(api.http);
     ax_tls_destroy(api.tls);

@@ -47,6 +47,11 @@ start_svc api --set "api.listen=127.0.0.1:$PORT" --set "api.tokens=$ENTRIES" \
     --set "api.console.dir=$WORK"
 BASE="http://127.0.0.1:$PORT"
 wait_for 30 "ax-api to listen" curl -sf "$BASE/healthz"
+rc=0
+"$AX_BIN/services/api/ax-api" --set "api.listen=127.0.0.1:$(free_port)" --set api.threads=0 \
+    >"$WORK/threads0.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q 'api.threads' "$WORK/threads0.out" \
+    || fail "api.threads=0: exit $rc, expected 2 naming the key: $(head -c 300 "$WORK/threads0.out")"
 
 RESP=$WORK/responses.jsonl
 : >"$RESP"
@@ -278,6 +283,26 @@ done
 [ "$(sort -u "$WORK/ids" | wc -l)" = 10000 ] || fail "pagination repeated instances"
 sort -rn "$WORK/ids" | cmp -s - "$WORK/ids" || fail "pagination is not newest first"
 [ "$pages" = 20 ] || fail "$pages pages of 500 for 10000 instances"
+# concurrent requests (api.threads handler threads, one connection each):
+# 60 pages of 100 fetched 12 at a time, with whoami (a loop route) among
+# them, each page exactly its slice of the sequential walk above
+for k in $(seq 0 59); do
+    c=$(sed -n "$(( (k % 20) * 500 + 1 ))p" "$WORK/ids")
+    echo "$k $((c + 1))"
+done >"$WORK/par.in"
+par_one() { # K CURSOR: page K into par.K (whoami into who.K)
+    curl -sf -H "Authorization: Bearer $READ" \
+        "$BASE/api/v1/instances?job=$P&limit=100&cursor=$2" | jq -r '.items[].id' >"$WORK/par.$1"
+    curl -sf -H "Authorization: Bearer $READ" "$BASE/api/v1/whoami" | jq -r .name >"$WORK/who.$1"
+}
+export -f par_one; export WORK BASE READ P
+xargs -P 12 -n 2 bash -c 'par_one "$@"' _ <"$WORK/par.in" || fail "a concurrent request failed"
+for k in $(seq 0 59); do
+    from=$(( (k % 20) * 500 + 1 ))
+    sed -n "${from},$((from + 99))p" "$WORK/ids" | cmp -s - "$WORK/par.$k" \
+        || fail "concurrent page $k is not its slice of the sequential walk"
+    [ "$(cat "$WORK/who.$k")" = viewer ] || fail "concurrent whoami $k: $(cat "$WORK/who.$k")"
+done
 # a page's cursor is stable while new instances arrive
 want 200 GET "/api/v1/instances?job=$P&limit=4"
 fourth=$(j '.items[3].id')

@@ -105,6 +105,7 @@ typedef struct ax_conf {
     int64_t api_body_max;
     int64_t api_rate_limit;
     int64_t api_rate_burst;
+    int64_t api_threads;        /* handler threads, each with a PostgreSQL connection */
     char *api_tls_cert;
     char *api_tls_key;
     char *api_console_dir;

@@ -312,6 +312,10 @@ const ax_conf_def_t ax_conf_table[] = {
      "rate); beyond it ax-api answers 429 with Retry-After."},
     {"api.rate.burst", AX_CONF_INT, OFF(api_rate_burst), "400", 1, 10000000, "api",
      "Requests a token may make at once above api.rate.limit (the bucket's size)."},
+    {"api.threads", AX_CONF_INT, OFF(api_threads), "4", 1, 64, "api",
+     "Threads that run ax-api's handlers, each with its own PostgreSQL connection: that many "
+     "requests wait for PostgreSQL at once (the loop parses, authorizes and writes the "
+     "replies). Routes that produce to Kafka or read the dead-letter topic run on the loop."},
     {"api.tls.cert", AX_CONF_STR, OFF(api_tls_cert), NULL, 0, 0, "api",
      "PEM certificate chain file: with api.tls.key, ax-api serves HTTPS only (TLS 1.2 or "
      "later). Give both or neither."},

@@ -23,7 +23,7 @@
     " 'cancel_requested_at', i.cancel_requested_at,"                                            \
     " 'held_reason', (SELECT h.reason FROM instance_hold h WHERE h.instance_id = i.id))"
 
-/* Every filter but the job; $2 is the job's id (api.instances_by_job) or unused. */
+/* Every filter but the job; $2 is the job's name (api.instances_by_job) or unused. */
 #define LIST_FILTERS                                                                             \
     " AND ($3::text IS NULL OR i.state::text = $3)"                                             \
     " AND ($4::text IS NULL OR i.outcome::text = $4)"                                           \
@@ -40,16 +40,20 @@
 AX_STMT(st_list, "api.instances",
         "SELECT i.id, " INSTANCE_JSON "::text FROM job_instance i"
         " WHERE $2::bigint IS NULL" LIST_FILTERS " ORDER BY i.id DESC LIMIT $1::int");
-/* One job's: `= ANY (ARRAY[$2])` and ORDER BY job_id, id keep the planner
- * on job_instance_job (job_id, id) backward; with `job_id = $2` it scans
- * the primary key backward through every other job's rows instead (13,000
- * buffers instead of 180 for a page over a million instances,
- * BENCHMARKS.md). */
+/* One job's (by name, looked up in the same statement: one round trip;
+ * no such job, no rows): its ids from instance_def's (job_id, id) backward
+ * (`= ANY (ARRAY(...))` and ORDER BY dj.job_id, dj.id keep the planner on
+ * that index), each joined to its row of the view for the filters and the
+ * JSON.
+ * Through the view alone, job_id is instance_state's, which has no such
+ * index: a sequential scan of every instance per page (353 ms over a
+ * million, BENCHMARKS.md). */
 AX_STMT(st_list_job, "api.instances_by_job",
-        "SELECT i.id, " INSTANCE_JSON "::text FROM job_instance i"
-        " WHERE i.job_id = ANY (ARRAY[$2::bigint])" LIST_FILTERS
-        " ORDER BY i.job_id DESC, i.id DESC LIMIT $1::int");
-AX_STMT(st_job_id, "api.job_id", "SELECT id, '' FROM job WHERE name = $1");
+        "SELECT i.id, " INSTANCE_JSON "::text FROM instance_def dj"
+        " JOIN job_instance i ON i.id = dj.id"
+        " WHERE dj.job_id = ANY (ARRAY(SELECT j.id FROM job j WHERE j.name = $2::text))"
+        LIST_FILTERS
+        " ORDER BY dj.job_id DESC, dj.id DESC LIMIT $1::int");
 
 AX_STMT(st_one, "api.instance",
         "SELECT i.id, (" INSTANCE_JSON "::jsonb || jsonb_build_object("
@@ -107,25 +111,12 @@ static int json_rows(PGresult *r, ax_stmt_t *st, ax_json_row_t **ret_rows, size_
 
 int ax_store_api_instances(ax_pg_t *pg, const ax_instance_query_t *q, ax_json_row_t **ret_rows,
                            size_t *ret_n, char *errbuf, size_t errlen) {
-    ax_num_t l, jid, pr, since, until, before;
+    ax_num_t l, pr, since, until, before;
     PGresult *r;
     *ret_rows = NULL;
     *ret_n = 0;
-    const char *job_id = NULL;
-    if (q->job) { /* the job's id: no such job, no instances */
-        const char *jp[] = {q->job};
-        ax_json_row_t *rows;
-        size_t n;
-        int rc = ax_stmt_run(pg, &st_job_id, 1, jp, NULL, NULL, &r, errbuf, errlen);
-        if (rc == 0)
-            rc = json_rows(r, &st_job_id, &rows, &n, errbuf, errlen);
-        if (rc < 0 || n == 0)
-            return rc;
-        job_id = ax_num(&jid, rows[0].id);
-        ax_json_rows_free(rows, n);
-    }
     const char *p[] = {ax_num(&l, q->limit),
-                       job_id,
+                       q->job,
                        q->state,
                        q->outcome,
                        q->priority >= 0 ? ax_num(&pr, q->priority) : NULL,
@@ -136,7 +127,7 @@ int ax_store_api_instances(ax_pg_t *pg, const ax_instance_query_t *q, ax_json_ro
                        q->idempotency_key,
                        q->before_id > 0 ? ax_num(&before, q->before_id) : NULL,
                        q->deployment};
-    ax_stmt_t *st = job_id ? &st_list_job : &st_list;
+    ax_stmt_t *st = q->job ? &st_list_job : &st_list;
     int rc = ax_stmt_run(pg, st, 12, p, NULL, NULL, &r, errbuf, errlen);
     return rc < 0 ? rc : json_rows(r, st, ret_rows, ret_n, errbuf, errlen);
 }
