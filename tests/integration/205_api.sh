@@ -19,7 +19,8 @@
 #     pause-all/resume-all;
 # (d) flows (define, cycle and unknown job refused naming the stage, run,
 #     runs with stage states, delete), executors, lanes, leader and
-#     standbys (a second trigger listed, then gone once stopped), counters,
+#     standbys (a second trigger listed, lost while paused, gone once
+#     stopped), counters,
 #     stats (the overview's aggregate, against the database),
 #     DLQ (list newest first with job and trace id, also axctl dlq list,
 #     show, replay once: the second replay makes no second instance);
@@ -352,6 +353,14 @@ SB=$(j '.standbys[0].holder')
 axctl status >"$WORK/status"
 grep -qF "standby triggers: $SB (heard " "$WORK/status" || fail "axctl status: $(cat "$WORK/status")"
 grep -qF "leader trigger $LEADER " "$WORK/status" || fail "axctl status: $(cat "$WORK/status")"
+# a standby that stops beating (paused) is marked lost, and not once it beats again
+kill -STOP "${SVC_PID[trigger@standby]}"
+standby_lost() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys[0].lost')" = true ]; }
+wait_for 30 "the paused standby marked lost" standby_lost
+axctl status | grep -qF "standby triggers: $SB (lost: heard " || fail "axctl status, standby paused: $(axctl status)"
+kill -CONT "${SVC_PID[trigger@standby]}"
+standby_back() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys[0].lost')" = false ]; }
+wait_for 30 "the standby beating again" standby_back
 stop_svc trigger@standby
 no_standby() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys|length')" = 0 ]; }
 wait_for 30 "the stopped trigger gone from the standbys" no_standby
