@@ -6,7 +6,9 @@
  * ax.source.topic/partition/offset), and final failures (ax.kind =
  * final_failure: the instance's Result record, after its retries).
  *
- * list shows the newest records first (ISO-8601 UTC times).
+ * list shows the newest records first (ISO-8601 UTC times), with the job,
+ * trace id and instance a record's headers name; it reads the topic
+ * through libax's ax_dlq_list (ax/dlq.h), as ax-api does.
  *
  * replay P:O re-offers a record: a rejected message is produced again to its
  * source topic (after the cause was fixed); a final failure becomes a new
@@ -95,27 +97,6 @@ static int partitions_of(rd_kafka_t *rk, const char *topic) {
     return n;
 }
 
-static int partitions(rd_kafka_t *rk, const char *topic) {
-    int n = partitions_of(rk, topic);
-    if (n < 0) {
-        fprintf(stderr, "axctl: the dead-letter topic %s cannot be read (not created yet, or "
-                        "Kafka is unreachable)\n", topic);
-        reader_close(rk); /* never exit() with live librdkafka threads */
-        exit(1);
-    }
-    return n;
-}
-
-static void watermarks(rd_kafka_t *rk, const char *topic, int p, int64_t *lo, int64_t *hi) {
-    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, topic, p, lo, hi, 10000);
-    if (e) {
-        fprintf(stderr, "axctl: cannot read the offsets of %s [%d]: %s\n", topic, p,
-                rd_kafka_err2str(e));
-        reader_close(rk);
-        exit(1);
-    }
-}
-
 static void iso_ms(int64_t ms, char *buf, size_t len) {
     time_t sec = (time_t)(ms / 1000);
     struct tm tm;
@@ -126,44 +107,6 @@ static void iso_ms(int64_t ms, char *buf, size_t len) {
     char t[32];
     strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf, len, "%s.%03dZ", t, (int)(ms % 1000));
-}
-
-typedef struct {
-    int64_t ts, off;
-    int part;
-    char *line;
-} entry_t;
-
-static int entry_cmp(const void *a, const void *b) {
-    const entry_t *x = a, *y = b;
-    if (x->ts != y->ts)
-        return x->ts < y->ts ? 1 : -1;
-    if (x->part != y->part)
-        return x->part < y->part ? -1 : 1;
-    return x->off < y->off ? 1 : x->off > y->off ? -1 : 0;
-}
-
-/* One line per record: P:O, time (ISO-8601 UTC), kind, what, reason. */
-static char *format_record(rd_kafka_message_t *m, const char **ret_reason) {
-    char kind[64], st[256], sp[32], so[32], inst[32], when[40], what[400];
-    static char reason[600];
-    int64_t ts = rd_kafka_message_timestamp(m, NULL);
-    const char *k = hdr(m, "ax.kind", kind, sizeof kind);
-    const char *why = hdr(m, "ax.reason", reason, sizeof reason);
-    iso_ms(ts, when, sizeof when);
-    if (k && strcmp(k, "final_failure") == 0)
-        snprintf(what, sizeof what, "instance %s", hdr(m, "ax.instance.id", inst, sizeof inst) ?: "?");
-    else
-        snprintf(what, sizeof what, "from %s [%s] @%s",
-                 hdr(m, "ax.source.topic", st, sizeof st) ?: "?",
-                 hdr(m, "ax.source.partition", sp, sizeof sp) ?: "?",
-                 hdr(m, "ax.source.offset", so, sizeof so) ?: "?");
-    *ret_reason = why ? why : "";
-    char *line = NULL;
-    if (asprintf(&line, "%d:%lld  %s  %s  %s  %s", (int)m->partition, (long long)m->offset, when,
-                 k ? k : "rejected", what, why ? why : "") < 0)
-        return NULL;
-    return line;
 }
 
 typedef struct list_opts {
@@ -193,148 +136,58 @@ static void parse_list(int argc, char **argv, list_opts_t *o) {
     }
 }
 
-/* What dlq list reads: per partition from[p]..to[p] (assigned in l). */
-typedef struct list_plan {
-    int np, pending; /* partitions, those not read to their end yet */
-    int64_t *from, *to;
-    rd_kafka_topic_partition_list_t *l;
-} list_plan_t;
-
-static void plan_free(list_plan_t *pl) {
-    free(pl->from);
-    free(pl->to);
-    if (pl->l)
-        rd_kafka_topic_partition_list_destroy(pl->l);
+/* One line per record: P:O, time (ISO-8601 UTC), kind, what (with the
+ * job, trace id and instance its headers name, in parentheses), reason. */
+static void print_record(const ax_dlq_rec_t *r) {
+    char when[40], what[400], about[700] = "";
+    iso_ms(r->ts_ms, when, sizeof when);
+    if (r->final_failure)
+        snprintf(what, sizeof what, "instance %lld", (long long)r->instance_id);
+    else if (!r->source[0])
+        snprintf(what, sizeof what, "from ? [?] @?");
+    else if (r->source_partition < 0 || r->source_offset < 0)
+        snprintf(what, sizeof what, "from %s [?] @?", r->source);
+    else
+        snprintf(what, sizeof what, "from %s [%lld] @%lld", r->source,
+                 (long long)r->source_partition, (long long)r->source_offset);
+    size_t n = 0;
+    if (r->job[0])
+        n += (size_t)snprintf(about + n, sizeof about - n, "%sjob %s", n ? ", " : "", r->job);
+    if (r->trace_id[0] && n < sizeof about)
+        n += (size_t)snprintf(about + n, sizeof about - n, "%strace %s", n ? ", " : "",
+                              r->trace_id);
+    if (!r->final_failure && r->instance_id > 0 && n < sizeof about)
+        n += (size_t)snprintf(about + n, sizeof about - n, "%sinstance %lld", n ? ", " : "",
+                              (long long)r->instance_id);
+    printf("%d:%lld  %s  %s  %s%s%s%s  %s\n", (int)r->partition, (long long)r->offset, when,
+           r->final_failure ? "final_failure" : "rejected", what, about[0] ? " (" : "", about,
+           about[0] ? ")" : "", r->reason);
 }
 
-/* Per partition: from where to where. Without --reason, the newest
- * `limit` overall are among each partition's last `limit`. 0, or 1 (said
- * why). */
-static int plan_list(rd_kafka_t *rk, const char *topic, const list_opts_t *o, list_plan_t *pl) {
-    int np = pl->np = partitions(rk, topic);
-    pl->from = calloc((size_t)np, sizeof *pl->from);
-    pl->to = calloc((size_t)np, sizeof *pl->to);
-    pl->l = rd_kafka_topic_partition_list_new(np);
-    if (!pl->from || !pl->to || !pl->l) {
-        fprintf(stderr, "axctl: out of memory\n");
-        return 1;
-    }
-    for (int p = 0; p < np; p++) {
-        int64_t lo, hi;
-        watermarks(rk, topic, p, &lo, &hi);
-        pl->from[p] = lo;
-        pl->to[p] = hi;
-        rd_kafka_topic_partition_list_add(pl->l, topic, p)->offset =
-            o->since == INT64_MIN ? lo : o->since;
-    }
-    if (o->since != INT64_MIN) {
-        rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, pl->l, 10000);
-        if (e) {
-            fprintf(stderr, "axctl: cannot find the offsets of --since: %s\n", rd_kafka_err2str(e));
-            return 1;
-        }
-        for (int p = 0; p < np; p++) {
-            int64_t off = pl->l->elems[p].offset;
-            pl->from[p] = off < 0 ? pl->to[p] : off; /* -1: nothing at or after since */
-        }
-    }
-    pl->pending = 0;
-    for (int p = 0; p < np; p++) {
-        if (!o->reason && pl->to[p] - pl->from[p] > o->limit)
-            pl->from[p] = pl->to[p] - o->limit;
-        pl->l->elems[p].offset = pl->from[p];
-        pl->pending += pl->from[p] < pl->to[p];
-    }
-    return 0;
-}
-
-typedef struct entries {
-    entry_t *e;
-    size_t n, cap;
-} entries_t;
-
-/* Keep record m if it matches; 0, or -1 out of memory. */
-static int collect(entries_t *es, rd_kafka_message_t *m, const list_opts_t *o) {
-    const char *why;
-    char *line = format_record(m, &why);
-    if (line && (!o->reason || strcasestr(why, o->reason))) {
-        if (es->n == es->cap) {
-            size_t cap = es->cap ? es->cap * 2 : 256;
-            entry_t *ne = realloc(es->e, cap * sizeof *ne);
-            if (!ne) {
-                free(line);
-                return -1;
-            }
-            es->e = ne;
-            es->cap = cap;
-        }
-        es->e[es->n++] = (entry_t){rd_kafka_message_timestamp(m, NULL), m->offset,
-                                   (int)m->partition, line};
-        line = NULL;
-    }
-    free(line);
-    return 0;
-}
-
-/* Read the planned ranges into es; 0, or 1 (said why). */
-static int read_list(rd_kafka_t *rk, list_plan_t *pl, const list_opts_t *o, entries_t *es) {
-    int idle = 0;
-    while (pl->pending > 0 && idle < 3) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 5000);
-        if (!m) {
-            idle++;
-            continue;
-        }
-        idle = 0;
-        int p = m->partition, in = p >= 0 && p < pl->np;
-        if (in && (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
-                   (!m->err && m->offset + 1 >= pl->to[p]))) {
-            if (pl->from[p] < pl->to[p])
-                pl->pending--;
-            pl->from[p] = pl->to[p]; /* done */
-        }
-        int rc = 0;
-        if (!m->err && in && m->offset < pl->to[p] &&
-            rd_kafka_message_timestamp(m, NULL) >= o->since)
-            rc = collect(es, m, o);
-        else if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-            ax_debug("dlq list: %s", rd_kafka_message_errstr(m));
-        rd_kafka_message_destroy(m);
-        if (rc < 0) {
-            fprintf(stderr, "axctl: out of memory\n");
-            return 1;
-        }
-    }
-    return 0;
-}
-
+/* dlq list through ax_dlq_list (libax, ax/dlq.h), which ax-api calls too. */
 static int dlq_list(int argc, char **argv) {
     list_opts_t o;
     parse_list(argc, argv, &o);
-    char topic[256];
-    ax_conf_topic(&conf, "dlq", topic, sizeof topic);
-    rd_kafka_t *rk = reader(NULL);
-    list_plan_t pl = {0};
-    entries_t es = {0};
-    int rc = plan_list(rk, topic, &o, &pl);
-    if (rc == 0) {
-        rd_kafka_assign(rk, pl.l);
-        rc = read_list(rk, &pl, &o, &es);
+    char err[1024];
+    int rc;
+    ax_dlq_t *d = ax_dlq_open(&conf, &rc, err, sizeof err);
+    if (!d) {
+        fprintf(stderr, "axctl: %s%s\n", rc == AX_ERR_INVALID ? "configuration error: " : "",
+                err);
+        return rc == AX_ERR_INVALID ? 2 : 1;
     }
-    if (rc == 0 && pl.pending > 0)
-        fprintf(stderr, "axctl: warning: %d partition(s) of %s not read to the end\n", pl.pending,
-                topic);
-    if (rc == 0 && es.n)
-        qsort(es.e, es.n, sizeof *es.e, entry_cmp);
-    for (size_t i = 0; i < es.n; i++) {
-        if (rc == 0 && (int64_t)i < o.limit)
-            puts(es.e[i].line);
-        free(es.e[i].line);
+    ax_dlq_rec_t *recs = NULL;
+    size_t n = 0;
+    rc = ax_dlq_list(d, o.limit, o.since, o.reason, &recs, &n, err, sizeof err);
+    ax_dlq_close(d);
+    if (rc < 0) {
+        fprintf(stderr, "axctl: %s\n", err);
+        return 1;
     }
-    free(es.e);
-    plan_free(&pl);
-    reader_close(rk);
-    return rc;
+    for (size_t i = 0; i < n; i++)
+        print_record(&recs[i]);
+    free(recs);
+    return 0;
 }
 
 /* dlq replay P:O through ax_dlq_replay (libax, ax/dlq.h), which ax-api

@@ -212,17 +212,38 @@ static int print_leader(ax_pg_t *pg) {
     ax_leader_info_t l = {0};
     int rc = ax_store_fleet_leader(pg, role, &l, err, sizeof err);
     if (rc == AX_ERR_NOTFOUND) {
-        printf("deployment %s: no leader trigger\n\n", conf.topic_prefix);
+        printf("deployment %s: no leader trigger\n", conf.topic_prefix);
         return 0;
     }
     if (rc < 0) {
         fprintf(stderr, "axctl: %s\n", pg_err_line(err));
         return 1;
     }
-    printf("deployment %s: leader trigger %s (epoch %lld, lease %.1f s left)\n\n",
+    printf("deployment %s: leader trigger %s (epoch %lld, lease %.1f s left)\n",
            conf.topic_prefix, l.holder ? l.holder : "?", (long long)l.epoch,
            (double)l.lease_left_ms / 1000.0);
     ax_leader_info_clear(&l);
+    return 0;
+}
+
+/* "standby triggers: H (heard 0.4 s ago), H2 (lost: heard 5.0 s ago)" or
+ * "standby triggers: none", then a blank line. */
+static int print_standbys(ax_pg_t *pg) {
+    char role[300], err[1024];
+    snprintf(role, sizeof role, "%strigger", conf.topic_prefix);
+    ax_standby_t *sb;
+    size_t n;
+    if (ax_store_fleet_standbys(pg, role, ax_standby_lost_after_ms(conf.trigger_lease_ms), 100,
+                                &sb, &n, err, sizeof err) < 0) {
+        fprintf(stderr, "axctl: %s\n", pg_err_line(err));
+        return 1;
+    }
+    printf("standby triggers:%s", n ? "" : " none");
+    for (size_t i = 0; i < n; i++)
+        printf("%s %s (%sheard %.1f s ago)", i ? "," : "", sb[i].holder,
+               sb[i].lost ? "lost: " : "", (double)sb[i].age_ms / 1000.0);
+    printf("\n\n");
+    ax_standbys_free(sb, n);
     return 0;
 }
 
@@ -281,6 +302,8 @@ int cmd_status(int argc, char **argv) {
     }
     ax_pg_t *pg = pg_open();
     int rc = print_leader(pg);
+    if (rc == 0)
+        rc = print_standbys(pg);
     if (rc == 0)
         rc = print_lanes(pg);
     if (rc == 0) {

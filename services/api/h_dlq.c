@@ -55,7 +55,8 @@ static json_t *rec_json(const ax_dlq_rec_t *r) {
                      "source", js(r->source[0] ? r->source : NULL), "reason",
                      js(r->reason[0] ? r->reason : NULL), "instance_id",
                      r->instance_id ? json_integer(r->instance_id) : json_null(), "job",
-                     json_null(), "trace_id", json_null());
+                     js(r->job[0] ? r->job : NULL), "trace_id",
+                     js(r->trace_id[0] ? r->trace_id : NULL));
 }
 
 static void list_done(api_dlq_job_t *j) {

@@ -109,8 +109,26 @@ void h_leader(req_t *rq) {
                                          (json_int_t)l.lease_left_ms)
                              : json_null();
     ax_leader_info_clear(&l);
-    /* standbys keep no row of their own yet: an empty list */
-    api_reply(rq, 200, json_pack("{s:s,s:o,s:[]}", "role", role, "leader", leader, "standbys"));
+    ax_standby_t *sb;
+    size_t n;
+    rc = ax_store_fleet_standbys(PG(rq), role,
+                                 ax_standby_lost_after_ms(rq->api->svc.conf.trigger_lease_ms),
+                                 100, &sb, &n, err, sizeof err);
+    if (rc < 0) {
+        json_decref(leader);
+        api_fail(rq, rc, NULL, err);
+        return;
+    }
+    json_t *standbys = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(standbys, json_pack("{s:o,s:o,s:o,s:I,s:b}", "holder",
+                                                  js(sb[i].holder), "started_at",
+                                                  jtime(1, sb[i].started_ms), "seen_at",
+                                                  jtime(1, sb[i].heartbeat_ms), "age_ms",
+                                                  (json_int_t)sb[i].age_ms, "lost", sb[i].lost));
+    ax_standbys_free(sb, n);
+    api_reply(rq, 200, json_pack("{s:s,s:o,s:o}", "role", role, "leader", leader, "standbys",
+                                 standbys));
 }
 
 void h_counters(req_t *rq) {

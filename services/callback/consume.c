@@ -98,8 +98,12 @@ static void drop_superseded_cuts(batch_t *b) {
 static int reject_refused(callback_t *cb, batch_t *b, size_t k, const char *err) {
     char reason[512];
     snprintf(reason, sizeof reason, "cannot persist result: %.400s", err);
-    if (k < b->nin)
-        return ax_svc_reject(&cb->svc, b->msgs[b->src[k]], reason) < 0 ? AX_ERR_IO : 0;
+    if (k < b->nin) {
+        const ax_attempt_t *a = &b->as[b->src[k]];
+        ax_dlq_about_t about = {a->instance_id, NULL, a->trace_id};
+        return ax_svc_reject_about(&cb->svc, b->msgs[b->src[k]], reason, &about) < 0 ? AX_ERR_IO
+                                                                                     : 0;
+    }
     /* the size probes alone were refused: theirs are the bad data */
     for (size_t i = 0; i < cb->probes.n; i++)
         if (ax_svc_reject(&cb->svc, b->msgs[cb->probes.msg[i]], reason) < 0)

@@ -258,14 +258,18 @@ static int pub_ready(callback_t *cb) {
 
 /* ---- one Kafka transaction ------------------------------------------------------------- */
 
+/* res's Result record (buf, len) to the dead-letter topic, with its
+ * instance (the key), job and trace id in headers. */
 static void dead_letter(callback_t *cb, const char *key, int klen, const void *buf, size_t len,
-                        const char *reason, const char *kind, int64_t id) {
+                        const char *reason, const char *kind, const ax_result_t *res) {
     char err[1024];
-    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+    int64_t id = res->instance_id;
+    rd_kafka_headers_t *h = rd_kafka_headers_new(6);
     rd_kafka_header_add(h, "ax.reason", -1, reason, -1);
     rd_kafka_header_add(h, "ax.kind", -1, kind, -1);
     rd_kafka_header_add(h, "ax.instance.id", -1, key, klen);
     rd_kafka_header_add(h, "ax.service", -1, cb->svc.name, -1);
+    ax_kafka_dlq_about(h, &(ax_dlq_about_t){0, res->job, res->trace_id});
     if (ax_kafka_produce(cb->pub.txp, cb->svc.topic_dlq, key, (size_t)klen, buf, len, h,
                          &cb->pub.dlv.d, err, sizeof err) < 0) {
         rd_kafka_headers_destroy(h);
@@ -340,7 +344,7 @@ static int pub_one(callback_t *cb, const ax_result_t *row) {
             if (ax_result_encode(&res, &buf, &len) == 0)
                 dead_letter(cb, key, klen, buf, len,
                             "the results topic refused this result, even cut", "result_refused",
-                            res.instance_id);
+                            &res);
         }
         free(cut_err);
         free(buf);
@@ -354,7 +358,7 @@ static int pub_one(callback_t *cb, const ax_result_t *row) {
      * transaction. */
     if (res.outcome != AX_OUTCOME_SUCCESS && res.outcome != AX_OUTCOME_CANCELLED)
         dead_letter(cb, key, klen, buf, len, res.error ? res.error : ax_outcome_name(res.outcome),
-                    "final_failure", res.instance_id);
+                    "final_failure", &res);
     free(buf);
     free(cut_err);
     return 1;

@@ -113,6 +113,7 @@ static int take_message(executor_t *ex, rd_kafka_message_t *m) {
     ex->ln.served[r->qi.lane] = ax_mono_ms(); /* the lane was fetched from */
     char reason[512];
     int dlq = 0;
+    ax_dlq_about_t about = {0}; /* what it was, once it decoded */
     if (ax_svc_precheck(svc, m, AX_SCHEMA_DISPATCH, reason, sizeof reason) < 0 ||
         ax_dispatch_decode(m->payload, m->len, &r->d, reason, sizeof reason) < 0) {
         dlq = 1;
@@ -121,10 +122,11 @@ static int take_message(executor_t *ex, rd_kafka_message_t *m) {
                  "handler kind '%s' has no pool in this executor (executor.pools)",
                  r->d.handler_kind);
         dlq = 1;
+        about = (ax_dlq_about_t){r->d.instance_id, r->d.job, r->d.trace_id};
     }
     if (dlq) {
         r->state = RUN_DONE;
-        ax_svc_reject(svc, m, reason);
+        ax_svc_reject_about(svc, m, reason, &about);
         ex->dead_lettered++;
     } else {
         run_admit(ex, r);

@@ -268,7 +268,10 @@ int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) 
         if (rows[i].state == 1) {
             ax_warn("submission %s [%d] @%lld rejected: %s", rd_kafka_topic_name(msgs[i]->rkt),
                     (int)msgs[i]->partition, (long long)msgs[i]->offset, rows[i].reason);
-            if (ax_svc_reject(svc, msgs[i], rows[i].reason) < 0) {
+            /* decoded (unknown job, too large, refused by the statement):
+             * the dead letter says which job and trace */
+            ax_dlq_about_t about = {0, rows[i].s.job, rows[i].s.trace_id};
+            if (ax_svc_reject_about(svc, msgs[i], rows[i].reason, &about) < 0) {
                 rc = AX_ERR_IO;
                 goto out;
             }

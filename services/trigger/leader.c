@@ -260,6 +260,10 @@ void lead_fini(trigger_t *t) {
     }
     ax_pg_destroy(t->lease_pg);
     t->lease_pg = NULL;
+    char err[512];
+    if (t->svc.pg && t->role[0] && ax_store_leader_leave(t->svc.pg, t->role, t->holder, err,
+                                                         sizeof err) < 0)
+        ax_debug("member row not deleted: %s (deleted after an hour of silence)", err);
     if (t->ev_beat)
         event_free(t->ev_beat);
     t->ev_beat = NULL;
@@ -344,8 +348,17 @@ static void step_down(trigger_t *t, const char *why) {
     t->acquire_after_mono = ax_mono_ms() + t->svc.conf.trigger_lease_ms;
 }
 
+/* This trigger's heartbeat row (trigger_member), leader or standby: how
+ * standbys are seen (GET /api/v1/leader, axctl status). A failure only
+ * hides it for a while. */
+static void member_beat(trigger_t *t) {
+    char err[512];
+    if (ax_store_leader_beat(t->svc.pg, t->role, t->holder, err, sizeof err) < 0)
+        ax_debug("member heartbeat: %s", err);
+}
+
 /* The lease timer of the loop: notice starvation, follow the lease thread
- * (leader), or try to take over (standby). */
+ * (leader), or try to take over (standby); either way, the heartbeat. */
 void lead_tick(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
     char err[512];
@@ -377,13 +390,16 @@ void lead_tick(trigger_t *t) {
         pthread_mutex_unlock(&t->lease_mu);
         if (m0)
             clock_sync(t, pg_ms, m0, m1);
-        if (ax_pg_ensure(svc->pg, err, sizeof err) == 0)
+        if (ax_pg_ensure(svc->pg, err, sizeof err) == 0) {
             lead_note_reconnect(t);
+            member_beat(t);
+        }
         return;
     }
     if (ax_pg_ensure(svc->pg, err, sizeof err) < 0)
         return;
     lead_note_reconnect(t);
+    member_beat(t);
     /* after stepping down a standby goes first */
     if (now >= t->acquire_after_mono && try_take(t))
         return;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Malformed messages go to the dead-letter topic with the reason in the
-# headers, and the services keep working.
+# headers (and no job or trace id: they did not decode), a dispatch no pool
+# takes with its instance, job and trace id, and the services keep working.
 source "$(dirname "$0")/lib.sh"
 create_topics 1
 start_all --set message.max.bytes=4096
@@ -26,6 +27,24 @@ grep -q "exceeds message.max.bytes" "$WORK/headers" || fail "oversized message r
 grep -q "ax.service=ax-executor" "$WORK/headers" || fail "executor did not dead-letter"
 grep -q "ax.service=ax-callback" "$WORK/headers" || fail "callback did not dead-letter"
 grep -q "schema id 99" "$WORK/headers" || fail "unknown schema id reason missing"
+# none of them decoded: none names a job or trace id
+grep -qE "ax\.(job|trace\.id)=" "$WORK/headers" && fail "an undecodable dead letter names a job or trace id"
+
+# A dispatch that decodes but that no pool of the executor takes (no http
+# pool): its dead letter names its instance, job and trace id.
+stop_svc executor
+start_svc executor --set message.max.bytes=4096 --set executor.pools=plugin:1:1
+H="${JOBP}http"
+axctl job create "$H" --handler http -- "http://127.0.0.1:9/never" >/dev/null
+axctl submit --job "$H" --trace-id "nopool-$$" >/dev/null
+nopool() { kc -C -t "$(topic dlq)" -o beginning -e -q -f '%h\n' | grep "ax.service=ax-executor" | grep -q "ax.trace.id=nopool-$$"; }
+wait_for 60 "the dispatch without a pool dead-lettered" nopool
+line=$(kc -C -t "$(topic dlq)" -o beginning -e -q -f '%h\n' | grep "ax.trace.id=nopool-$$")
+id=$(sql "SELECT id FROM job_instance WHERE trace_id = 'nopool-$$'")
+grep -q "ax.job=$H" <<<"$line" && grep -q "ax.instance.id=$id\b" <<<"$line" && grep -q "has no pool" <<<"$line" \
+    || fail "the no-pool dead letter lacks its job, instance $id or reason: $line"
+stop_svc executor
+start_svc executor --set message.max.bytes=4096
 
 # Still working.
 axctl submit --wait --wait-timeout 60 -- true >/dev/null || fail "services stopped working after bad input"

@@ -9,7 +9,8 @@
 # (b) submit --wait on a submission the trigger dead-letters returns the
 #     DLQ's reason (exit 1) instead of waiting out --wait-timeout.
 # (c) --payload-file - reads standard input.
-# (d) dlq list: newest first, ISO-8601 times, --limit, --since, --reason;
+# (d) dlq list: newest first, ISO-8601 times, the job and trace id of a
+#     rejected submission that decoded, --limit, --since, --reason;
 #     dlq replay of one record twice makes one instance (the second call
 #     says so); dlq replay 99:99 exits 2 with one line.
 # (e) instance list --job --state; instance cancel of a SCHEDULED instance
@@ -154,8 +155,9 @@ grep -qvE '^[0-9]+:[0-9]+  [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}
     && fail "dlq list: a line without P:O and an ISO-8601 time"
 head -n 1 "$WORK/dlq" | grep -qE "rejected  from $(topic submit) \[[0-9]\] @[0-9]+  magic byte" \
     || fail "dlq list: the newest record (the garbage) is not first"
-tail -n 1 "$WORK/dlq" | grep -qE "rejected  from $(topic submit) \[[0-9]\] @[0-9]+  unknown job '$GONE'" \
-    || fail "dlq list: the oldest record (unknown job) is not last"
+# the rejected submission decoded: its line names its job and trace id
+tail -n 1 "$WORK/dlq" | grep -qE "rejected  from $(topic submit) \[[0-9]\] @[0-9]+ \(job $GONE, trace gone-$$\)  unknown job '$GONE'" \
+    || fail "dlq list: the oldest record (unknown job, with its job and trace id) is not last"
 awk '{ print $2 }' "$WORK/dlq" >"$WORK/times"
 sort -r "$WORK/times" | cmp -s - "$WORK/times" || fail "dlq list: times not newest first"
 axctl dlq list --limit 1 >"$WORK/dlq1"

@@ -18,10 +18,12 @@
 #     axctl instance list --outcome, instance retry, job
 #     pause-all/resume-all;
 # (d) flows (define, cycle and unknown job refused naming the stage, run,
-#     runs with stage states, delete), executors, lanes, leader, counters,
+#     runs with stage states, delete), executors, lanes, leader and
+#     standbys (a second trigger listed, lost while paused, gone once
+#     stopped), counters,
 #     stats (the overview's aggregate, against the database),
-#     DLQ (list newest first, show, replay once: the second replay makes no
-#     second instance);
+#     DLQ (list newest first with job and trace id, also axctl dlq list,
+#     show, replay once: the second replay makes no second instance);
 # (e) every mutating call is logged with the token's name, never the token;
 #     a DLQ request waiting on an unreachable Kafka holds up no other
 #     request and ends in 503 + Retry-After; TLS when api.tls.cert/key are set;
@@ -362,6 +364,32 @@ want 200 GET /api/v1/lanes
 [ "$(j '.items|map(.priority)|join(",")')" = "P0,P1,P2,P3,P4" ] || fail "lanes: $(cat "$WORK/body")"
 has_leader() { call GET /api/v1/leader >/dev/null; [ "$(j '.leader.holder // empty')" != "" ]; }
 wait_for 30 "a leader" has_leader
+# Standbys: a second trigger shows up in the leader's standbys (its
+# heartbeat row), with axctl status and the API naming the same holder; it
+# is gone once it stopped.
+LEADER=$(j .leader.holder)
+[ "$(j '.standbys|length')" = 0 ] || fail "a standby before the second trigger: $(cat "$WORK/body")"
+start_svc trigger@standby
+one_standby() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys|length')" = 1 ]; }
+wait_for 30 "the second trigger among the standbys" one_standby
+SB=$(j '.standbys[0].holder')
+[ "$SB" != "$LEADER" ] && [ "$(j .leader.holder)" = "$LEADER" ] && [ "$(j '.standbys[0].lost')" = false ] \
+    && [ "$(j '.standbys[0].age_ms')" -ge 0 ] || fail "standbys: $(cat "$WORK/body")"
+axctl status >"$WORK/status"
+grep -qF "standby triggers: $SB (heard " "$WORK/status" || fail "axctl status: $(cat "$WORK/status")"
+grep -qF "leader trigger $LEADER " "$WORK/status" || fail "axctl status: $(cat "$WORK/status")"
+# a standby that stops beating (paused) is marked lost, and not once it beats again
+kill -STOP "${SVC_PID[trigger@standby]}"
+standby_lost() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys[0].lost')" = true ]; }
+wait_for 30 "the paused standby marked lost" standby_lost
+axctl status | grep -qF "standby triggers: $SB (lost: heard " || fail "axctl status, standby paused: $(axctl status)"
+kill -CONT "${SVC_PID[trigger@standby]}"
+standby_back() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys[0].lost')" = false ]; }
+wait_for 30 "the standby beating again" standby_back
+stop_svc trigger@standby
+no_standby() { call GET /api/v1/leader >/dev/null; [ "$(j '.standbys|length')" = 0 ]; }
+wait_for 30 "the stopped trigger gone from the standbys" no_standby
+axctl status | grep -qx "standby triggers: none" || fail "axctl status after the standby stopped: $(axctl status)"
 want 200 GET /api/v1/counters
 
 FF=${JOBP}fails
@@ -373,9 +401,15 @@ dlq_has() { call GET "/api/v1/dlq?limit=10" >/dev/null; [ "$(jq --argjson i "$FI
 wait_for 60 "the final failure on the DLQ" dlq_has
 REC=$(jq -r --argjson i "$FID" '.items[] | select(.instance_id == $i) | .id' "$WORK/body")
 [ "$(jq -r '.items[0].kind' "$WORK/body")" = final_failure ] || fail "dlq list: $(cat "$WORK/body")"
+# the dead letter names its job and trace id (headers ax.job, ax.trace.id)
+[ "$(jq -r --argjson i "$FID" '.items[] | select(.instance_id == $i) | .job + "/" + .trace_id' "$WORK/body")" = "$FF/$TR-fail" ] \
+    || fail "dlq list: no job/trace id: $(cat "$WORK/body")"
+axctl dlq list --limit 10 | grep -qE "^$REC  [^ ]+  final_failure  instance $FID \(job $FF, trace $TR-fail\)  " \
+    || fail "axctl dlq list: $(axctl dlq list --limit 10)"
 want 200 GET "/api/v1/dlq?reason=exit&since=2000-01-01T00:00:00Z"
 want 200 GET "/api/v1/dlq/$REC"
 [ "$(j .kind)/$(j .instance_id)/$(j '.headers["ax.kind"]')" = "final_failure/$FID/final_failure" ] || fail "dlq show: $(cat "$WORK/body")"
+[ "$(j .job)/$(j .trace_id)/$(j '.headers["ax.trace.id"]')" = "$FF/$TR-fail/$TR-fail" ] || fail "dlq show: $(cat "$WORK/body")"
 bad id GET /api/v1/dlq/nonsense
 want 404 GET /api/v1/dlq/0:99999999
 want 403 POST "/api/v1/dlq/$REC/replay" "" "$READ"

@@ -4,7 +4,8 @@
 # refused; log in; a job created in the form and run reaches FINISHED on
 # its instance page without a reload; a sleeping command cancelled on its
 # page ends CANCELLED and its process is gone; a DLQ record (a malformed
-# submission) is replayed. Screenshots of every page (light, dark, phone
+# submission) is replayed; the overview names the standby trigger.
+# Screenshots of every page (light, dark, phone
 # width) are kept under $IT_ARTIFACTS/207_console and their paths printed.
 source "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +19,16 @@ done
 trap 'rc=$?; set +e; sql "DELETE FROM flow WHERE name LIKE '"'${JOBP}%'"'" >/dev/null 2>&1; (exit $rc); cleanup' EXIT
 create_topics 1
 start_all
+# a second trigger: the overview names it as the standby
+start_svc trigger@standby
+STANDBY=
+standby_seen() { # exactly one trigger heard from that does not hold the lease, while one does
+    STANDBY=$(sql "SELECT m.holder FROM trigger_member m WHERE m.role = '$(topic trigger)'
+        AND m.heartbeat_at > now() - interval '5 seconds'
+        AND EXISTS (SELECT 1 FROM ax_leader l WHERE l.role = m.role AND l.expires_at > now())
+        AND NOT EXISTS (SELECT 1 FROM ax_leader l WHERE l.role = m.role AND l.holder = m.holder
+                        AND l.expires_at > now())")
+    [ -n "$STANDBY" ] && [ "$(wc -l <<<"$STANDBY")" = 1 ]; }
 
 # An admin and a read token for this test only: ax-api keeps their SHA-256,
 # the browser gets them from the environment (never a command line).
@@ -37,12 +48,13 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$
 printf 'this is not avro' | kc -P -t "$(topic submit)"
 wait_for 60 "a dead letter" bash -c "[ \$(kc -C -t $(topic dlq) -o beginning -e -q -f 'x\n' | wc -l) -ge 1 ]"
 
+wait_for 30 "a standby trigger's heartbeat" standby_seen
 OUT="$IT_ARTIFACTS/$T"
 rm -rf "$OUT"; mkdir -p "$OUT"
 SLEEP_S=$(( 3000 + RANDOM % 5000 ))
 MARKER="console-$$-$RANDOM"
 AX_CONSOLE_TOKEN=$TOKEN AX_CONSOLE_READ_TOKEN=$READ_TOKEN /usr/bin/python3 "$(dirname "$0")/console_browser.py" --base "$BASE" --out "$OUT" \
-    --job-prefix "$JOBP" --sleep-seconds "$SLEEP_S" --marker "$MARKER" --profile "$WORK/chromium" 2>&1 | tee "$WORK/browser.log" \
+    --job-prefix "$JOBP" --sleep-seconds "$SLEEP_S" --marker "$MARKER" --profile "$WORK/chromium" --standby "$STANDBY" 2>&1 | tee "$WORK/browser.log" \
     || fail "the browser run failed (screenshots in $OUT)"
 
 # What the browser saw is what PostgreSQL holds.

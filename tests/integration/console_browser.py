@@ -5,7 +5,8 @@ Against a running ax stack with ax-api: a wrong token is refused; log in;
 create a job in the form, run it and watch its instance page reach FINISHED
 without a reload; retry it; create a sleeping job, run it, cancel it on its
 page and see it end CANCELLED and its process end; filter instances; a
-cron job's DST-marked next fires; keyset pages; show a DLQ record and replay it; visit every page and
+cron job's DST-marked next fires; keyset pages; the overview names the standby
+trigger; show a DLQ record and replay it; visit every page and
 save screenshots (light, dark, phone width) under --out, printing each path.
 
 The tokens come from the environment (AX_CONSOLE_TOKEN: admin,
@@ -229,6 +230,15 @@ def cancel_sleeper(c, name, seconds):
     return iid
 
 
+def overview_standby(c, holder):
+    """The overview's leader card names the standby trigger (its heartbeat
+    row), updating live."""
+    c.go('#/overview')
+    c.wait(f'the overview naming standby {holder}',
+           lambda: '1 standby(s)' in c.text('#standbys') and holder in c.text('#standbys'), 30)
+    c.log(f'overview: {c.text("#standbys")}')
+
+
 def replay_dlq(c):
     c.go('#/dlq')
     rows = c.wait('a DLQ record listed', lambda: c.els('main table.grid tbody tr td a'), 60)
@@ -378,6 +388,7 @@ def main():
     ap.add_argument('--sleep-seconds', type=int, required=True)
     ap.add_argument('--marker', required=True)
     ap.add_argument('--profile', help="Chromium's user data dir (fresh; default a new temporary one)")
+    ap.add_argument('--standby', help="the holder of the standby trigger the overview must name")
     a = ap.parse_args()
     token = os.environ['AX_CONSOLE_TOKEN']
     os.makedirs(a.out, exist_ok=True)
@@ -386,6 +397,8 @@ def main():
     try:
         login(c, token)
         c.theme('light')
+        if a.standby:
+            overview_standby(c, a.standby)
         ids['job'] = a.job_prefix + 'echo'
         ids['echo_instance'] = watch_echo(c, ids['job'], a.marker)
         ids['retry_instance'] = retry_finished(c, ids['echo_instance'])

@@ -4,8 +4,10 @@
  *
  * Two kinds of records land there: messages a service could not process
  * (the original bytes, headers ax.reason and ax.source.topic/partition/
- * offset), and final failures (ax.kind = final_failure: the instance's
- * Result record, after its retries; header ax.instance.id).
+ * offset; ax.instance.id, ax.job, ax.trace.id when the message decoded far
+ * enough to name them), and final failures (ax.kind = final_failure: the
+ * instance's Result record, after its retries; headers ax.instance.id,
+ * ax.job, ax.trace.id).
  *
  * Replaying re-offers a record: a rejected message is produced again to
  * its source topic; a final failure becomes a new submission of the same
@@ -42,6 +44,8 @@ typedef struct ax_dlq_rec {
     char reason[600];       /* ax.reason */
     int64_t instance_id;    /* ax.instance.id, 0 if absent */
     char service[64];       /* ax.service */
+    char job[256];          /* ax.job */
+    char trace_id[200];     /* ax.trace.id */
 } ax_dlq_rec_t;
 
 /* A reader of <prefix>dlq (a consumer without a group). NULL with the

@@ -142,12 +142,25 @@ int ax_kafka_produce(rd_kafka_t *rk, const char *topic, const void *key, size_t 
  * Returns 0 if everything was delivered, AX_ERR_IO otherwise. */
 int ax_kafka_wait(rd_kafka_t *rk, ax_delivery_t *d, int timeout_ms);
 
+/* What a dead message was about, when it decoded far enough to say:
+ * instance id (0: unknown), job and trace id (NULL: unknown). */
+typedef struct ax_dlq_about {
+    int64_t instance_id;
+    const char *job;
+    const char *trace_id;
+} ax_dlq_about_t;
+
 /* Copy `msg` (value unchanged) to the dead-letter topic with headers
  * ax.reason, ax.source.topic, ax.source.partition, ax.source.offset,
- * ax.service. The value is truncated to `max_bytes`. Tracked by `d`. */
+ * ax.service and, from `about` (may be NULL), ax.instance.id, ax.job and
+ * ax.trace.id for what it knows. The value is truncated to `max_bytes`.
+ * Tracked by `d`. */
 int ax_kafka_dlq(rd_kafka_t *producer, const char *dlq_topic, const rd_kafka_message_t *msg,
-                 const char *reason, const char *service, size_t max_bytes, ax_delivery_t *d,
-                 char *errbuf, size_t errlen);
+                 const char *reason, const char *service, const ax_dlq_about_t *about,
+                 size_t max_bytes, ax_delivery_t *d, char *errbuf, size_t errlen);
+
+/* Add about's known fields to h as ax.instance.id, ax.job, ax.trace.id. */
+void ax_kafka_dlq_about(rd_kafka_headers_t *h, const ax_dlq_about_t *about);
 
 /* Synchronously commit, per partition, the highest offset+1 among msgs. */
 int ax_kafka_commit_msgs(rd_kafka_t *consumer, rd_kafka_message_t **msgs, size_t n,

@@ -116,6 +116,11 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
  * Returns 0 when *out is filled, AX_ERR_IO if the dead-letter produce could
  * not even be queued. */
 int ax_svc_reject(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reason);
+/* The same for a message that decoded far enough to say what it was
+ * about (instance, job, trace id: headers of the dead letter, shown by
+ * axctl dlq list and GET /api/v1/dlq); about may be NULL. */
+int ax_svc_reject_about(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reason,
+                        const ax_dlq_about_t *about);
 /* Size and framing checks shared by every consumer; returns 0 when the
  * message may be decoded, else fills reason. */
 int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_schema,

@@ -1,7 +1,8 @@
 /*
  * ax/store_fleet.h — the fleet as operators see it (axctl workers, axctl
  * status; the REST API next): executors from their heartbeat rows (table
- * worker) with their pools, the leader trigger's lease (ax_leader), and
+ * worker) with their pools, the leader trigger's lease (ax_leader) and
+ * the standby triggers' heartbeats (trigger_member), and
  * per lane the lag the leader measured (lane_status) with the instances
  * deferred now.
  *
@@ -61,10 +62,33 @@ typedef struct ax_leader_info {
 } ax_leader_info_t;
 
 /* The holder of role's lease (<topic.prefix>trigger); AX_ERR_NOTFOUND if
- * no lease runs (no leader). Standbys hold no row: they are not listed. */
+ * no lease runs (no leader). */
 int ax_store_fleet_leader(ax_pg_t *pg, const char *role, ax_leader_info_t *ret, char *errbuf,
                           size_t errlen);
 void ax_leader_info_clear(ax_leader_info_t *l);
+
+/* A trigger of the role that does not lead, from its heartbeat row
+ * (trigger_member, written at every lease tick of every trigger). */
+typedef struct ax_standby {
+    char *holder;         /* as the lease would name it: <worker id>/<random> */
+    int64_t started_ms;   /* its first heartbeat */
+    int64_t heartbeat_ms; /* its last */
+    int64_t age_ms;       /* since its last, >= 0 */
+    int lost;             /* silent longer than lost_after_ms */
+} ax_standby_t;
+
+/* A trigger beats every lease tick (trigger.lease.ms / 3, at most a
+ * second): three missed beats make it lost. */
+static inline int64_t ax_standby_lost_after_ms(int64_t lease_ms) {
+    return 3 * (lease_ms / 3 < 1000 ? lease_ms / 3 : 1000);
+}
+
+/* The standbys of role heard from within the last minute, at most limit,
+ * the longest running first. */
+int ax_store_fleet_standbys(ax_pg_t *pg, const char *role, int64_t lost_after_ms, size_t limit,
+                            ax_standby_t **ret_rows, size_t *ret_n, char *errbuf,
+                            size_t errlen);
+void ax_standbys_free(ax_standby_t *rows, size_t n);
 
 /* ---- lanes ------------------------------------------------------------------------- */
 

@@ -3,6 +3,9 @@
  * holding the holder, an epoch (the fencing token: taking the row
  * increments it) and an expiry in PostgreSQL's clock.
  *
+ * Every trigger also keeps a heartbeat row in trigger_member (role,
+ * holder), so standbys are visible.
+ *
  * Every function returns 0 or an ax error (ax/store.h): AX_ERR_NOTFOUND
  * says the lease is not (or no longer) the caller's.
  */
@@ -41,6 +44,17 @@ int ax_store_leader_release(ax_pg_t *pg, const ax_lease_key_t *k, char *errbuf, 
 /* Inside the caller's transaction: read k's lease row FOR SHARE (a
  * takeover waits for this transaction). 0 still k's, AX_ERR_NOTFOUND not. */
 int ax_store_leader_check(ax_pg_t *pg, const ax_lease_key_t *k, char *errbuf, size_t errlen);
+
+/* This trigger's heartbeat as a member of role (table trigger_member,
+ * leader or standby): its row made or renewed now; members silent for an
+ * hour are deleted on the way. What GET /api/v1/leader and axctl status
+ * list as standbys (ax/store_fleet.h). */
+int ax_store_leader_beat(ax_pg_t *pg, const char *role, const char *holder, char *errbuf,
+                         size_t errlen);
+
+/* This trigger stops: its member row deleted. */
+int ax_store_leader_leave(ax_pg_t *pg, const char *role, const char *holder, char *errbuf,
+                          size_t errlen);
 
 /* PostgreSQL's now() in epoch ms. */
 int ax_store_clock_ms(ax_pg_t *pg, int64_t *ret_ms, char *errbuf, size_t errlen);

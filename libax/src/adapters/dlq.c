@@ -116,9 +116,11 @@ void ax_dlq_rec_of(const rd_kafka_message_t *m, ax_dlq_rec_t *r) {
     hdr(m, "ax.source.topic", r->source, sizeof r->source);
     hdr(m, "ax.reason", r->reason, sizeof r->reason);
     hdr(m, "ax.service", r->service, sizeof r->service);
-    ax_utf8_sanitize(r->source, strlen(r->source));
-    ax_utf8_sanitize(r->reason, strlen(r->reason));
-    ax_utf8_sanitize(r->service, strlen(r->service));
+    hdr(m, "ax.job", r->job, sizeof r->job);
+    hdr(m, "ax.trace.id", r->trace_id, sizeof r->trace_id);
+    char *text[] = {r->source, r->reason, r->service, r->job, r->trace_id};
+    for (size_t i = 0; i < AX_ARRAY_SIZE(text); i++)
+        ax_utf8_sanitize(text[i], strlen(text[i]));
     r->source_partition = hdr(m, "ax.source.partition", num, sizeof num) ? atoll(num) : -1;
     r->source_offset = hdr(m, "ax.source.offset", num, sizeof num) ? atoll(num) : -1;
     r->instance_id = hdr(m, "ax.instance.id", num, sizeof num) ? atoll(num) : 0;

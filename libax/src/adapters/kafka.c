@@ -470,10 +470,24 @@ int ax_kafka_wait(rd_kafka_t *rk, ax_delivery_t *d, int timeout_ms) {
     return d->pending == 0 && d->failed == 0 ? 0 : AX_ERR_IO;
 }
 
+void ax_kafka_dlq_about(rd_kafka_headers_t *h, const ax_dlq_about_t *about) {
+    if (!about)
+        return;
+    if (about->instance_id > 0) {
+        char id[32];
+        snprintf(id, sizeof id, "%" PRId64, about->instance_id);
+        rd_kafka_header_add(h, "ax.instance.id", -1, id, -1);
+    }
+    if (about->job && *about->job)
+        rd_kafka_header_add(h, "ax.job", -1, about->job, -1);
+    if (about->trace_id && *about->trace_id)
+        rd_kafka_header_add(h, "ax.trace.id", -1, about->trace_id, -1);
+}
+
 int ax_kafka_dlq(rd_kafka_t *producer, const char *dlq_topic, const rd_kafka_message_t *msg,
-                 const char *reason, const char *service, size_t max_bytes, ax_delivery_t *d,
-                 char *errbuf, size_t errlen) {
-    rd_kafka_headers_t *h = rd_kafka_headers_new(5);
+                 const char *reason, const char *service, const ax_dlq_about_t *about,
+                 size_t max_bytes, ax_delivery_t *d, char *errbuf, size_t errlen) {
+    rd_kafka_headers_t *h = rd_kafka_headers_new(8);
     char part[16], off[32];
     snprintf(part, sizeof part, "%" PRId32, msg->partition);
     snprintf(off, sizeof off, "%" PRId64, msg->offset);
@@ -482,6 +496,7 @@ int ax_kafka_dlq(rd_kafka_t *producer, const char *dlq_topic, const rd_kafka_mes
     rd_kafka_header_add(h, "ax.source.partition", -1, part, -1);
     rd_kafka_header_add(h, "ax.source.offset", -1, off, -1);
     rd_kafka_header_add(h, "ax.service", -1, service, -1);
+    ax_kafka_dlq_about(h, about);
     size_t len = msg->len < max_bytes ? msg->len : max_bytes;
     int rc = ax_kafka_produce(producer, dlq_topic, msg->key, msg->key_len, msg->payload, len, h, d,
                               errbuf, errlen);

@@ -287,12 +287,17 @@ int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_s
 }
 
 int ax_svc_reject(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reason) {
+    return ax_svc_reject_about(svc, msg, reason, NULL);
+}
+
+int ax_svc_reject_about(ax_svc_t *svc, const rd_kafka_message_t *msg, const char *reason,
+                        const ax_dlq_about_t *about) {
     char err[512];
     ax_warn("dead-lettering %s [%d] @%lld: %s", rd_kafka_topic_name(msg->rkt),
             (int)msg->partition, (long long)msg->offset, reason);
     svc->dlq_count++;
     ax_metric_inc(svc->m_dlq, dlq_class(reason));
-    return ax_kafka_dlq(svc->producer, svc->topic_dlq, msg, reason, svc->name,
+    return ax_kafka_dlq(svc->producer, svc->topic_dlq, msg, reason, svc->name, about,
                         (size_t)svc->conf.message_max_bytes, &svc->dlv, err, sizeof err);
 }
 

@@ -59,6 +59,21 @@ AX_STMT(st_leader, "fleet.leader",
         "  greatest((extract(epoch FROM expires_at - now()) * 1000)::bigint, 0)"
         " FROM ax_leader WHERE role = $1 AND expires_at > now()");
 
+/* The triggers of role heard from within the last minute that do not
+ * hold its lease now (trigger_member, ax_leader), the longest running
+ * first; silent for longer than $2 ms: lost. */
+enum { S_HOLDER, S_STARTED, S_SEEN, S_AGE, S_LOST };
+AX_STMT(st_standbys, "fleet.standbys",
+        "SELECT m.holder, floor(extract(epoch FROM m.started_at) * 1000)::bigint,"
+        "  floor(extract(epoch FROM m.heartbeat_at) * 1000)::bigint,"
+        "  greatest((extract(epoch FROM now() - m.heartbeat_at) * 1000)::bigint, 0),"
+        "  m.heartbeat_at < now() - $2::bigint * interval '1 millisecond'"
+        " FROM trigger_member m WHERE m.role = $1"
+        " AND m.heartbeat_at > now() - interval '1 minute'"
+        " AND NOT EXISTS (SELECT 1 FROM ax_leader l WHERE l.role = m.role"
+        "   AND l.holder = m.holder AND l.expires_at > now())"
+        " ORDER BY m.started_at, m.holder LIMIT $3::bigint");
+
 /* Per lane: the executor group's lag as the leader trigger last measured
  * it (lane_status), whether the lane defers, since when, and the deferred
  * instances counted now. */
@@ -198,6 +213,44 @@ int ax_store_fleet_leader(ax_pg_t *pg, const char *role, ax_leader_info_t *ret, 
     }
     PQclear(r);
     return rc;
+}
+
+void ax_standbys_free(ax_standby_t *rows, size_t n) {
+    for (size_t i = 0; rows && i < n; i++)
+        free(rows[i].holder);
+    free(rows);
+}
+
+int ax_store_fleet_standbys(ax_pg_t *pg, const char *role, int64_t lost_after_ms, size_t limit,
+                            ax_standby_t **ret_rows, size_t *ret_n, char *errbuf,
+                            size_t errlen) {
+    ax_num_t n_lost, n_limit;
+    const char *p[] = {role, ax_num(&n_lost, lost_after_ms),
+                       ax_num(&n_limit, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit)};
+    PGresult *r;
+    int rc = ax_stmt_run(pg, &st_standbys, 3, p, NULL, NULL, &r, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    int nr = PQntuples(r);
+    ax_standby_t *rows = nr ? calloc((size_t)nr, sizeof *rows) : NULL;
+    size_t n = 0;
+    for (int i = 0; rows && i < nr; i++, n++) {
+        rows[n] = (ax_standby_t){.holder = ax_pg_strdup(r, i, S_HOLDER),
+                                 .started_ms = ax_pg_int(r, i, S_STARTED),
+                                 .heartbeat_ms = ax_pg_int(r, i, S_SEEN),
+                                 .age_ms = ax_pg_int(r, i, S_AGE),
+                                 .lost = ax_pg_bool(r, i, S_LOST)};
+        if (!rows[n].holder)
+            break;
+    }
+    PQclear(r);
+    if (nr && (!rows || n < (size_t)nr)) {
+        ax_standbys_free(rows, n);
+        return nomem(errbuf, errlen, "fleet.standbys");
+    }
+    *ret_rows = rows;
+    *ret_n = n;
+    return 0;
 }
 
 /* ---- lanes ------------------------------------------------------------------------- */

@@ -32,6 +32,17 @@ AX_STMT(st_check, "leader.check",
 
 AX_STMT(st_clock, "leader.clock", "SELECT (extract(epoch FROM now()) * 1000)::bigint");
 
+/* A member's heartbeat (trigger_member): its row created or its time
+ * renewed (a HOT update: no index but the key), and the rows of members
+ * silent for an hour (killed, never stopped) deleted on the way. */
+AX_STMT(st_beat, "leader.beat",
+        "WITH gone AS (DELETE FROM trigger_member WHERE role = $1 AND holder <> $2"
+        "   AND heartbeat_at < now() - interval '1 hour')"
+        " INSERT INTO trigger_member (role, holder) VALUES ($1, $2)"
+        " ON CONFLICT (role, holder) DO UPDATE SET heartbeat_at = now()");
+
+AX_STMT(st_leave, "leader.leave", "DELETE FROM trigger_member WHERE role = $1 AND holder = $2");
+
 int ax_store_leader_take(ax_pg_t *pg, const char *role, const char *holder, int64_t lease_ms,
                          int64_t *ret_epoch, int64_t *ret_pg_ms, char *errbuf, size_t errlen) {
     ax_num_t n_lease;
@@ -95,4 +106,16 @@ int ax_store_clock_ms(ax_pg_t *pg, int64_t *ret_ms, char *errbuf, size_t errlen)
     *ret_ms = ax_pg_int(r, 0, 0);
     PQclear(r);
     return 0;
+}
+
+int ax_store_leader_beat(ax_pg_t *pg, const char *role, const char *holder, char *errbuf,
+                         size_t errlen) {
+    const char *p[] = {role, holder};
+    return ax_stmt_run(pg, &st_beat, 2, p, NULL, NULL, NULL, errbuf, errlen);
+}
+
+int ax_store_leader_leave(ax_pg_t *pg, const char *role, const char *holder, char *errbuf,
+                          size_t errlen) {
+    const char *p[] = {role, holder};
+    return ax_stmt_run(pg, &st_leave, 2, p, NULL, NULL, NULL, errbuf, errlen);
 }

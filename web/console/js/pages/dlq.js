@@ -1,5 +1,6 @@
-// dlq.js — the dead-letter topic, newest first: filter by reason, show a
-// record (headers, bytes), replay it (idempotent on the API side).
+// dlq.js — the dead-letter topic, newest first (with the job, instance and
+// trace id a record names): filter by reason, show a record (headers,
+// bytes), replay it (idempotent on the API side).
 import {h, replace, badge, table, show, timeEl, hashHref, link, dl} from '../dom.js';
 import {get, post, enc, listOf} from '../api.js';
 import {actionButton, field, filterForm} from '../common.js';
@@ -19,6 +20,11 @@ function bytesView(b64) {
     return h('div', null, h('p', {class: 'muted small'},
         `${bytes.length} bytes${bytes.length > shown.length ? ', first 4096 shown' : ''}, as ${printable ? 'text' : 'hex'}`),
     h('pre', {class: 'output', tabindex: '0'}, body));
+}
+
+// A trace id links to the instances that carry it.
+function traceLink(t) {
+    return t ? link(`#/instances?trace_id=${enc(t)}`, t) : '—';
 }
 
 function replayButton(ctx, id, result) {
@@ -42,9 +48,9 @@ async function shown(ctx, id) {
                 h('a', {href: '#/dlq', class: 'button'}, 'Close'))),
         result,
         dl([['Kind', badge(e.kind)], ['Time', timeEl(e.time)], ['Source', show(e.source)],
-            ['Reason', show(e.reason)], ['Job', show(e.job)], ['Instance', e.instance_id
-                ? link(hashHref('instances', e.instance_id), `#${e.instance_id}`) : '—'],
-            ['Trace id', show(e.trace_id)]]),
+            ['Reason', show(e.reason)], ['Job', e.job ? link(hashHref('jobs', e.job), e.job) : '—'],
+            ['Instance', e.instance_id ? link(hashHref('instances', e.instance_id), `#${e.instance_id}`) : '—'],
+            ['Trace id', traceLink(e.trace_id)]]),
         h('h3', null, 'Headers'),
         table([['Header', ([k]) => h('code', null, k)], ['Value', ([, v]) => show(v)]], headers, {empty: 'No headers.'}),
         h('h3', null, 'Value'), bytesView(e.value_base64));
@@ -65,8 +71,10 @@ export async function render(ctx) {
             ['Time', e => timeEl(e.time)],
             ['Kind', e => badge(e.kind)],
             ['Source', e => show(e.source)],
-            ['Reason / job', e => show(e.reason ?? e.job)],
+            ['Reason', e => show(e.reason)],
+            ['Job', e => (e.job ? link(hashHref('jobs', e.job), e.job) : '—')],
             ['Instance', e => (e.instance_id ? link(hashHref('instances', e.instance_id), `#${e.instance_id}`) : '—')],
+            ['Trace id', e => traceLink(e.trace_id)],
         ], items, {caption: 'Newest first (at most 100)', empty: 'The dead-letter topic is empty.'}));
     if (detail) detail.scrollIntoView({block: 'start'});
 }

@@ -33,13 +33,22 @@ function card(title, value, detail) {
         h('p', {class: String(value).length > 14 ? 'big long' : 'big'}, value), detail ? h('p', {class: 'muted small'}, detail) : null);
 }
 
+// The standby triggers (their heartbeats), each named, a silent one marked lost.
+function standbysLine(list) {
+    if (!list.length) return h('p', {class: 'muted small', id: 'standbys'}, 'no standby');
+    return h('p', {class: 'muted small', id: 'standbys'}, `${list.length} standby(s): `,
+        list.map((s, i) => [i ? ', ' : '', h('code', null, show(s.holder)),
+            s.lost ? [' ', badge('lost')] : ` (${fmtDur(s.age_ms)} ago)`]));
+}
+
 function leaderCard(r) {
     if (r.status !== 'fulfilled') return card('Leader', '?', 'unavailable');
     const l = r.value.leader;
-    const standbys = Array.isArray(r.value.standbys) ? r.value.standbys.length : 0;
-    if (!l) return card('Leader', 'none', `${standbys} standby(s)`);
-    return card('Leader', show(l.holder),
-        `epoch ${show(l.epoch)} · lease ${fmtDur(l.lease_left_ms)} · ${standbys} standby(s)`);
+    const standbys = Array.isArray(r.value.standbys) ? r.value.standbys : [];
+    const c = l ? card('Leader', show(l.holder), `epoch ${show(l.epoch)} · lease ${fmtDur(l.lease_left_ms)}`)
+        : card('Leader', 'none', null);
+    c.append(standbysLine(standbys));
+    return c;
 }
 
 function executorsCard(r) {
