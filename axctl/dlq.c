@@ -164,18 +164,29 @@ static void print_record(const ax_dlq_rec_t *r) {
            about[0] ? ")" : "", r->reason);
 }
 
-/* dlq list through ax_dlq_list (libax, ax/dlq.h), which ax-api calls too. */
-static int dlq_list(int argc, char **argv) {
-    list_opts_t o;
-    parse_list(argc, argv, &o);
+/* The dead-letter topic's reader, or NULL with *exit_rc set (2: the
+ * configuration is wrong, 1: otherwise) and the reason printed. */
+static ax_dlq_t *dlq_open(int *exit_rc) {
     char err[1024];
     int rc;
     ax_dlq_t *d = ax_dlq_open(&conf, &rc, err, sizeof err);
     if (!d) {
         fprintf(stderr, "axctl: %s%s\n", rc == AX_ERR_INVALID ? "configuration error: " : "",
                 err);
-        return rc == AX_ERR_INVALID ? 2 : 1;
+        *exit_rc = rc == AX_ERR_INVALID ? 2 : 1;
     }
+    return d;
+}
+
+/* dlq list through ax_dlq_list (libax, ax/dlq.h), which ax-api calls too. */
+static int dlq_list(int argc, char **argv) {
+    list_opts_t o;
+    parse_list(argc, argv, &o);
+    char err[1024];
+    int rc;
+    ax_dlq_t *d = dlq_open(&rc);
+    if (!d)
+        return rc;
     ax_dlq_rec_t *recs = NULL;
     size_t n = 0;
     rc = ax_dlq_list(d, o.limit, o.since, o.reason, &recs, &n, err, sizeof err);
@@ -224,12 +235,9 @@ static int dlq_replay(int argc, char **argv) {
     int64_t part = parse_int(pbuf, "dlq replay: PARTITION");
     int64_t off = parse_int(colon + 1, "dlq replay: OFFSET");
     int rc;
-    ax_dlq_t *d = ax_dlq_open(&conf, &rc, err, sizeof err);
-    if (!d) {
-        fprintf(stderr, "axctl: %s%s\n", rc == AX_ERR_INVALID ? "configuration error: " : "",
-                err);
-        return rc == AX_ERR_INVALID ? 2 : 1;
-    }
+    ax_dlq_t *d = dlq_open(&rc);
+    if (!d)
+        return rc;
     snprintf(rec, sizeof rec, "%d:%lld", (int)part, (long long)off);
     rd_kafka_message_t *m = NULL;
     rc = part > INT32_MAX ? ax_seterr(err, sizeof err, AX_ERR_NOTFOUND, "no such record")
