@@ -169,6 +169,8 @@ void free_child_env(executor_t *ex, char **env);
 void run_done(run_t *r, const handler_result_t *res);
 /* Commit every partition up to its first unfinished message. */
 void commit_ready(executor_t *ex);
+/* Free every run still tracked (at exit, before the Kafka handles go). */
+void runs_free_all(executor_t *ex);
 
 struct executor {
     ax_svc_t svc; /* first: the service's callbacks cast it back */

@@ -360,6 +360,7 @@ static void executor_fini(executor_t *ex) {
     for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
         if (handlers[i]->fini)
             handlers[i]->fini(ex);
+    runs_free_all(ex); /* no message may outlive the consumer's handle */
     events_free(ex);
     lanes_fini(ex);
     xm_fini(ex);

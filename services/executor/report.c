@@ -207,6 +207,32 @@ void commit_ready(executor_t *ex) {
     maybe_stopped(ex);
 }
 
+/* At exit, after the loop and the handlers stopped: free every run still
+ * tracked (handed back or never claimed; their offsets are not committed,
+ * so the group delivers them again). librdkafka's rd_kafka_destroy() waits
+ * until every message it handed out is destroyed: one still held made the
+ * executor hang at exit after a SIGTERM with a backlog (SIGKILLed by its
+ * supervisor). */
+void runs_free_all(executor_t *ex) {
+    size_t n = 0;
+    while (ex->head) {
+        run_t *r = ex->head;
+        ex->head = r->next;
+        rd_kafka_message_destroy(r->msg);
+        r->msg = NULL;
+        n++;
+        if (r->state == RUN_REPORTING)
+            continue; /* a stop on an error: its delivery report may still come (left) */
+        ax_dispatch_clear(&r->d);
+        free(r->result_buf);
+        free(r);
+    }
+    ex->tail = NULL;
+    ex->tracked = 0;
+    if (n)
+        ax_info("%zu uncommitted dispatch(es) left for the group to deliver again", n);
+}
+
 /* ---- the environment of commands ---- */
 
 char **child_env(executor_t *ex, const run_t *r) {

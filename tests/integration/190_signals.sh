@@ -12,6 +12,11 @@
 # (c) SIGUSR1, SIGUSR2 and SIGPIPE kill nothing (USR1/USR2 are logged).
 # (d) SIGTERM (and SIGQUIT, SIGINT) drain: logged, exit status 0 — also
 #     while a service still waits for PostgreSQL.
+# (e) SIGTERM to an executor with a backlog (one slot, claimed instances
+#     waiting, more fetched): it exits 0 — it used to hang at exit in
+#     librdkafka, which waits for every message it handed out, until its
+#     supervisor's SIGKILL — and what it handed back runs on the next
+#     executor: every instance finishes once, with one attempt.
 source "$(dirname "$0")/lib.sh"
 
 create_topics
@@ -119,4 +124,40 @@ term callback@i INT
 start_svc executor@pg --config "$CONF" --set pg.port=1 --set backoff.max.ms=2000
 wait_for 30 "the executor to wait for PostgreSQL" grep -q "retrying in" "$WORK/ax-executor@pg.log"
 term executor@pg TERM
+
+# ---- (e) SIGTERM with a backlog: exits, and nothing is lost ----------------------------------
+JS="${JOBP}sigq"
+axctl job create "$JS" -- sleep 1 >/dev/null || fail "job create failed"
+start_svc trigger@e --config "$CONF"
+start_svc callback@e --config "$CONF"
+start_svc executor@e --config "$CONF" --set executor.slots=1 --set executor.shutdown.grace.ms=5000
+wait_for 30 "the executor to start" grep -q "executing" "$WORK/ax-executor@e.log"
+TRQ="sigq-$$-$RANDOM"
+for i in $(seq 1 12); do
+    axctl submit --job "$JS" --trace-id "$TRQ-$i" >/dev/null || fail "submit $i failed"
+done
+inst() { sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$TRQ-%' AND $1"; }
+claimed_behind() { [ "$(inst "state = 'LOCKED'")" -ge 2 ]; }
+all_finished() { [ "$(inst "state = 'FINISHED' AND result_published_at IS NOT NULL")" = 12 ]; }
+wait_for 30 "instances claimed behind the running one" claimed_behind
+pid=${SVC_PID[executor@e]}
+kill -TERM "$pid"
+for ((i = 0; i < 60; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+if kill -0 "$pid" 2>/dev/null; then
+    gdb -p "$pid" -batch -ex 'thread apply all bt 8' 2>/dev/null | grep -E '^#|^Thread' | head -40 || true
+    kill -KILL "$pid"
+    fail "ax-executor did not exit 60 s after SIGTERM (backlog of claimed instances)"
+fi
+set +e; wait "$pid"; rc=$?; set -e
+unset "SVC_PID[executor@e]"
+[ "$rc" = 0 ] || { logs executor@e; fail "ax-executor exited $rc on SIGTERM with a backlog"; }
+grep -q "handed back" "$WORK/ax-executor@e.log" || { logs executor@e; fail "nothing was handed back"; }
+log "ax-executor: SIGTERM with a backlog: exit 0 ($(grep -o '[0-9]* claimed instance(s) that had not started handed back' "$WORK/ax-executor@e.log"))"
+start_svc executor@f --config "$CONF"
+wait_for 90 "all 12 instances to finish" all_finished
+[ "$(inst "outcome = 'SUCCESS'")" = 12 ] || fail "not every instance SUCCESS: $(inst "outcome <> 'SUCCESS'") other"
+twice=$(sql "SELECT count(*) FROM (SELECT a.instance_id FROM job_attempt a JOIN job_instance i ON i.id = a.instance_id
+             WHERE i.trace_id LIKE '$TRQ-%' GROUP BY a.instance_id HAVING count(*) > 1) x")
+[ "$twice" = 0 ] || fail "$twice instance(s) ran more than once"
+log "the handed-back instances ran on the next executor, each once"
 log "PASS"
