@@ -33,7 +33,9 @@ typedef struct ax_pg ax_pg_t;
  * keepalives on, keepalives_idle = user_timeout/2 and keepalives_interval
  * = user_timeout/4 (in s, at least 1), keepalives_count 3; connect_timeout
  * 2 x user_timeout (in s, at least 2). A pg.keepalives = 0 drops the three
- * keepalive settings; pg.tcp_user_timeout = 0 is the system's default. */
+ * keepalive settings (and libpq then ignores tcp_user_timeout: it sets it
+ * only with keepalives on); pg.tcp_user_timeout = 0 is the system's
+ * default. */
 typedef struct ax_pg_tcp {
     int64_t user_timeout_ms;
     int keepalives_idle_s, keepalives_interval_s, keepalives_count;
