@@ -39,7 +39,7 @@ static int sleep_init(const char *const *args, size_t nargs, void **state, char 
         snprintf(err, errlen, "usage: ax-sleep.so [MS [ignore-stop]]");
         return -1;
     }
-    if (nargs == 1) {
+    if (nargs >= 1) {
         char *end;
         errno = 0;
         long long v = strtoll(args[0], &end, 10);

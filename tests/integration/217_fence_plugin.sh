@@ -97,7 +97,8 @@ done
 wait_for 10 "the slow HTTP servers" bash -c "grep -q ready '$WORK/slowd-a.log' && grep -q ready '$WORK/slowd-b.log'"
 
 EX=(--set executor.lease.min.ms=$LEASE --set executor.lease.max.ms=$LEASE
-    --set executor.heartbeat.ms=500 --set executor.slots=$N --set executor.queue=$N)
+    --set executor.heartbeat.ms=500 --set executor.slots=$N --set executor.queue=$N
+    --set executor.pools=http:$N:$N,plugin:$N:$N)
 start_svc trigger --set trigger.sweep.interval.ms=500 --set trigger.sweep.grace.ms=1000
 start_svc callback
 start_svc_in a executor@a "${EX[@]}" --set worker.id=ex-a
@@ -248,9 +249,8 @@ cut_a
 alive_pid() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; [ "${s:0:1}" != Z ]; }
 T_EXIT=
 until [ "$(date +%s%3N)" -ge $((T_CUT + 2 * LEASE)) ]; do
-    if ! alive_pid "$PA"; then
+    if [ -z "$T_EXIT" ] && ! alive_pid "$PA"; then
         T_EXIT=$(date +%s%3N)
-        break
     fi
     sleep 0.05
 done
