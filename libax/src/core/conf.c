@@ -164,12 +164,14 @@ const ax_conf_def_t ax_conf_table[] = {
      "once their lease expired, by the trigger's next sweep."},
     {"executor.fence.margin.ms", AX_CONF_INT, OFF(executor_fence_margin_ms), "1000", 0, 600000,
      "executor",
-     "Fencing: a running command whose lease could not be renewed has its process group "
-     "killed (SIGKILL, by a thread of its own, even while the executor waits for an "
-     "unreachable PostgreSQL) at 95% of its lease minus this, counted from before the "
-     "last renewal that succeeded was sent, so it is gone before its lease can expire and "
-     "its instance run elsewhere (docs/ARCHITECTURE.md, \"Fencing under partitions\"). "
-     "At most half the lease is taken off."},
+     "Fencing: a running handler whose lease could not be renewed is stopped by a thread "
+     "of its own, even while the executor waits for an unreachable PostgreSQL, at 95% of "
+     "its lease minus this, counted from before the last renewal that succeeded was sent "
+     "(a command's process group killed, an http request's connection shut down, a "
+     "plugin's should_stop() turned 1), so it is gone before its lease can expire and its "
+     "instance run elsewhere; a plugin still inside run() at the lease minus half of this "
+     "makes the executor exit with status 3 (docs/ARCHITECTURE.md, \"Fencing under "
+     "partitions\"). At most half the lease is taken off."},
     {"executor.lease.max.ms", AX_CONF_INT, OFF(executor_lease_max_ms), "60000", 500, 86400000,
      "executor", "Longest lease of a claimed instance."},
     {"executor.lease.factor", AX_CONF_INT, OFF(executor_lease_factor), "3", 1, 100, "executor",
