@@ -64,7 +64,7 @@ struct fence {
     size_t nfree;
     int64_t wake_at; /* the thread sleeps until then */
     int stop, started;
-    int64_t killed; /* groups the thread killed, sockets it shut down */
+    int64_t killed; /* groups the thread killed */
     void *plugin;   /* the plugin handler, once a plugin run had a deadline */
     struct event_base *base;
     struct event *ev_check; /* the loop's check at the earliest deadline */
@@ -118,7 +118,6 @@ static void stop_ent(fence_t *f, fence_ent_t *e, int64_t late) {
                     "fence): process group %d killed",
                     (long long)e->instance_id, (long long)late, (int)e->pid);
     } else if (e->fd >= 0 && shutdown(e->fd, SHUT_RDWR) == 0) {
-        f->killed++;
         e->killed = 1;
         ax_log_inst(AX_LOG_ERROR, e->instance_id, NULL, NULL,
                     "instance %lld: lease not renewed in time (%lld ms past the "

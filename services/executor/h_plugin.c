@@ -17,7 +17,8 @@
  * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
  * task is "detached": the result the plugin returns later is dropped. The
  * worker stays busy until the plugin returns — plugins must poll
- * should_stop(). Cancel works the same way, except that the plugin gets
+ * should_stop() — and if that is past the run's exit deadline (below) the
+ * fence thread exits the executor. Cancel works the same way, except that the plugin gets
  * executor.kill.grace.ms to return (its result is then reported, and main.c
  * turns it into the cancel outcome) before the run is reported without it.
  *

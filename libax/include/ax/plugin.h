@@ -31,7 +31,8 @@
  * after it says 1. When a run times out, the executor reports TIMEOUT at
  * the deadline without waiting; whatever run() returns later is dropped,
  * but the worker stays busy until it returns. A run() that never returns
- * holds a worker forever and delays the executor's shutdown.
+ * holds a worker, delays the executor's shutdown, and once its lease could
+ * expire makes the executor exit (fencing, below).
  *
  * Fencing (docs/ARCHITECTURE.md, "Fencing under partitions"): when the
  * executor cannot renew a run's lease (PostgreSQL unreachable), a thread
