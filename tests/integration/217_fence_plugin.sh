@@ -18,6 +18,8 @@
 # - no later attempt of those instances began before host a's handlers were
 #   all stopped, and no two attempts of one instance overlap (job_attempt);
 # - every instance ends once: FINISHED SUCCESS, published, attempts 1..n.
+# (and the executor's PostgreSQL connections have keepalives on: the TCP
+# settings of ax_pg_tcp_defaults.)
 # Part 2: a plugin that ignores should_stop() (ax-sleep.so 15000
 # ignore-stop): host a, cut off again, exits with status 3 (the log says
 # why) before the earliest lease of its instances expired; every instance
@@ -137,6 +139,14 @@ reached() { [ "$(netns_exec a ss -Htn state established "( sport = :$HPORT )" | 
 wait_for 30 "host a's $HT_A requests reach its server" reached
 sql "SELECT id || ' ' || attempt FROM job_instance WHERE job_id IN ($JIDS) AND worker = 'ex-a'" >"$WORK/inst-a"
 log "host a runs $PL_A plugin and $HT_A http instances"
+# the executor's PostgreSQL connections have keepalives every second or so
+# by default (ax_pg_tcp_defaults; the system's own default, which libpq
+# alone gets, is a first probe after 2 hours). Here they reach the relay on
+# the host's own loopback, so only the fence thread can stop the handlers.
+ka=$(netns_exec a ss -Htnop state established "( dport = :$PGPORT )" | grep '"ax-executor"' |
+     grep -cE 'timer:\(keepalive,[0-9.]+(ms|sec),' || true)
+[ "$ka" -gt 0 ] || fail "no PostgreSQL connection of host a's executor has the default keepalives:
+$(netns_exec a ss -Htnop state established "( dport = :$PGPORT )")"
 
 # cut_a: cut host a from PostgreSQL; E_MIN: the earliest lease of its
 # instances as PostgreSQL holds it (no renewal can come after the cut).
