@@ -143,10 +143,14 @@ log "host a runs $PL_A plugin and $HT_A http instances"
 # by default (ax_pg_tcp_defaults; the system's own default, which libpq
 # alone gets, is a first probe after 2 hours). Here they reach the relay on
 # the host's own loopback, so only the fence thread can stop the handlers.
-ka=$(netns_exec a ss -Htnop state established "( dport = :$PGPORT )" | grep '"ax-executor"' |
-     grep -cE 'timer:\(keepalive,[0-9.]+(ms|sec),' || true)
-[ "$ka" -gt 0 ] || fail "no PostgreSQL connection of host a's executor has the default keepalives:
-$(netns_exec a ss -Htnop state established "( dport = :$PGPORT )")"
+# (ss shows the keepalive timer only while nothing is in flight: polled)
+pg_keepalive() {
+    local n
+    n=$(netns_exec a ss -Htnop state established "( dport = :$PGPORT )" | grep '"ax-executor"' |
+        grep -cE 'timer:\(keepalive,[0-9.]+(ms|sec),' || true)
+    [ "$n" -gt 0 ]
+}
+wait_for 10 "a PostgreSQL connection of host a's executor with the default keepalives" pg_keepalive
 
 # cut_a: cut host a from PostgreSQL; E_MIN: the earliest lease of its
 # instances as PostgreSQL holds it (no renewal can come after the cut).
