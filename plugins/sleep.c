@@ -6,17 +6,24 @@
  * Job command: {"<build>/plugins/ax-sleep.so", "MS"}; MS defaults to 10.
  * The argument is read by init() (one state per distinct MS). A run that
  * was stopped before its time fails, retryable, saying how long it slept.
+ *
+ * {"<build>/plugins/ax-sleep.so", "MS", "ignore-stop"} sleeps MS without
+ * ever calling should_stop(): a plugin that breaks the contract of
+ * ax/plugin.h, for the tests of what the executor does about one
+ * (217_fence_plugin: it exits before the run's lease can expire).
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "ax/plugin.h"
 
 typedef struct sleep_state {
     int64_t ms;
+    int ignore_stop;
 } sleep_state_t;
 
 static int64_t mono_ms(void) {
@@ -28,11 +35,11 @@ static int64_t mono_ms(void) {
 static int sleep_init(const char *const *args, size_t nargs, void **state, char *err,
                       size_t errlen) {
     int64_t ms = 10;
-    if (nargs > 1) {
-        snprintf(err, errlen, "usage: ax-sleep.so [MS]");
+    if (nargs > 2 || (nargs == 2 && strcmp(args[1], "ignore-stop") != 0)) {
+        snprintf(err, errlen, "usage: ax-sleep.so [MS [ignore-stop]]");
         return -1;
     }
-    if (nargs == 1) {
+    if (nargs >= 1) {
         char *end;
         errno = 0;
         long long v = strtoll(args[0], &end, 10);
@@ -48,6 +55,7 @@ static int sleep_init(const char *const *args, size_t nargs, void **state, char 
         return AX_PLUGIN_INIT_RETRY;
     }
     s->ms = ms;
+    s->ignore_stop = nargs == 2;
     *state = s;
     return 0;
 }
@@ -59,7 +67,7 @@ static void sleep_run(void *state, const ax_plugin_job_t *job, ax_plugin_result_
     int64_t t0 = mono_ms(), until = t0 + s->ms;
     struct timespec tick = {0, 1000000};
     while (mono_ms() < until) {
-        if (ax_plugin_should_stop(job)) {
+        if (!s->ignore_stop && ax_plugin_should_stop(job)) {
             res->status = AX_PLUGIN_FAILED;
             res->retryable = 1;
             snprintf(res->message, sizeof res->message, "stopped after %lld of %lld ms",

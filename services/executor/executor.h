@@ -258,11 +258,19 @@ void on_heartbeat(evutil_socket_t fd, short what, void *arg);
 
 /* ---- fence.c ---- */
 
+/* The exit status of an executor whose plugin was still inside run() at its
+ * exit deadline (fence.c; docs/OPERATIONS.md). */
+#define EXECUTOR_EXIT_FENCED 3
+
 /* The local deadline of a lease of lease_ms written by a statement sent at
- * CLOCK_MONOTONIC ms mono0: 95% of it minus executor.fence.margin.ms. */
+ * CLOCK_MONOTONIC ms mono0: 95% of it minus executor.fence.margin.ms (m,
+ * at most half the lease). */
 int64_t fence_deadline(const executor_t *ex, int64_t mono0, int64_t lease_ms);
-/* A running r's deadline, after its start or a renewal. */
-void fence_set(executor_t *ex, run_t *r, int64_t until);
+/* The exit deadline of a plugin still inside run(): the lease minus m/2. */
+int64_t fence_exit_deadline(const executor_t *ex, int64_t mono0, int64_t lease_ms);
+/* A running r's deadlines, after its start or a renewal of its lease of
+ * lease_ms written by a statement sent at mono0. */
+void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms);
 /* r's handler reported (run_done). */
 void fence_clear(executor_t *ex, run_t *r);
 /* Stop (stop_run "lease_lost") every running handler past its deadline. */
@@ -273,6 +281,15 @@ void fence_fini(executor_t *ex);
 
 /* h_command.c: the process group of r's command (0: none). */
 pid_t handler_command_pid(const run_t *r);
+/* h_http.c: the socket of r's request (-1: none yet). */
+int handler_http_fd(const run_t *r);
+/* h_plugin.c, loop thread: r's run() gets its stop flag raised at stop_at
+ * (CLOCK_MONOTONIC ms) and must have returned by exit_at. */
+void handler_plugin_fence_set(const run_t *r, int64_t stop_at, int64_t exit_at);
+/* h_plugin.c, the fence thread: raise the stop flag of every run() past its
+ * stop_at; *overdue = the instance of one still inside run() past its
+ * exit_at (else untouched). Returns when to look again. */
+int64_t handler_plugin_fence(void *plugin_handler, int64_t now, int64_t *overdue);
 
 /* ---- metrics.c (docs/METRICS.md; each a no-op when metrics are off) ---- */
 

@@ -24,6 +24,11 @@
  * evhttp_make_request() or evhttp_cancel_request()), so callbacks only
  * record the result; an ev_report event, activated once, frees the
  * connection and calls run_done() from a fresh loop callback.
+ *
+ * Fencing (fence.c): the fence thread shuts down a dup of the request's
+ * socket (handler_http_fd) at the run's deadline, whatever the loop is
+ * doing: the server sees the connection end, and the loop, once it runs,
+ * the request fail.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +37,7 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -436,6 +442,14 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
         }
     }
     return 0;
+}
+
+int handler_http_fd(const run_t *r) {
+    const hrun_t *h = r->hstate;
+    if (!h || !h->conn || h->finished || h->stopped)
+        return -1; /* once finished, libevent may have closed it */
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(h->conn);
+    return bev ? (int)bufferevent_getfd(bev) : -1;
 }
 
 const handler_ops_t handler_http = {"http", init, fini, start, cancel};

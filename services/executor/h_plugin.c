@@ -17,7 +17,8 @@
  * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
  * task is "detached": the result the plugin returns later is dropped. The
  * worker stays busy until the plugin returns — plugins must poll
- * should_stop(). Cancel works the same way, except that the plugin gets
+ * should_stop() — and if that is past the run's exit deadline (below) the
+ * fence thread exits the executor. Cancel works the same way, except that the plugin gets
  * executor.kill.grace.ms to return (its result is then reported, and main.c
  * turns it into the cancel outcome) before the run is reported without it.
  *
@@ -28,7 +29,16 @@
  * workers touch only tasks they popped, the queue and done list (under mu),
  * the library/instance cache (under lib_mu, init under each instance's own
  * mutex) and their own PostgreSQL connection (for idem_claim, opened on
- * first use). A task's `stop` flag is the only field both sides write.
+ * first use). A task's `stop` flag is the only field both sides write
+ * without a lock.
+ *
+ * Fencing (fence.c): each running task has a stop deadline and an exit
+ * deadline (handler_plugin_fence_set, from the loop, under watch_mu). A
+ * worker names the task whose run() it is inside (worker_t.cur, under
+ * watch_mu: a task is not freed while a worker is inside its run()); the
+ * fence thread (handler_plugin_fence) raises the stop flag of each past
+ * its stop deadline, without the loop, and exits the process if one is
+ * still inside run() past its exit deadline.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -78,6 +88,7 @@ typedef struct worker {
     pthread_t th;
     int started, joined;
     ax_pg_t *pg; /* for idem_claim, opened on first use */
+    struct ptask *cur; /* whose run() it is inside (under watch_mu) */
 } worker_t;
 
 typedef struct ptask {
@@ -92,6 +103,8 @@ typedef struct ptask {
     int64_t timeout_ms;
     int64_t deadline_mono;
     int64_t reported_mono;      /* when it was reported without its result */
+    int64_t fence_stop, fence_exit; /* CLOCK_MONOTONIC ms; 0: none (under watch_mu) */
+    int64_t fenced_mono;        /* when the fence thread raised stop (under watch_mu) */
     size_t output_cap;          /* executor.output.cap when queued (SIGHUP swaps the
                                  * conf on the loop thread; workers read only this) */
     /* what the plugin sees; owned copies */
@@ -121,6 +134,7 @@ struct plugin_h {
     int waking;    /* signalled and not awake yet (under mu) */
     int quit;
     atomic_int stopping;
+    pthread_mutex_t watch_mu; /* worker_t.cur, ptask_t.fence_* */
     pthread_mutex_t lib_mu;
     plib_t *libs;
     pinst_t *insts;
@@ -350,6 +364,74 @@ static void task_fail(ptask_t *t, int retryable, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* run(), with w->cur naming t meanwhile (the fence thread's view); <0 when
+ * t's stop deadline passed before it started. */
+static int run_fenced(worker_t *w, ptask_t *t, pinst_t *pi, ax_plugin_result_t *res) {
+    plugin_h_t *ph = w->ph;
+    pthread_mutex_lock(&ph->watch_mu);
+    int late = t->fence_stop && ax_mono_ms() >= t->fence_stop;
+    if (!late)
+        w->cur = t;
+    pthread_mutex_unlock(&ph->watch_mu);
+    if (late)
+        return -1;
+    pi->lib->api->run(pi->state, &t->job, res);
+    pthread_mutex_lock(&ph->watch_mu);
+    w->cur = NULL;
+    int64_t fenced = t->fenced_mono, exit_at = t->fence_exit;
+    pthread_mutex_unlock(&ph->watch_mu);
+    if (fenced) {
+        int64_t now = ax_mono_ms();
+        ax_log_inst(AX_LOG_WARN, t->job.instance_id, t->job_name, t->trace_id,
+                    "instance %lld: plugin %s returned %lld ms after the fence raised its "
+                    "stop flag, %lld ms before its exit deadline",
+                    (long long)t->job.instance_id, t->plugin_name, (long long)(now - fenced),
+                    (long long)(exit_at - now));
+    }
+    return 0;
+}
+
+void handler_plugin_fence_set(const run_t *r, int64_t stop_at, int64_t exit_at) {
+    ptask_t *t = r->hstate;
+    if (!t)
+        return;
+    plugin_h_t *ph = t->ph;
+    pthread_mutex_lock(&ph->watch_mu);
+    t->fence_stop = stop_at;
+    t->fence_exit = exit_at;
+    pthread_mutex_unlock(&ph->watch_mu);
+}
+
+int64_t handler_plugin_fence(void *plugin_handler, int64_t now, int64_t *overdue) {
+    plugin_h_t *ph = plugin_handler;
+    int64_t next = INT64_MAX;
+    pthread_mutex_lock(&ph->watch_mu);
+    for (size_t i = 0; i < ph->nworkers; i++) {
+        ptask_t *t = ph->workers[i].cur;
+        if (!t || !t->fence_stop)
+            continue;
+        if (t->fence_exit <= now) {
+            *overdue = t->job.instance_id;
+        } else if (t->fenced_mono) {
+            next = t->fence_exit < next ? t->fence_exit : next;
+        } else if (t->fence_stop <= now) {
+            atomic_store(&t->stop, 1);
+            t->fenced_mono = now;
+            ax_log_inst(AX_LOG_ERROR, t->job.instance_id, t->job_name, t->trace_id,
+                        "instance %lld: lease not renewed in time (%lld ms past the fence): "
+                        "plugin %s told to stop (should_stop); it must return within %lld ms",
+                        (long long)t->job.instance_id, (long long)(now - t->fence_stop),
+                        t->plugin_name ? t->plugin_name : "?",
+                        (long long)(t->fence_exit - now));
+            next = t->fence_exit < next ? t->fence_exit : next;
+        } else {
+            next = t->fence_stop < next ? t->fence_stop : next;
+        }
+    }
+    pthread_mutex_unlock(&ph->watch_mu);
+    return next;
+}
+
 static void task_exec(worker_t *w, ptask_t *t) {
     char err[512];
     t->w = w;
@@ -370,7 +452,10 @@ static void task_exec(worker_t *w, ptask_t *t) {
     }
     ax_plugin_result_t res;
     memset(&res, 0, sizeof res);
-    pi->lib->api->run(pi->state, &t->job, &res);
+    if (run_fenced(w, t, pi, &res) < 0) {
+        task_fail(t, 1, "lease not renewed in time: not started");
+        return;
+    }
     res.message[sizeof res.message - 1] = '\0';
     if (res.output) {
         size_t cap = t->output_cap;
@@ -558,6 +643,7 @@ static int init(executor_t *ex) {
     pthread_mutex_init(&ph->mu, NULL);
     pthread_cond_init(&ph->cv, NULL);
     pthread_mutex_init(&ph->lib_mu, NULL);
+    pthread_mutex_init(&ph->watch_mu, NULL);
     ex->plugin = ph;
     ph->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (ph->efd < 0) {
@@ -669,6 +755,7 @@ static void fini(executor_t *ex) {
         close(ph->efd);
     free(ph->workers);
     pthread_mutex_destroy(&ph->lib_mu);
+    pthread_mutex_destroy(&ph->watch_mu);
     pthread_cond_destroy(&ph->cv);
     pthread_mutex_destroy(&ph->mu);
     free(ph);

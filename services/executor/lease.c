@@ -147,7 +147,7 @@ void on_lease(evutil_socket_t fd, short what, void *arg) {
         } else if (f->cancel_requested) {
             stop_run(ex, r, "cancelled");
         } else if (r->state == RUN_RUNNING) {
-            fence_set(ex, r, fence_deadline(ex, now, r->lease_ms));
+            fence_set(ex, r, now, r->lease_ms);
         }
     }
     free(got);

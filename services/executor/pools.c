@@ -209,7 +209,7 @@ static void start_run(executor_t *ex, run_t *r, int64_t mono0) {
     if (r->ops->start(ex, r, &res) < 0)
         run_done(r, &res);
     else
-        fence_set(ex, r, fence_deadline(ex, mono0, ex->svc.conf.executor_lease_min_ms));
+        fence_set(ex, r, mono0, ex->svc.conf.executor_lease_min_ms);
 }
 
 /* As many waiting runs as the pools have free slots, each pool's in lane

@@ -2,7 +2,8 @@
  * test_pgarr.c — the PostgreSQL array-literal builders ax_strbuf_* /
  * ax_pgarr_* (adapters/pg.c): empty arrays, integers at the extremes, text
  * quoting and NULL, reuse of one buffer, and growth checked by reading the
- * literal back.
+ * literal back; and the TCP settings every connection gets by default
+ * (ax_pg_tcp_defaults), from the leases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,8 @@
 #include <cmocka.h>
 
 #include "ax/common.h"
+#include "ax/conf.h"
+#include "ax/pg.h"
 #include "adapters/pg_raw.h"
 
 /* ---- a fixed-seed PRNG (xorshift64*) so runs are reproducible --------- */
@@ -266,9 +269,44 @@ static void test_pgarr_growth_text_round_trip(void **state) {
     ax_strbuf_free(&b);
 }
 
+/* Half the shortest lease, within 1..30 s; keepalives and the connect
+ * timeout follow it. */
+static void test_tcp_defaults(void **st) {
+    (void)st;
+    ax_conf_t c;
+    ax_conf_init(&c);
+    ax_pg_tcp_t d;
+    ax_pg_tcp_defaults(&c, &d); /* executor.lease.min.ms 5000, trigger.lease.ms 10000 */
+    assert_int_equal(d.user_timeout_ms, 2500);
+    assert_int_equal(d.keepalives_idle_s, 1);
+    assert_int_equal(d.keepalives_interval_s, 1);
+    assert_int_equal(d.keepalives_count, 3);
+    assert_int_equal(d.connect_timeout_s, 5);
+    /* the fence's deadline (95% of the lease minus the margin) comes after */
+    assert_true(d.user_timeout_ms < c.executor_lease_min_ms * 95 / 100 -
+                                        c.executor_fence_margin_ms);
+    c.executor_lease_min_ms = 60000;
+    c.trigger_lease_ms = 20000;
+    ax_pg_tcp_defaults(&c, &d);
+    assert_int_equal(d.user_timeout_ms, 10000);
+    assert_int_equal(d.keepalives_idle_s, 5);
+    assert_int_equal(d.keepalives_interval_s, 2);
+    assert_int_equal(d.connect_timeout_s, 20);
+    c.executor_lease_min_ms = 500;
+    ax_pg_tcp_defaults(&c, &d);
+    assert_int_equal(d.user_timeout_ms, 1000);
+    assert_int_equal(d.connect_timeout_s, 2);
+    c.executor_lease_min_ms = 86400000;
+    c.trigger_lease_ms = 600000;
+    ax_pg_tcp_defaults(&c, &d);
+    assert_int_equal(d.user_timeout_ms, 30000);
+    ax_conf_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strbuf_add),
+        cmocka_unit_test(test_tcp_defaults),
         cmocka_unit_test(test_pgarr_empty_and_ints),
         cmocka_unit_test(test_pgarr_text),
         cmocka_unit_test(test_pgarr_reuse),

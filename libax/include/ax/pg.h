@@ -24,6 +24,25 @@
 
 typedef struct ax_pg ax_pg_t;
 
+/* The TCP settings every connection gets unless pg.* sets them, so a call
+ * on a connection whose packets a partition drops fails in bounded time
+ * (instead of when TCP gives up, minutes): user_timeout_ms, half the
+ * shortest lease (executor.lease.min.ms, trigger.lease.ms) within
+ * 1000..30000 ms, is libpq's tcp_user_timeout (unacknowledged data, or
+ * keepalive probes unanswered, for that long close the connection); then
+ * keepalives on, keepalives_idle = user_timeout/2 and keepalives_interval
+ * = user_timeout/4 (in s, at least 1), keepalives_count 3; connect_timeout
+ * 2 x user_timeout (in s, at least 2). A pg.keepalives = 0 drops the three
+ * keepalive settings (and libpq then ignores tcp_user_timeout: it sets it
+ * only with keepalives on); pg.tcp_user_timeout = 0 is the system's
+ * default. */
+typedef struct ax_pg_tcp {
+    int64_t user_timeout_ms;
+    int keepalives_idle_s, keepalives_interval_s, keepalives_count;
+    int connect_timeout_s;
+} ax_pg_tcp_t;
+void ax_pg_tcp_defaults(const ax_conf_t *conf, ax_pg_tcp_t *out);
+
 /* Checks every pg.* key against libpq's keywords; nothing is connected yet. */
 ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *errbuf,
                    size_t errlen);

@@ -31,7 +31,20 @@
  * after it says 1. When a run times out, the executor reports TIMEOUT at
  * the deadline without waiting; whatever run() returns later is dropped,
  * but the worker stays busy until it returns. A run() that never returns
- * holds a worker forever and delays the executor's shutdown.
+ * holds a worker, delays the executor's shutdown, and once its lease could
+ * expire makes the executor exit (fencing, below).
+ *
+ * Fencing (docs/ARCHITECTURE.md, "Fencing under partitions"): when the
+ * executor cannot renew a run's lease (PostgreSQL unreachable), a thread
+ * of its own makes should_stop() say 1 at the run's fence deadline,
+ * R + 0.95 L - m (R: when its last lease renewal was sent, L the lease, m
+ * executor.fence.margin.ms, at most L/2), even while the executor's event
+ * loop waits for PostgreSQL. run() must return within m/2 + 0.05 L of that
+ * (750 ms with L = 5 s, m = 1 s): a run() still going at R + L - m/2,
+ * reported or not, makes the executor kill its commands and exit with
+ * status 3 (its supervisor restarts it), since its instance may run
+ * elsewhere once the lease expired and nothing else can stop a thread. A
+ * plugin that polls should_stop() every few ms never meets this.
  *
  * Every pointer in the job (and the job itself) is valid only during run().
  * Do not keep them, and call the host functions only from inside run(), on
@@ -100,8 +113,9 @@ typedef struct ax_plugin_host {
      * the run as retryable. Blocks for a database round trip (each worker
      * thread has its own connection, opened on first use). */
     int (*idem_claim)(const ax_plugin_job_t *job, const char *key, char *err, size_t errlen);
-    /* 1 once the run should end: its deadline passed, it was cancelled, or
-     * the executor is stopping. Cheap; poll it often. */
+    /* 1 once the run should end: its deadline passed, it was cancelled, its
+     * lease could not be renewed (fencing), or the executor is stopping.
+     * Cheap and thread-safe; poll it often. */
     int (*should_stop)(const ax_plugin_job_t *job);
     /* One line in the executor's log, tagged with the plugin name, the
      * instance id and the attempt. */

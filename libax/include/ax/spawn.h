@@ -89,6 +89,10 @@ pid_t ax_cmd_pid(const ax_cmd_t *cmd);
  * from any thread (the executor's fence thread). 1 when a signal was sent. */
 int ax_cmd_kill_group(struct event_base *base, pid_t pid);
 
+/* Any thread: SIGKILL the process group of every unreaped command started
+ * on base (a process about to exit leaves none behind); how many. */
+size_t ax_cmd_kill_all(struct event_base *base);
+
 /* Number of commands still running on `base` (for graceful shutdown). */
 size_t ax_cmd_running(struct event_base *base);
 

@@ -13,6 +13,8 @@
 #include "ax/log.h"
 #include "adapters/pg_raw.h"
 
+#define TCP_KEYS 6 /* the defaults of ax_pg_tcp_defaults, as libpq keywords */
+
 struct ax_pg {
     PGconn *conn;
     const char **keys;
@@ -21,6 +23,7 @@ struct ax_pg {
     int reconnected;
     int was_down;
     char *options; /* "-c ax.deployment=<topic.prefix>" (+ pg.options) */
+    char tcp[TCP_KEYS][24]; /* the TCP defaults' values */
     unsigned char *prep; /* prep[id]: statement id prepared on this connection */
     size_t nprep;
 };
@@ -51,6 +54,53 @@ static int pg_value_ok(const char *kw, const char *value, char *errbuf, size_t e
                      value);
 }
 
+void ax_pg_tcp_defaults(const ax_conf_t *conf, ax_pg_tcp_t *out) {
+    int64_t lease = conf->executor_lease_min_ms;
+    if (conf->trigger_lease_ms > 0 && (lease <= 0 || conf->trigger_lease_ms < lease))
+        lease = conf->trigger_lease_ms;
+    int64_t t = lease / 2;
+    t = t < 1000 ? 1000 : t > 30000 ? 30000 : t;
+    out->user_timeout_ms = t;
+    out->keepalives_idle_s = t / 2000 > 1 ? (int)(t / 2000) : 1;
+    out->keepalives_interval_s = t / 4000 > 1 ? (int)(t / 4000) : 1;
+    out->keepalives_count = 3;
+    out->connect_timeout_s = 2 * t / 1000 > 2 ? (int)(2 * t / 1000) : 2;
+}
+
+static const char *conf_pg(const ax_conf_t *conf, const char *kw) {
+    for (size_t i = 0; i < conf->n_pg; i++)
+        if (strcmp(conf->pg[i].key, kw) == 0)
+            return conf->pg[i].value;
+    return NULL;
+}
+
+/* The TCP defaults pg.* does not set, appended at keys[*k]. */
+static void tcp_defaults(ax_pg_t *pg, const ax_conf_t *conf, size_t *k) {
+    ax_pg_tcp_t d;
+    ax_pg_tcp_defaults(conf, &d);
+    const char *ka = conf_pg(conf, "keepalives");
+    int keep = !ka || strcmp(ka, "0") != 0;
+    const struct {
+        const char *kw;
+        long long v;
+        int on;
+    } def[TCP_KEYS] = {
+        {"tcp_user_timeout", (long long)d.user_timeout_ms, 1},
+        {"keepalives", 1, keep},
+        {"keepalives_idle", d.keepalives_idle_s, keep},
+        {"keepalives_interval", d.keepalives_interval_s, keep},
+        {"keepalives_count", d.keepalives_count, keep},
+        {"connect_timeout", d.connect_timeout_s, 1},
+    };
+    for (size_t i = 0; i < TCP_KEYS; i++) {
+        if (!def[i].on || conf_pg(conf, def[i].kw) || !pg_keyword_known(def[i].kw))
+            continue;
+        snprintf(pg->tcp[i], sizeof pg->tcp[i], "%lld", def[i].v);
+        pg->keys[*k] = def[i].kw;
+        pg->values[(*k)++] = pg->tcp[i];
+    }
+}
+
 ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *errbuf,
                    size_t errlen) {
     for (size_t i = 0; i < conf->n_pg; i++) {
@@ -66,8 +116,8 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     if (!pg)
         return NULL;
     size_t n = conf->n_pg;
-    pg->keys = calloc(n + 3, sizeof *pg->keys);
-    pg->values = calloc(n + 3, sizeof *pg->values);
+    pg->keys = calloc(n + 3 + TCP_KEYS, sizeof *pg->keys);
+    pg->values = calloc(n + 3 + TCP_KEYS, sizeof *pg->values);
     if (!pg->keys || !pg->values) {
         ax_pg_destroy(pg);
         return NULL;
@@ -84,6 +134,7 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     }
     pg->keys[k] = "application_name";
     pg->values[k++] = application_name;
+    tcp_defaults(pg, conf, &k);
     /* Every session says which deployment (topic.prefix) it belongs to, so
      * rows it creates default to it (job.deployment, job_instance). */
     const char *pfx = conf->topic_prefix ? conf->topic_prefix : "";

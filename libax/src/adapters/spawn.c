@@ -217,6 +217,17 @@ int ax_cmd_kill_group(struct event_base *base, pid_t pid) {
     return killed;
 }
 
+size_t ax_cmd_kill_all(struct event_base *base) {
+    size_t n = 0;
+    pthread_mutex_lock(&reg_lock);
+    for (ax__spawn_reg_t *reg = reg_head; reg; reg = reg->next)
+        for (ax_cmd_t *cmd = reg->base == base ? reg->cmds : NULL; cmd; cmd = cmd->next)
+            if (cmd->pid > 0 && !cmd->reaped && killpg(cmd->pid, SIGKILL) == 0)
+                n++;
+    pthread_mutex_unlock(&reg_lock);
+    return n;
+}
+
 size_t ax_cmd_running(struct event_base *base) {
     ax__spawn_reg_t *reg;
     size_t n = 0;

@@ -164,12 +164,14 @@ const ax_conf_def_t ax_conf_table[] = {
      "once their lease expired, by the trigger's next sweep."},
     {"executor.fence.margin.ms", AX_CONF_INT, OFF(executor_fence_margin_ms), "1000", 0, 600000,
      "executor",
-     "Fencing: a running command whose lease could not be renewed has its process group "
-     "killed (SIGKILL, by a thread of its own, even while the executor waits for an "
-     "unreachable PostgreSQL) at 95% of its lease minus this, counted from before the "
-     "last renewal that succeeded was sent, so it is gone before its lease can expire and "
-     "its instance run elsewhere (docs/ARCHITECTURE.md, \"Fencing under partitions\"). "
-     "At most half the lease is taken off."},
+     "Fencing: a running handler whose lease could not be renewed is stopped by a thread "
+     "of its own, even while the executor waits for an unreachable PostgreSQL, at 95% of "
+     "its lease minus this, counted from before the last renewal that succeeded was sent "
+     "(a command's process group killed, an http request's connection shut down, a "
+     "plugin's should_stop() turned 1), so it is gone before its lease can expire and its "
+     "instance run elsewhere; a plugin still inside run() at the lease minus half of this "
+     "makes the executor exit with status 3 (docs/ARCHITECTURE.md, \"Fencing under "
+     "partitions\"). At most half the lease is taken off."},
     {"executor.lease.max.ms", AX_CONF_INT, OFF(executor_lease_max_ms), "60000", 500, 86400000,
      "executor", "Longest lease of a claimed instance."},
     {"executor.lease.factor", AX_CONF_INT, OFF(executor_lease_factor), "3", 1, 100, "executor",
@@ -624,7 +626,17 @@ void ax_conf_reference(FILE *out) {
           "`kafka.<property>` is handed to librdkafka (e.g. `kafka.bootstrap.servers`;\n"
           "`AXCONF_KAFKA_SOCKET_TIMEOUT_MS` sets `kafka.socket.timeout.ms`) and `pg.<keyword>` to\n"
           "libpq (e.g. `pg.host`, `pg.port`, `pg.dbname`, `pg.user`, `pg.password`, `pg.sslmode`;\n"
-          "`AXCONF_PG_CONNECT_TIMEOUT` sets `pg.connect_timeout`). Values of keys that name a\n"
+          "`AXCONF_PG_CONNECT_TIMEOUT` sets `pg.connect_timeout`). Unless `pg.*` sets them,\n"
+          "every PostgreSQL connection gets TCP settings that make a call fail in bounded time\n"
+          "when a partition drops its packets: `tcp_user_timeout` = half the shortest lease\n"
+          "(`executor.lease.min.ms`, `trigger.lease.ms`) within 1000–30000 ms (2500 by\n"
+          "default), `keepalives` = 1 with `keepalives_idle` = half of it and\n"
+          "`keepalives_interval` = a quarter (in seconds, at least 1), `keepalives_count` = 3,\n"
+          "`connect_timeout` = twice it (in seconds, at least 2). Any of them set through\n"
+          "`pg.*` wins; `pg.keepalives = 0` turns keepalives off, and with them libpq's\n"
+          "`tcp_user_timeout` (libpq sets it only with keepalives on); `pg.tcp_user_timeout = 0`\n"
+          "is the system's default (docs/OPERATIONS.md, \"Partitions and fencing\"). Values of\n"
+          "keys that name a\n"
           "password, secret or key are never printed or logged; URLs (`alert.webhook.url`) are\n"
           "printed and logged as `scheme://host:port` only (their path or query may hold a "
           "token).\n\n"

@@ -626,8 +626,11 @@ void ax_lost_leases_free(ax_lost_leases_t *l) {
 }
 
 /* An expired lease means a lost worker only if the worker is gone too: its
- * heartbeat (worker table) stopped, or it said it stopped. A lease expired
- * for 10 minutes is swept regardless. */
+ * heartbeat (worker table) stopped, it said it stopped, or the process
+ * beating under its worker.id started after the claim (a restart with a
+ * fixed worker.id: the new process never renews what the old one held,
+ * e.g. after a fenced executor's exit). A lease expired for 10 minutes is
+ * swept regardless. */
 enum { LOST_ID, LOST_ATTEMPT, LOST_TRACE, LOST_WORKER, LOST_STARTED };
 AX_STMT(st_lost, "dispatch.lost_leases",
         "SELECT i.id, i.attempt, (SELECT trace_id FROM instance_def d WHERE d.id = i.id),"
@@ -638,6 +641,7 @@ AX_STMT(st_lost, "dispatch.lost_leases",
         " AND i.lease_expires_at < now() AND i.deployment = $2"
         " AND (w.id IS NULL OR w.state = 'stopped'"
         "      OR w.heartbeat_at < now() - $3::bigint * interval '1 millisecond'"
+        "      OR w.started_at > coalesce(i.running_at, i.locked_at)"
         "      OR i.lease_expires_at < now() - interval '10 minutes')"
         " ORDER BY i.lease_expires_at LIMIT $1");
 
