@@ -284,8 +284,9 @@ pid_t handler_command_pid(const run_t *r);
 /* h_http.c: the socket of r's request (-1: none yet). */
 int handler_http_fd(const run_t *r);
 /* h_plugin.c, loop thread: r's run() gets its stop flag raised at stop_at
- * (CLOCK_MONOTONIC ms) and must have returned by exit_at. */
-void handler_plugin_fence_set(const run_t *r, int64_t stop_at, int64_t exit_at);
+ * (CLOCK_MONOTONIC ms) and must have returned by exit_at. 1 when the fence
+ * thread already raised it (a renewal came back after the deadline). */
+int handler_plugin_fence_set(const run_t *r, int64_t stop_at, int64_t exit_at);
 /* h_plugin.c, the fence thread: raise the stop flag of every run() past its
  * stop_at; *overdue = the instance of one still inside run() past its
  * exit_at (else untouched). Returns when to look again. */

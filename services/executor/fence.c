@@ -229,9 +229,9 @@ void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms) {
     r->fence_mono = until;
     if (!f)
         return;
-    int plugin = r->ops == &handler_plugin;
-    if (plugin)
-        handler_plugin_fence_set(r, until, fence_exit_deadline(ex, mono0, lease_ms));
+    int plugin = r->ops == &handler_plugin, killed = 0;
+    if (plugin) /* stopped by the thread: reported lease_lost, as a command killed */
+        killed = handler_plugin_fence_set(r, until, fence_exit_deadline(ex, mono0, lease_ms));
     pid_t pid = r->ops == &handler_command ? handler_command_pid(r) : 0;
     int http = r->ops == &handler_http;
     pthread_mutex_lock(&f->mu);
@@ -239,7 +239,6 @@ void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms) {
         f->plugin = ex->plugin;
     if (!r->fence_slot && (pid || http))
         r->fence_slot = ent_slot(f);
-    int killed = 0;
     if (r->fence_slot) {
         fence_ent_t *e = &f->v[r->fence_slot - 1];
         killed = e->killed;
@@ -251,7 +250,8 @@ void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms) {
         pthread_cond_signal(&f->cv);
     pthread_mutex_unlock(&f->mu);
     if (killed) { /* the thread was first, a renewal came back after the deadline */
-        ex->lost_leases++;
+        if (!r->stop_why) /* once, not at every renewal until it ends */
+            ex->lost_leases++;
         stop_run(ex, r, "lease_lost");
         return;
     }

@@ -391,15 +391,17 @@ static int run_fenced(worker_t *w, ptask_t *t, pinst_t *pi, ax_plugin_result_t *
     return 0;
 }
 
-void handler_plugin_fence_set(const run_t *r, int64_t stop_at, int64_t exit_at) {
+int handler_plugin_fence_set(const run_t *r, int64_t stop_at, int64_t exit_at) {
     ptask_t *t = r->hstate;
     if (!t)
-        return;
+        return 0;
     plugin_h_t *ph = t->ph;
     pthread_mutex_lock(&ph->watch_mu);
     t->fence_stop = stop_at;
     t->fence_exit = exit_at;
+    int fenced = t->fenced_mono != 0;
     pthread_mutex_unlock(&ph->watch_mu);
+    return fenced;
 }
 
 int64_t handler_plugin_fence(void *plugin_handler, int64_t now, int64_t *overdue) {
