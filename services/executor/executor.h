@@ -196,6 +196,7 @@ struct executor {
         int64_t lease_ok_mono; /* last successful lease renewal */
         uint64_t cpu_busy, cpu_total;
         double cpu_pct, mem_pct;
+        int beaten;            /* a heartbeat of this process was recorded */
     } load;               /* lease.c */
     struct event *ev_cancel_poll, *ev_heart;
     struct xmetrics *metrics; /* metrics.c; NULL when metrics are off */

@@ -316,10 +316,13 @@ void heartbeat(executor_t *ex, const char *state) {
         .pools_json = pools,
         .fetching = ex->load.fetching && !svc->stopping,
         .state = state,
+        .first = !ex->load.beaten,
     };
     char err[512];
     if (ax_worker_heartbeat(svc->pg, &b, err, sizeof err) < 0)
         ax_debug("worker heartbeat: %s", err);
+    else
+        ex->load.beaten = 1; /* started_at is this process's (the sweep: dispatch.c) */
     free(groups);
     free(gl);
 }

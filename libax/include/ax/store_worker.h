@@ -26,10 +26,12 @@ typedef struct ax_worker_beat {
     const char *pools_json;         /* a JSON object: pool name -> its figures */
     int fetching;                   /* 0 while paused (watermark, draining) */
     const char *state;              /* "running", "draining", "stopped" */
+    int first;                      /* none of this process recorded yet */
 } ax_worker_beat_t;
 
 /* Insert or refresh the worker's row; heartbeat_at = now(), started_at
- * kept unless the pid changed. */
+ * kept unless the pid changed or this is the process's first (a restart
+ * with a fixed worker.id may get the same pid: pid 1 in a container). */
 int ax_worker_heartbeat(ax_pg_t *pg, const ax_worker_beat_t *b, char *errbuf, size_t errlen);
 
 #endif

@@ -15,8 +15,8 @@ AX_STMT(st_heartbeat, "worker.heartbeat",
         "  heartbeat_at = now(), cpu_pct = $5::real, mem_pct = $6::real,"
         "  rss_bytes = $7::bigint, running = $8::int, waiting = $9::int,"
         "  pools = $10::jsonb, fetching = $11::boolean, state = $12,"
-        "  started_at = CASE WHEN worker.pid = $3::int THEN worker.started_at"
-        "                    ELSE now() END");
+        "  started_at = CASE WHEN worker.pid = $3::int AND NOT $13::boolean"
+        "                    THEN worker.started_at ELSE now() END");
 
 int ax_worker_heartbeat(ax_pg_t *pg, const ax_worker_beat_t *b, char *errbuf, size_t errlen) {
     ax_strbuf_t groups = {0};
@@ -44,8 +44,9 @@ int ax_worker_heartbeat(ax_pg_t *pg, const ax_worker_beat_t *b, char *errbuf, si
                        ax_num(&wait, b->waiting),
                        b->pools_json,
                        b->fetching ? "t" : "f",
-                       b->state};
-    rc = ax_stmt_run(pg, &st_heartbeat, 12, p, NULL, NULL, NULL, errbuf, errlen);
+                       b->state,
+                       b->first ? "t" : "f"};
+    rc = ax_stmt_run(pg, &st_heartbeat, 13, p, NULL, NULL, NULL, errbuf, errlen);
     ax_strbuf_free(&groups);
     return rc;
 }
