@@ -50,9 +50,15 @@ typedef struct fence_ent {
     int fd;        /* an http request's socket (our dup); -1: none */
     int64_t until; /* CLOCK_MONOTONIC ms */
     int killed;    /* the thread stopped it (killed its group, shut its socket) */
+    const run_t *http; /* the loop's: an http run whose socket is looked up (ev_sock) */
 } fence_ent_t;
 
-#define FENCE_ENT_FREE ((fence_ent_t){0, 0, -1, 0, 0})
+#define FENCE_ENT_FREE ((fence_ent_t){0, 0, -1, 0, 0, NULL})
+
+/* How often the loop looks for the socket of an http request that had none
+ * at its fence_set (its host name still being resolved): once connected, it
+ * may be stuck in PostgreSQL before the next renewal's fence_set. */
+#define SOCK_POLL_MS 10
 
 struct fence {
     pthread_t thr;
@@ -68,6 +74,7 @@ struct fence {
     void *plugin;   /* the plugin handler, once a plugin run had a deadline */
     struct event_base *base;
     struct event *ev_check; /* the loop's check at the earliest deadline */
+    struct event *ev_sock;  /* the loop's look for http sockets (SOCK_POLL_MS) */
     int64_t check_at;       /* when ev_check fires (the loop's; INT64_MAX: not armed) */
 };
 
@@ -188,6 +195,27 @@ void fence_check(executor_t *ex) {
 
 static void on_fence_check(evutil_socket_t fd, short what, void *arg) { fence_check(arg); }
 
+static int http_fd(const run_t *r);
+
+/* The loop: the socket of every http request in the table without one yet
+ * (connected since its fence_set); again SOCK_POLL_MS later while one has
+ * none. */
+static void on_fence_sock(evutil_socket_t fd, short what, void *arg) {
+    fence_t *f = arg;
+    int left = 0;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->n; i++) {
+        fence_ent_t *e = &f->v[i];
+        if (!e->http || e->fd >= 0 || e->killed || e->until == INT64_MAX)
+            continue; /* (INT64_MAX: past its deadline, the loop's check stops it) */
+        e->fd = http_fd(e->http);
+        left |= e->fd < 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (left)
+        evtimer_add(f->ev_sock, &(struct timeval)AX_TV_MS(SOCK_POLL_MS));
+}
+
 /* Under mu: r's entry in the thread's table (0: out of memory; the loop's
  * check still stops it). */
 static size_t ent_slot(fence_t *f) {
@@ -229,7 +257,7 @@ void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms) {
     r->fence_mono = until;
     if (!f)
         return;
-    int plugin = r->ops == &handler_plugin, killed = 0;
+    int plugin = r->ops == &handler_plugin, killed = 0, sock = 0;
     if (plugin) /* stopped by the thread: reported lease_lost, as a command killed */
         killed = handler_plugin_fence_set(r, until, fence_exit_deadline(ex, mono0, lease_ms));
     pid_t pid = r->ops == &handler_command ? handler_command_pid(r) : 0;
@@ -244,7 +272,8 @@ void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms) {
         killed = e->killed;
         int fd = e->fd >= 0 || !http ? e->fd : http_fd(r);
         if (!killed)
-            *e = (fence_ent_t){r->d.instance_id, pid, fd, until, 0};
+            *e = (fence_ent_t){r->d.instance_id, pid, fd, until, 0, http ? r : NULL};
+        sock = !killed && http && fd < 0;
     }
     if (until < f->wake_at)
         pthread_cond_signal(&f->cv);
@@ -255,6 +284,8 @@ void fence_set(executor_t *ex, run_t *r, int64_t mono0, int64_t lease_ms) {
         stop_run(ex, r, "lease_lost");
         return;
     }
+    if (sock && !evtimer_pending(f->ev_sock, NULL))
+        evtimer_add(f->ev_sock, &(struct timeval)AX_TV_MS(SOCK_POLL_MS));
     arm_check(f, until);
 }
 
@@ -289,9 +320,12 @@ int fence_start(executor_t *ex) {
     pthread_cond_init(&f->cv, &ca);
     pthread_condattr_destroy(&ca);
     f->ev_check = evtimer_new(ex->svc.base, on_fence_check, ex);
-    if (!f->ev_check || pthread_create(&f->thr, NULL, fence_main, f) != 0) {
+    f->ev_sock = evtimer_new(ex->svc.base, on_fence_sock, f);
+    if (!f->ev_check || !f->ev_sock || pthread_create(&f->thr, NULL, fence_main, f) != 0) {
         if (f->ev_check)
             event_free(f->ev_check);
+        if (f->ev_sock)
+            event_free(f->ev_sock);
         free(f);
         return -1;
     }
@@ -323,6 +357,7 @@ void fence_fini(executor_t *ex) {
         if (f->v[i].fd >= 0)
             close(f->v[i].fd);
     event_free(f->ev_check);
+    event_free(f->ev_sock);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f->v);
