@@ -17,8 +17,9 @@
  *   ax_pg_tcp_defaults): it SIGKILLs the process group of every command
  *   whose deadline passed (ax_cmd_kill_group: safe from any thread, a group
  *   is signalled only while its leader is unreaped); shuts down the socket
- *   of every http request whose deadline passed (a dup of it, ours, closed
- *   by fence_clear: its number cannot be reused under the shutdown); and
+ *   of every http request whose deadline passed (a dup of it, ours, taken
+ *   by fence_set or, once connected, by the loop's on_fence_sock, closed by
+ *   fence_clear: its number cannot be reused under the shutdown); and
  *   raises the stop flag of every plugin run() whose deadline passed
  *   (handler_plugin_fence), so ax_plugin_should_stop() turns 1. It touches
  *   nothing else;
