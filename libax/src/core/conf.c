@@ -286,6 +286,13 @@ const ax_conf_def_t ax_conf_table[] = {
      "jobs/s with 128: a quarter less broker CPU per job; at full load not shown not to "
      "cost throughput yet (BENCHMARKS.md, \"Records in chunks per partition\"), hence off. "
      "Ignored when kafka.partitioner is set. Read at start only."},
+    {"dispatch.overlap", AX_CONF_INT, OFF(dispatch_overlap), "1", 0, 1, "trigger",
+     "1: the leader opens the Kafka transaction of a dispatch batch and produces its records "
+     "while PostgreSQL commits the statement that marked them dispatched, and commits the "
+     "transaction once that commit returned (aborting it if the commit failed), so the "
+     "records travel to the broker during the PostgreSQL commit instead of after it. 0: "
+     "produce only after the commit. Either way nothing of the batch is visible to executors "
+     "before its marks are durable."},
     {"dispatch.partition.chunk", AX_CONF_INT, OFF(dispatch_partition_chunk), "0", 0, 1000000,
      "trigger",
      "The same for the trigger's dispatch records of jobs without a routing field (a "
