@@ -2,7 +2,10 @@
  * dispatch.c — the leader produces instances marked dispatched (by the
  * ingest statement, the due scan or the fire statement, each with a
  * dispatch_batch row) in one Kafka transaction, then settles the marks
- * (commit) or undoes them (failure: the due scan retries them). Instances
+ * (commit) or undoes them (failure: the due scan retries them). With
+ * dispatch.overlap the ingest's and the due scan's transaction is begun
+ * and produced into while PostgreSQL commits the marks
+ * (dispatch_commit_with), and aborted if that commit fails. Instances
  * that cannot be produced (reserved group, missing topic, too large) are
  * held (hold.c).
  */
