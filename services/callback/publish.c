@@ -222,7 +222,10 @@ static int pub_producer(callback_t *cb) {
     snprintf(cid, sizeof cid, "%s-results", cb->svc.worker_id);
     /* fences every older producer of this id: its open transaction is
      * aborted, its commit fails */
-    pb->txp = ax_kafka_txn_producer_new(&cb->svc.conf, cid, pb->txn_id, 10000, err, sizeof err);
+    /* linger 5 ms: results are produced one consumed batch at a time
+     * over the publish window */
+    pb->txp = ax_kafka_txn_producer_new(&cb->svc.conf, cid, pb->txn_id, 5, 10000, err,
+                                        sizeof err);
     if (!pb->txp) {
         ax_warn("results publisher: %s", err);
         pb->next_init_ms = ax_mono_ms() + 5 * PUB_TRY_MS;

@@ -2,7 +2,10 @@
  * dispatch.c — the leader produces instances marked dispatched (by the
  * ingest statement, the due scan or the fire statement, each with a
  * dispatch_batch row) in one Kafka transaction, then settles the marks
- * (commit) or undoes them (failure: the due scan retries them). Instances
+ * (commit) or undoes them (failure: the due scan retries them). With
+ * dispatch.overlap the ingest's and the due scan's transaction is begun
+ * and produced into while PostgreSQL commits the marks
+ * (dispatch_commit_with), and aborted if that commit fails. Instances
  * that cannot be produced (reserved group, missing topic, too large) are
  * held (hold.c).
  */
@@ -264,62 +267,112 @@ static void after_failed_commit(trigger_t *t, const ax_dispatch_rows_t *rows) {
     hold_list_free(&holds);
 }
 
-/* Produce in one Kafka transaction: rows produced, or AX_ERR_IO. */
-static int produce_txn(trigger_t *t, const ax_dispatch_rows_t *rows, size_t n,
-                       hold_list_t *holds) {
+/* Open the Kafka transaction of rows and produce them into it (nothing
+ * of it visible before its commit): x->produced = rows produced, or
+ * AX_ERR_IO when a produce failed (the transaction is aborted then). */
+static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch_txn_t *x) {
     char err[512] = "";
-    if (lead_txn_begin(t) < 0)
-        return AX_ERR_IO;
-    int produced = produce_rows(t, rows, holds, err, sizeof err);
-    if (produced < 0) {
-        /* never left open: every later begin would fail */
-        char why[700];
-        snprintf(why, sizeof why, "dispatch of %zu instance(s): %s", n, err);
-        lead_txn_abort(t, why);
-        return AX_ERR_IO;
+    *x = (dispatch_txn_t){0};
+    x->ids = calloc(rows->n + 1, sizeof *x->ids);
+    if (!x->ids) {
+        x->produced = AX_ERR_NOMEM; /* the marks are recovered later */
+        return;
     }
-    if (lead_txn_commit(t) < 0) {
-        hold_list_free(holds);
-        after_failed_commit(t, rows);
-        return AX_ERR_IO;
-    }
-    return produced;
-}
-
-int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows) {
-    ax_svc_t *svc = &t->svc;
-    char err[512] = "";
-    int64_t *ids = calloc(rows->n + 1, sizeof *ids);
-    if (!ids)
-        return AX_ERR_NOMEM; /* the marks are recovered later */
-    size_t n = 0;
     for (size_t i = 0; i < rows->n; i++)
         if (!rows->v[i].hold)
-            ids[n++] = rows->v[i].id;
+            x->ids[x->n++] = rows->v[i].id;
     t->nrefused = 0;
     t->nfailed_other = 0;
-    hold_list_t holds = {0};
-    int produced = n ? produce_txn(t, rows, n, &holds) : 0;
-    if (n && produced >= 0 && holds.n) {
-        record_holds(t, ids, n, &holds,
+    if (!x->n)
+        return;
+    if (lead_txn_begin(t) < 0) {
+        x->produced = AX_ERR_IO;
+        return;
+    }
+    x->open = 1;
+    x->produced = produce_rows(t, rows, &x->holds, err, sizeof err);
+    if (x->produced < 0) {
+        /* never left open: every later begin would fail */
+        char why[700];
+        snprintf(why, sizeof why, "dispatch of %zu instance(s): %s", x->n, err);
+        x->open = 0;
+        lead_txn_abort(t, why);
+    }
+}
+
+/* The marks of x are durable: commit its Kafka transaction, then settle
+ * the marks (committed) or undo them (failed: the due scan retries). */
+static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch_txn_t *x) {
+    ax_svc_t *svc = &t->svc;
+    char err[512] = "";
+    if (x->open) {
+        x->open = 0;
+        if (lead_txn_commit(t) < 0) {
+            hold_list_free(&x->holds);
+            after_failed_commit(t, rows);
+            x->produced = AX_ERR_IO;
+        }
+    }
+    int produced = x->produced;
+    if (x->n && produced >= 0 && x->holds.n) {
+        record_holds(t, x->ids, x->n, &x->holds,
                      "dispatch settle (recovered later: the instances may be produced twice; "
                      "executors drop the duplicates)");
         t->dispatched += produced;
-    } else if (n && produced >= 0) {
-        if (ax_store_pending_settle(svc->pg, ids, n, err, sizeof err) < 0)
+    } else if (x->n && produced >= 0) {
+        if (ax_store_pending_settle(svc->pg, x->ids, x->n, err, sizeof err) < 0)
             ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
                     "twice; executors drop the duplicates)", err);
         t->dispatched += produced;
-    } else if (n) {
+    } else if (x->n && produced != AX_ERR_NOMEM) {
         /* Nothing of the transaction is visible: back to the due scan. */
-        ax_pending_undo_t u = {.ids = ids, .n = n};
+        ax_pending_undo_t u = {.ids = x->ids, .n = x->n};
         if (ax_store_pending_undo(svc->pg, &u, NULL, err, sizeof err) < 0)
             ax_warn("dispatch undo: %s (recovered later)", err);
         arm_scan(t, svc->conf.backoff_initial_ms);
     }
-    hold_list_free(&holds);
-    free(ids);
+    hold_list_free(&x->holds);
+    free(x->ids);
+    x->ids = NULL;
     return produced;
+}
+
+/* The PostgreSQL transaction that marked rows could not commit: nothing
+ * of the Kafka transaction may appear either. */
+static void dispatch_drop_txn(trigger_t *t, dispatch_txn_t *x) {
+    char err[512];
+    if (x->open && t->txp && ax_kafka_txn_end_abort(t->txp, 10000, err, sizeof err) < 0)
+        lead_give_up(t, err);
+    x->open = 0;
+    hold_list_free(&x->holds);
+    free(x->ids);
+    x->ids = NULL;
+}
+
+int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows) {
+    dispatch_txn_t x;
+    dispatch_open(t, rows, &x);
+    return dispatch_close(t, rows, &x);
+}
+
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int *produced,
+                         char *err, size_t errlen) {
+    dispatch_txn_t x = {0};
+    int early = rows->n > 0 && t->svc.conf.dispatch_overlap;
+    if (early)
+        dispatch_open(t, rows, &x);
+    int rc = ax_pg_commit(t->svc.pg, err, errlen);
+    if (rc < 0) {
+        if (early)
+            dispatch_drop_txn(t, &x);
+        return rc; /* the caller rolls back */
+    }
+    if (!early)
+        dispatch_open(t, rows, &x);
+    int p = dispatch_close(t, rows, &x);
+    if (produced)
+        *produced = p;
+    return 0;
 }
 
 void recover_pending(trigger_t *t) {

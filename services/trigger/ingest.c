@@ -98,14 +98,14 @@ static int ingest_run(trigger_t *t, const ax_ingest_in_t *in, size_t n, ax_inges
         }
     }
     int rc = ax_store_ingest(svc->pg, &c, in, n, out, err, errlen);
-    if (tx && rc == 0)
+    if (tx && rc == 0 && c.epoch)
+        rc = dispatch_commit_with(t, &out->rows, NULL, err, errlen);
+    else if (tx && rc == 0)
         rc = ax_pg_commit(svc->pg, err, errlen);
-    else if (tx)
+    if (tx && rc < 0)
         ax_pg_rollback(svc->pg);
     if (rc < 0)
         ax_ingest_out_free(out);
-    else if (c.epoch)
-        dispatch_produce(t, &out->rows);
     return rc;
 }
 

@@ -276,8 +276,12 @@ static int become_leader(trigger_t *t, int64_t epoch) {
     snprintf(cid, sizeof cid, "%s-leader", svc->worker_id);
     t->epoch = epoch;
     t->leader = 1;
-    /* Fence any older leader's producer before producing anything. */
-    t->txp = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 30000, err, sizeof err);
+    /* Fence any older leader's producer before producing anything. No
+     * linger: a dispatch batch is produced in one go, and with
+     * dispatch.overlap its records should be on their way while
+     * PostgreSQL commits their marks (they wait for the transaction's
+     * partitions to be added anyway, and go out together then). */
+    t->txp = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0, 30000, err, sizeof err);
     if (!t->txp) {
         ax_warn("leader: %s; giving the lease back", err);
         t->leader = 0;

@@ -106,12 +106,21 @@ static int dispatch_batch(trigger_t *t) {
         rc = lead_check_in_tx(t, err, sizeof err);
     if (rc == 0)
         rc = due_pick(t, &rows, err, sizeof err);
-    if ((rc = lead_tx_finish(t, rc, "due scan", err, sizeof err)) < 0) {
+    int produced = 0;
+    if (rc == 0 && rows.n) {
+        /* commits, dispatching; on failure rolled back below */
+        rc = dispatch_commit_with(t, &rows, &produced, err, sizeof err);
+        if (rc < 0)
+            rc = lead_tx_finish(t, rc, "due scan", err, sizeof err);
+    } else {
+        rc = lead_tx_finish(t, rc, "due scan", err, sizeof err);
+    }
+    if (rc < 0) {
         ax_dispatch_rows_free(&rows);
         return rc;
     }
     int n = (int)rows.n;
-    rc = n ? dispatch_produce(t, &rows) : 0;
+    rc = produced;
     ax_dispatch_rows_free(&rows);
     return rc < 0 ? rc : n;
 }

@@ -190,6 +190,14 @@ static inline void arm_scan(trigger_t *t, int64_t ms) {
  * failure the instances are made undispatched again (the due scan retries
  * them). Returns rows produced, or <0. */
 int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
+/* Commit the open PostgreSQL transaction whose statement marked rows
+ * dispatched, then dispatch them as dispatch_produce; with
+ * dispatch.overlap the Kafka transaction is opened and the records
+ * produced before the PostgreSQL commit, committed after it (aborted if it
+ * failed). 0 (*produced: dispatch_produce's result), or the commit's
+ * error (err): the caller rolls back; nothing was dispatched. */
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int *produced,
+                         char *err, size_t errlen);
 /* Make undispatched again what a failed or abandoned Kafka transaction
  * left pending (dispatch_batch): of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
@@ -221,6 +229,14 @@ typedef struct hold_list {
     hold_t *v;
     size_t n, cap;
 } hold_list_t;
+/* dispatch.c: one dispatch batch's Kafka transaction */
+typedef struct dispatch_txn {
+    int64_t *ids;      /* the rows not held */
+    size_t n;
+    int open;          /* begun and produced, not committed */
+    int produced;      /* rows produced, or <0 */
+    hold_list_t holds; /* rows that could not be produced */
+} dispatch_txn_t;
 int hold_start(trigger_t *t);
 void hold_stop(trigger_t *t);
 /* Whether the topic exists as the last listing saw it: 1 yes, 0 no, -1 no

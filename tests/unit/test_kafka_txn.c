@@ -34,7 +34,7 @@ static int setup(void **state) {
     assert_int_equal(ax_conf_set(&conf, "kafka.test.mock.num.brokers", "1", "test", err,
                                  sizeof err), 0);
     assert_int_equal(ax_conf_set(&conf, "kafka.log_level", "0", "test", err, sizeof err), 0);
-    rk = ax_kafka_txn_producer_new(&conf, "test", "test-txn", 10000, err, sizeof err);
+    rk = ax_kafka_txn_producer_new(&conf, "test", "test-txn", 5, 10000, err, sizeof err);
     if (!rk)
         fail_msg("txn producer: %s", err);
     rd_kafka_mock_cluster_t *mc = rd_kafka_handle_mock_cluster(rk);

@@ -76,13 +76,15 @@ void ax_kafka_set_stats(const char *client_id, ax_kafka_stats_fn fn, void *arg);
 
 rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, char *errbuf,
                                   size_t errlen);
-/* A transactional producer: transactional.id = txn_id, and
- * rd_kafka_init_transactions() done (up to timeout_ms), which fences every
- * older producer with the same id — its open transaction is aborted and its
- * next produce or commit fails fatally. */
+/* A transactional producer: transactional.id = txn_id, linger.ms =
+ * linger_ms (unless kafka.linger.ms says otherwise; the commit flushes
+ * whatever lingers), and rd_kafka_init_transactions() done (up to
+ * timeout_ms), which fences every older producer with the same id — its
+ * open transaction is aborted and its next produce or commit fails
+ * fatally. */
 rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_id,
-                                      const char *txn_id, int timeout_ms, char *errbuf,
-                                      size_t errlen);
+                                      const char *txn_id, int linger_ms, int timeout_ms,
+                                      char *errbuf, size_t errlen);
 /* Begin a transaction. AX_ERR_CONFLICT when the producer failed fatally
  * (destroy it); AX_ERR_IO otherwise (e.g. one is still open: end it with
  * ax_kafka_txn_end_abort). */

@@ -211,10 +211,12 @@ rd_kafka_t *ax_kafka_producer_new(const ax_conf_t *conf, const char *client_id, 
 }
 
 rd_kafka_t *ax_kafka_txn_producer_new(const ax_conf_t *conf, const char *client_id,
-                                      const char *txn_id, int timeout_ms, char *errbuf,
-                                      size_t errlen) {
-    static const char *const defaults[] = {
-        "enable.idempotence", "true", "acks", "all", "linger.ms", "5",
+                                      const char *txn_id, int linger_ms, int timeout_ms,
+                                      char *errbuf, size_t errlen) {
+    char linger[24];
+    snprintf(linger, sizeof linger, "%d", linger_ms < 0 ? 0 : linger_ms);
+    const char *const defaults[] = {
+        "enable.idempotence", "true", "acks", "all", "linger.ms", linger,
         "partitioner", "murmur2_random", "message.timeout.ms", "30000",
         "socket.keepalive.enable", "true", "reconnect.backoff.max.ms", "5000",
         "transaction.timeout.ms", "60000", NULL, NULL};

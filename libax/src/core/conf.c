@@ -277,26 +277,34 @@ const ax_conf_def_t ax_conf_table[] = {
      "transactional producers (trigger dispatch, callback results) keep 5 ms: their "
      "batches are a transaction's records, flushed by its commit. kafka.linger.ms "
      "overrides both."},
-    {"produce.partition.chunk", AX_CONF_INT, OFF(produce_partition_chunk), "0", 0, 1000000,
+    {"produce.partition.chunk", AX_CONF_INT, OFF(produce_partition_chunk), "128", 0, 1000000,
      "executor,callback",
      "Attempt records (the executor's, to <prefix>callback) and results (the callback's, to "
      "<prefix>results) go to their topic's partitions in turn, this many to a partition, "
      "instead of each to its instance id's partition: a producer batch or Kafka "
      "transaction costs the broker a request (and in a transaction a verification and a "
      "marker) per partition it touches, so at low load it touches one or two, under load "
-     "all of them. Records keep their keys. 0 (the default) = by key. Measured at 1,000 "
-     "jobs/s with 128: a quarter less broker CPU per job; at full load not shown not to "
-     "cost throughput yet (BENCHMARKS.md, \"Records in chunks per partition\"), hence off. "
-     "Ignored when kafka.partitioner is set. Read at start only."},
-    {"dispatch.partition.chunk", AX_CONF_INT, OFF(dispatch_partition_chunk), "0", 0, 1000000,
+     "all of them. Records keep their keys. 0 = by key. Measured at 1,000 jobs/s: "
+     "produce requests to about 0.6 x, partition verifications to about 0.3 x; at full "
+     "load no consistent cost over four series (BENCHMARKS.md, \"Records in chunks per "
+     "partition\" and \"Fire-to-start and the dispatch transaction\"). Ignored when "
+     "kafka.partitioner is set. Read at start only."},
+    {"dispatch.partition.chunk", AX_CONF_INT, OFF(dispatch_partition_chunk), "32", 0, 1000000,
      "trigger",
      "The same for the trigger's dispatch records of jobs without a routing field (a "
      "routing field keeps its key's partition): a dispatch transaction of n records "
      "touches at most n / this + 2 partitions of a lane. Smaller spreads a small burst "
      "over more partitions, so over more executors of the group (long-running jobs); "
      "larger costs the broker less per transaction (measured with 32). 1 = one record per "
-     "partition in turn; 0 (the default, as produce.partition.chunk) = by instance id. "
+     "partition in turn; 0 = by instance id. "
      "Ignored when kafka.partitioner is set. Read at start only."},
+    {"dispatch.overlap", AX_CONF_INT, OFF(dispatch_overlap), "1", 0, 1, "trigger",
+     "1: the leader opens the Kafka transaction of a dispatch batch and produces its records "
+     "while PostgreSQL commits the statement that marked them dispatched, and commits the "
+     "transaction once that commit returned (aborting it if the commit failed), so the "
+     "records travel to the broker during the PostgreSQL commit instead of after it. 0: "
+     "produce only after the commit. Either way nothing of the batch is visible to executors "
+     "before its marks are durable."},
     {"api.listen", AX_CONF_STR, OFF(api_listen), "127.0.0.1:8480", 0, 0, "api",
      "HOST:PORT ax-api listens on for the REST API (/api/v1), /healthz, /readyz and the web "
      "console. Plain HTTP unless api.tls.cert and api.tls.key are set."},
