@@ -27,15 +27,17 @@
  * version when a concurrent claim got there first), not a SELECT ... FOR
  * UPDATE before it: that lock wrote a WAL record per row besides the HOT
  * update (BENCHMARKS.md, issue #13). The rows are still visited in id
- * order (c, sorted, drives the primary-key lookups). */
+ * order (c, sorted, drives the primary-key lookups). Each id's attempt
+ * comes from a join with the batch, not array_position(), which scanned
+ * the whole array once per row. */
 AX_STMT(st_claim, "run.claim",
         "WITH c AS MATERIALIZED ("
         "  SELECT i.id, i.attempt,"
         "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
-        "  FROM instance_state i LEFT JOIN job j ON j.id = i.job_id"
-        "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
-        "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
+        "  FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt)"
+        "  JOIN instance_state i ON i.id = u.id LEFT JOIN job j ON j.id = i.job_id"
+        "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED' AND i.attempt = u.attempt"
         "    AND j.concurrency_limit IS NULL"
         "  ORDER BY i.id"
         ")"
