@@ -87,8 +87,13 @@ AX_STMT(st_renew, "run.renew",
         " RETURNING id, cancel_requested_at IS NOT NULL");
 enum { HELD_ID, HELD_CANCEL };
 
+/* "flying" (implied by the state: the same rows) lets the planner read the
+ * in-flight instances' partial index instead of the whole table: without
+ * it, a poll of a few thousand ids was planned as a sequential scan of
+ * instance_state (125 ms against 3.4 ms over 80,000 rows, BENCHMARKS.md
+ * "Issue #13: the finish and the outbox per batch"). */
 AX_STMT(st_cancel_poll, "run.cancel_poll",
-        "SELECT id FROM instance_state WHERE id = ANY($2::bigint[]) AND worker = $1"
+        "SELECT id FROM instance_state WHERE flying AND id = ANY($2::bigint[]) AND worker = $1"
         " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')");
 enum { CANCEL_ID };
 
