@@ -68,13 +68,19 @@ AX_STMT(st_finish, "outcome.finish",
      * version, and holds_slot (what the finish gives back) is part of it,
      * so a row changed since this read is left alone. */
     "  SELECT u.*, i.holds_slot, i.job_id, i.running_at"
-    "  FROM u JOIN instance_state i ON i.id = u.id"
-    "  WHERE i.id = ANY($1::bigint[]) AND i.attempt = u.attempt"
+    /* one primary-key lookup per entry of the batch: the LIMIT keeps the
+     * lookup a subquery, so the batch is always the outer side (as a
+     * join, the batch's unnest could be planned as the inner side of a
+     * nested loop, rescanned per row); array_position() here scanned the
+     * whole array once per row */
+    "  FROM u, LATERAL (SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM instance_state i"
+    "    WHERE i.id = u.id AND i.attempt = u.attempt"
     /* an instance cut by the trigger's backlog cap, or cancelled by axctl
      * before it was claimed, is finished from SCHEDULED */
     "    AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
     "          OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
     "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
+    "    LIMIT 1) i"
     "    ORDER BY i.id"
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,

@@ -28,17 +28,20 @@
  * UPDATE before it: that lock wrote a WAL record per row besides the HOT
  * update (BENCHMARKS.md, issue #13). The rows are still visited in id
  * order (c, sorted, drives the primary-key lookups). Each id's attempt
- * comes from a join with the batch, not array_position(), which scanned
- * the whole array once per row. */
+ * comes from the batch itself, one primary-key lookup per entry (the
+ * LIMIT keeps the lookup a subquery, so the batch is always the outer
+ * side: a join was planned with the batch's unnest rescanned per row),
+ * not from array_position(), which scanned the whole array once per row. */
 AX_STMT(st_claim, "run.claim",
         "WITH c AS MATERIALIZED ("
         "  SELECT i.id, i.attempt,"
         "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
-        "  FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt)"
-        "  JOIN instance_state i ON i.id = u.id LEFT JOIN job j ON j.id = i.job_id"
-        "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED' AND i.attempt = u.attempt"
-        "    AND j.concurrency_limit IS NULL"
+        "  FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt),"
+        "  LATERAL (SELECT * FROM instance_state i WHERE i.id = u.id AND i.state = 'SCHEDULED'"
+        "    AND i.attempt = u.attempt LIMIT 1) i"
+        "  LEFT JOIN job j ON j.id = i.job_id"
+        "  WHERE j.concurrency_limit IS NULL"
         "  ORDER BY i.id"
         ")"
         " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
