@@ -32,9 +32,9 @@ p -c "SELECT pg_stat_reset()" >/dev/null
 # PG_WALINSPECT=1: every WAL record of the run by relation of this database
 # and record type (pg_walinspect; bench_exec's cleanup deletes are in it)
 [[ -z ${PG_WALINSPECT:-} ]] || { p -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
-  lsn0=$(p -c "SELECT pg_current_wal_lsn()"); }
+  lsn0=$(p -c "SELECT pg_current_wal_flush_lsn()"); }
 "$DRV/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$BUILD" noop 1 "$N" | tee /tmp/pg_per_job.$$.out
-[[ -z ${PG_WALINSPECT:-} ]] || { lsn1=$(p -c "SELECT pg_current_wal_lsn()")
+[[ -z ${PG_WALINSPECT:-} ]] || { lsn1=$(p -c "SELECT pg_current_wal_flush_lsn()")
   echo "WAL records per job by relation and type (bytes per job; by the relation of its first block):"
   p -F $'\t' -c "WITH r AS (SELECT resource_manager || ' ' || record_type AS kind, record_length, fpi_length,
         (regexp_match(block_ref, 'rel [0-9]+/([0-9]+)/([0-9]+)')) AS m
@@ -44,7 +44,7 @@ p -c "SELECT pg_stat_reset()" >/dev/null
       round(sum(r.record_length)::numeric / $N, 1), round(sum(r.fpi_length)::numeric / $N, 1)
     FROM r LEFT JOIN pg_class c ON r.m[1]::oid = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND c.relfilenode = r.m[2]::oid
-    GROUP BY 1, 2 HAVING count(*) >= $N / 100 ORDER BY 3 DESC"; }
+    GROUP BY 1, 2 HAVING count(*) >= $N / 100 ORDER BY 3 DESC" || echo "(pg_walinspect failed)"; }
 echo "statements per job (calls, WAL records, WAL bytes, µs), this database:"
 p -F $'\t' -c "SELECT round(calls::numeric / $N, 3), round(wal_records::numeric / $N, 2),
       round(wal_bytes::numeric / $N, 0), round((total_exec_time * 1000 / $N)::numeric, 2),
