@@ -1,8 +1,8 @@
 /*
  * scan.c — the leader's due scan: due SCHEDULED instances go out in
  * batches, each in one PostgreSQL transaction fenced by the lease (the
- * candidates locked, picked in release order by ax_lane_pick, marked
- * dispatched) followed by one Kafka transaction (dispatch_produce). The
+ * candidates read, picked in release order by ax_lane_pick, marked
+ * dispatched if still queued) followed by one Kafka transaction (dispatch_produce). The
  * release plan (lag.c) decides which lanes wait; instances of deferring
  * lanes are recorded as deferred as they fall due.
  */
@@ -58,8 +58,9 @@ static void mark_deferred(trigger_t *t) {
 }
 
 /* In the leader's transaction: shard parents expanded, the candidates
- * locked, the batch picked in release order (ax_lane_pick: effective
- * priority, at most the room of each lane) and marked dispatched. */
+ * read (unlocked), the batch picked in release order (ax_lane_pick:
+ * effective priority, at most the room of each lane) and marked
+ * dispatched, those still queued (dispatch.due_mark). */
 static int due_pick(trigger_t *t, ax_dispatch_rows_t *out, char *err, size_t errlen) {
     ax_svc_t *svc = &t->svc;
     int64_t room[AX_PRIORITIES];

@@ -22,7 +22,7 @@
 #   busy_pct        the machine's CPU busy over the interval, load1
 #   rows/size       n_live_tup and pg_total_relation_size (MB) of
 #                   instance_def, instance_state, job_attempt, job_fire,
-#                   ax_result_outbox, idempotency_claim, submission (whole
+#                   ax_result_outbox, ax_result_batch, idempotency_claim, submission (whole
 #                   tables of the database: only this run writes them if the
 #                   database is the run's own)
 #
@@ -105,7 +105,7 @@ tables() {
     sql "SELECT string_agg(relname || '=' || n_live_tup || '/' ||
                 round(pg_total_relation_size(relid) / 1048576.0, 1) || 'MB', ' ' ORDER BY relname)
          FROM pg_stat_user_tables WHERE relname IN ('instance_def', 'instance_state', 'job_attempt',
-              'job_fire', 'ax_result_outbox', 'idempotency_claim', 'submission')"
+              'job_fire', 'ax_result_outbox', 'ax_result_batch', 'idempotency_claim', 'submission')"
 }
 
 echo "t_s=0 $(tables)"

@@ -43,6 +43,8 @@ read_topic -f '%s' >"$WORK/values"
 ! grep -a -q "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" "$WORK/values" \
     || fail "the big output is on the topic"
 grep -q "Kafka refused its result of" "$WORK/ax-callback.log" || fail "the refusal is not logged"
-[ "$(sql "SELECT count(*) FROM ax_result_outbox WHERE deployment = '${AXCONF_TOPIC_PREFIX}'")" = 0 ] \
+[ "$(sql "SELECT (SELECT count(*) FROM ax_result_outbox WHERE deployment = '${AXCONF_TOPIC_PREFIX}')
+      + (SELECT coalesce(sum(cardinality(ids)), 0) FROM ax_result_batch
+         WHERE deployment = '${AXCONF_TOPIC_PREFIX}')")" = 0 ] \
     || fail "the outbox is not empty"
 log ok

@@ -1,6 +1,8 @@
 /*
- * ax/store_outbox.h — the results outbox (tables ax_result_outbox,
- * ax_results_offset; infra/migrations/015): the final outcomes waiting to
+ * ax/store_outbox.h — the results outbox (tables ax_result_batch, one row
+ * per finishing statement, infra/migrations/020; ax_result_outbox, a
+ * previous release's row per instance; ax_results_offset; infra/migrations/015):
+ * the final outcomes waiting to
  * be published on the results topic, marking them published, the offsets
  * up to which the topic is reconciled with the rows, and the session
  * advisory lock that makes one callback process of a deployment the

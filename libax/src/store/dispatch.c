@@ -410,7 +410,11 @@ int ax_store_due_expand_shards(ax_pg_t *pg, const char *deployment, int64_t limi
  * at most as many as that lane has room for ($5, per lane). Backlog-capped
  * instances (error class backlog_full) wait for ax-callback to finish
  * them. The caller merges them in order of effective priority
- * (ax_lane_pick) and marks the ones it picked (dispatch.due_mark). */
+ * (ax_lane_pick) and marks the ones it picked (dispatch.due_mark). The
+ * candidates are not locked (a SELECT ... FOR UPDATE SKIP LOCKED wrote a
+ * WAL record per row, BENCHMARKS.md "Issue #13: the finish and the outbox
+ * per batch"): the mark takes only those still queued when it updates
+ * them. */
 enum { CAND_ID, CAND_WAITED, CAND_PRIO, CAND_LANE };
 AX_STMT(st_due_cand, "dispatch.due_candidates",
         "SELECT c.id, (extract(epoch FROM now() - c.due_at) * 1000)::bigint, c.priority,"
@@ -422,8 +426,7 @@ AX_STMT(st_due_cand, "dispatch.due_candidates",
         NOT_WAITING
         "    AND shard_mode IS DISTINCT FROM 'static'"
         "    AND error_class IS DISTINCT FROM 'backlog_full'"
-        "    ORDER BY due_at LIMIT least($1, ($5::bigint[])[($4::int[])[l.lane1] + 1])"
-        "    FOR UPDATE SKIP LOCKED) c"
+        "    ORDER BY due_at LIMIT least($1, ($5::bigint[])[($4::int[])[l.lane1] + 1])) c"
         "  WHERE l.wait_ms IS NOT NULL");
 
 int ax_store_due_candidates(ax_pg_t *pg, const ax_due_plan_t *plan, ax_lane_cand_t **ret_v,
@@ -464,15 +467,21 @@ int ax_store_due_candidates(ax_pg_t *pg, const ax_due_plan_t *plan, ax_lane_cand
     return 0;
 }
 
-/* By primary key only: the rows are locked by dispatch.due_candidates; a
- * join here could become a nested loop over job_instance_due, which the
- * planner estimates at 1 row in the middle of a burst (BENCHMARKS.md). */
+/* By primary key only: a join here could become a nested loop over
+ * job_instance_due, which the planner estimates at 1 row in the middle of
+ * a burst (BENCHMARKS.md), and so could a WHERE on queued (the due index's
+ * predicate). The candidates were read unlocked: a row no longer queued
+ * when the update reaches it (finished from SCHEDULED by the callback, a
+ * cancel, in the meantime; the update waits for that writer and sees its
+ * version) keeps its dispatched_at and is neither marked nor returned
+ * (took: the transaction's now() is no earlier dispatch's time). */
 AX_STMT(st_due_mark, "dispatch.due_mark",
         "WITH u AS ("
-        "  UPDATE instance_state SET dispatched_at = now() WHERE id = ANY($1::bigint[])"
-        "  RETURNING id, attempt, due_at, priority"
-        "), " PEND_BATCH("u", "true", "$2::bigint", "$3")
-        " SELECT " DISPATCH_COLS " FROM u JOIN instance_def USING (id)");
+        "  UPDATE instance_state SET dispatched_at = CASE WHEN queued THEN now()"
+        "    ELSE dispatched_at END WHERE id = ANY($1::bigint[])"
+        "  RETURNING id, attempt, due_at, priority, coalesce(dispatched_at = now(), false) AS took"
+        "), " PEND_BATCH("u", "took", "$2::bigint", "$3")
+        " SELECT " DISPATCH_COLS " FROM u JOIN instance_def USING (id) WHERE u.took");
 
 int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
                       const char *deployment, ax_dispatch_rows_t *out, char *errbuf,

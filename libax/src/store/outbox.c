@@ -36,7 +36,17 @@ int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char
     return rc;
 }
 
+/* The oldest outbox entries, up to $2: the ids of the oldest
+ * ax_result_batch rows (020_result_batch: a row per finishing statement)
+ * whose counts reach $2, and a previous release's ax_result_outbox rows
+ * (additive). */
 AX_STMT(st_pending, "outbox.pending",
+    "WITH bt AS MATERIALIZED (SELECT b.ids FROM (SELECT ids, sum(n) OVER (ORDER BY id) - n AS before"
+    "  FROM ax_result_batch WHERE deployment = $1) b WHERE b.before < $2::int),"
+    " o AS MATERIALIZED (SELECT DISTINCT x.instance_id FROM ("
+    "  (SELECT instance_id FROM ax_result_outbox WHERE deployment = $1"
+    "   ORDER BY instance_id LIMIT $2::int)"
+    "  UNION ALL SELECT unnest(ids) FROM bt) x ORDER BY x.instance_id LIMIT $2::int)"
     "SELECT o.instance_id, i.id IS NOT NULL, i.job_name, i.outcome, i.attempt, i.exit_code,"
     "  i.error_class, i.error, coalesce(i.output, ''), i.trace_id, i.idempotency_key,"
     "  (extract(epoch FROM i.nominal_time) * 1000)::bigint,"
@@ -44,9 +54,9 @@ AX_STMT(st_pending, "outbox.pending",
     "  (extract(epoch FROM i.locked_at) * 1000)::bigint,"
     "  (extract(epoch FROM i.running_at) * 1000)::bigint,"
     "  (extract(epoch FROM i.finished_at) * 1000)::bigint"
-    " FROM ax_result_outbox o LEFT JOIN instance i ON i.id = o.instance_id"
+    " FROM o LEFT JOIN instance i ON i.id = o.instance_id"
     "  AND i.state = 'FINISHED' AND i.result_published_at IS NULL"
-    " WHERE o.deployment = $1 ORDER BY o.instance_id LIMIT $2::int");
+    " ORDER BY o.instance_id");
 enum { OB_ID, OB_PRESENT, OB_JOB, OB_OUTCOME, OB_ATTEMPTS, OB_EXIT, OB_ERROR_CLASS, OB_ERROR,
        OB_OUTPUT, OB_TRACE, OB_IDEM, OB_NOMINAL, OB_SCHEDULED, OB_LOCKED, OB_RUNNING,
        OB_FINISHED };
@@ -114,13 +124,29 @@ void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n) {
 }
 
 /* One statement (atomic): the instances leave the outbox and are marked
- * published, and the reconciled offsets advance. The mark takes no row
+ * published, and the reconciled offsets advance. An ax_result_batch row
+ * whose ids are all marked is deleted, one marked in part keeps the rest;
+ * only the rows whose id range meets the marked ids are opened, and their
+ * ids are looked up in a hash of the marked ones (not compared pairwise).
+ * The mark takes no row
  * lock before its update (a SELECT ... FOR UPDATE wrote one more WAL record
  * per row, BENCHMARKS.md "Issue #13"): a FINISHED, unpublished row is
  * updated by the lock-holding publisher alone, one statement at a time. */
 #define SQL_MARK \
     "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1" \
     "  AND instance_id = ANY($2::bigint[])" \
+    "), pa AS MATERIALIZED (SELECT unnest($2::bigint[]) AS id" \
+    "), rng AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM pa" \
+    "), bt AS MATERIALIZED (SELECT b.id, b.n, ARRAY(SELECT x.v" \
+    "   FROM unnest(b.ids) WITH ORDINALITY x(v, k) WHERE x.v NOT IN (SELECT id FROM pa)" \
+    "   ORDER BY x.k) AS rest" \
+    "  FROM ax_result_batch b, rng WHERE b.deployment = $1" \
+    "   AND b.max_id >= rng.lo AND b.min_id <= rng.hi" \
+    "), bd AS (DELETE FROM ax_result_batch b USING bt WHERE b.id = bt.id" \
+    "  AND cardinality(bt.rest) = 0" \
+    "), bu AS (UPDATE ax_result_batch b SET ids = bt.rest, n = cardinality(bt.rest)," \
+    "  min_id = bt.rest[1], max_id = bt.rest[cardinality(bt.rest)] FROM bt" \
+    "  WHERE b.id = bt.id AND cardinality(bt.rest) BETWEEN 1 AND bt.n - 1" \
     "), m AS (UPDATE instance_state SET result_published_at = now()" \
     "  WHERE id = ANY($2::bigint[]) AND state = 'FINISHED' AND result_published_at IS NULL" \
     "  RETURNING id" \

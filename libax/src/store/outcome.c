@@ -57,61 +57,74 @@ AX_STMT(st_finish, "outcome.finish",
     "    $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])"
     "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms,"
     "      retry_ms)"
-    "), old AS ("
-    /* primary-key lookups (id = ANY), locked in id order like every other
-     * multi-row update of instance_state, so batches never deadlock */
-    "  SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM instance_state i"
-    "  WHERE i.id = ANY($1::bigint[])"
-    "    AND i.attempt = ($2::int[])[array_position($1::bigint[], i.id)]"
+    "), old AS MATERIALIZED ("
+    /* the batch joined to its state rows (primary-key lookups, id = ANY),
+     * sorted: it alone drives the update below, which visits (and locks)
+     * the rows in id order like every other multi-row update of
+     * instance_state, so batches never deadlock. No SELECT ... FOR UPDATE:
+     * its row lock wrote a WAL record per row besides the update
+     * (BENCHMARKS.md, "Issue #13: the finish and the outbox per batch");
+     * the CAS is the UPDATE's own condition, re-checked on the latest
+     * version, and holds_slot (what the finish gives back) is part of it,
+     * so a row changed since this read is left alone. */
+    "  SELECT u.*, i.holds_slot, i.job_id, i.running_at"
+    /* one primary-key lookup per entry of the batch: the LIMIT keeps the
+     * lookup a subquery, so the batch is always the outer side (as a
+     * join, the batch's unnest could be planned as the inner side of a
+     * nested loop, rescanned per row); array_position() here scanned the
+     * whole array once per row */
+    "  FROM u, LATERAL (SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM instance_state i"
+    "    WHERE i.id = u.id AND i.attempt = u.attempt"
     /* an instance cut by the trigger's backlog cap, or cancelled by axctl
      * before it was claimed, is finished from SCHEDULED */
-    "    AND CASE WHEN (($5::text[])[array_position($1::bigint[], i.id)] = 'backlog_full'"
-    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'ax-trigger')"
-    "          OR (($5::text[])[array_position($1::bigint[], i.id)] = 'cancelled'"
-    "              AND ($8::text[])[array_position($1::bigint[], i.id)] = 'axctl')"
+    "    AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
+    "          OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
     "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
-    "    ORDER BY i.id FOR UPDATE"
+    "    LIMIT 1) i"
+    "    ORDER BY i.id"
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,
      * for the trigger to dispatch; otherwise FINISHED */
     "  UPDATE instance_state i SET"
-    "    state = CASE WHEN u.retry_ms IS NULL THEN 'FINISHED' ELSE 'SCHEDULED' END"
+    "    state = CASE WHEN o.retry_ms IS NULL THEN 'FINISHED' ELSE 'SCHEDULED' END"
     "      ::ax_instance_state,"
-    "    outcome = CASE WHEN u.retry_ms IS NULL THEN u.outcome END,"
-    "    finished_at = CASE WHEN u.retry_ms IS NULL THEN clock_timestamp() END,"
-    "    attempt = i.attempt + CASE WHEN u.retry_ms IS NULL THEN 0 ELSE 1 END,"
-    "    due_at = CASE WHEN u.retry_ms IS NULL THEN i.due_at"
-    "             ELSE now() + u.retry_ms * interval '1 millisecond' END,"
-    "    dispatched_at = CASE WHEN u.retry_ms IS NULL THEN i.dispatched_at END,"
+    "    outcome = CASE WHEN o.retry_ms IS NULL THEN o.outcome END,"
+    "    finished_at = CASE WHEN o.retry_ms IS NULL THEN clock_timestamp() END,"
+    "    attempt = i.attempt + CASE WHEN o.retry_ms IS NULL THEN 0 ELSE 1 END,"
+    "    due_at = CASE WHEN o.retry_ms IS NULL THEN i.due_at"
+    "             ELSE now() + o.retry_ms * interval '1 millisecond' END,"
+    "    dispatched_at = CASE WHEN o.retry_ms IS NULL THEN i.dispatched_at END,"
     /* a retry waits for its backoff, not for backpressure */
-    "    deferred_at = CASE WHEN u.retry_ms IS NULL THEN i.deferred_at END,"
-    "    worker = CASE WHEN u.retry_ms IS NULL THEN i.worker END,"
-    "    locked_at = CASE WHEN u.retry_ms IS NULL THEN i.locked_at END,"
-    "    running_at = CASE WHEN u.retry_ms IS NULL THEN i.running_at END,"
-    "    exit_code = u.exit_code, error_class = u.error_class,"
-    "    error = u.error, output = u.output, lease_expires_at = NULL, holds_slot = false"
-    "  FROM u JOIN old ON old.id = u.id"
-    "  WHERE i.id = u.id AND i.attempt = u.attempt"
-    "  AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
-    "      OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
+    "    deferred_at = CASE WHEN o.retry_ms IS NULL THEN i.deferred_at END,"
+    "    worker = CASE WHEN o.retry_ms IS NULL THEN i.worker END,"
+    "    locked_at = CASE WHEN o.retry_ms IS NULL THEN i.locked_at END,"
+    "    running_at = CASE WHEN o.retry_ms IS NULL THEN i.running_at END,"
+    "    exit_code = o.exit_code, error_class = o.error_class,"
+    "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false"
+    "  FROM old o"
+    "  WHERE i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
+    "  AND CASE WHEN (o.error_class = 'backlog_full' AND o.worker = 'ax-trigger')"
+    "      OR (o.error_class = 'cancelled' AND o.worker = 'axctl')"
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
-    "  RETURNING i.id, u.attempt, u.outcome, i.exit_code, i.error_class, i.error,"
-    "    clock_timestamp() AS finished_at, old.holds_slot, old.job_id, old.running_at, u.worker,"
-    "    u.started_ms, u.retry_ms, i.deployment"
-    /* Both inserts below skip a row that exists instead of ON CONFLICT DO
+    "  RETURNING i.id, o.attempt, o.outcome, i.exit_code, i.error_class, i.error,"
+    "    clock_timestamp() AS finished_at, o.holds_slot, o.job_id, o.running_at, o.worker,"
+    "    o.started_ms, o.retry_ms, i.deployment"
+    "), ob AS ("
+    /* ended for good: to be published (the outbox, same transaction), one
+     * row per statement and deployment holding the ids (020_result_batch:
+     * a row per instance, inserted here and deleted by the mark, was
+     * three WAL records per job) */
+    "  INSERT INTO ax_result_batch (deployment, min_id, max_id, n, ids)"
+    "  SELECT f.deployment, min(f.id), max(f.id), count(*), array_agg(f.id ORDER BY f.id)"
+    "  FROM fin f WHERE f.retry_ms IS NULL GROUP BY f.deployment"
+    /* The attempt insert skips a row that exists instead of ON CONFLICT DO
      * NOTHING, whose speculative insertion writes one more WAL record per
      * row (BENCHMARKS.md, issue #13): the CAS above holds each instance's
-     * state row, so no other finish inserts the same keys concurrently
+     * state row, so no other finish inserts the same key concurrently
      * (a clash with the probe split, which holds the row while it
      * inserts, is a unique violation: the callback persists the batch
      * again one result at a time, services/callback/consume.c, in a new
      * snapshot that sees the row and skips it). */
-    "), ob AS ("
-    /* ended for good: to be published (the outbox, same transaction) */
-    "  INSERT INTO ax_result_outbox (deployment, instance_id)"
-    "  SELECT f.deployment, f.id FROM fin f WHERE f.retry_ms IS NULL AND NOT EXISTS"
-    "   (SELECT 1 FROM ax_result_outbox o WHERE o.deployment = f.deployment"
-    "    AND o.instance_id = f.id)"
     "), att AS ("
     "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
     "    error, started_at, finished_at)"

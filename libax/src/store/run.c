@@ -27,16 +27,21 @@
  * version when a concurrent claim got there first), not a SELECT ... FOR
  * UPDATE before it: that lock wrote a WAL record per row besides the HOT
  * update (BENCHMARKS.md, issue #13). The rows are still visited in id
- * order (c, sorted, drives the primary-key lookups). */
+ * order (c, sorted, drives the primary-key lookups). Each id's attempt
+ * comes from the batch itself, one primary-key lookup per entry (the
+ * LIMIT keeps the lookup a subquery, so the batch is always the outer
+ * side: a join was planned with the batch's unnest rescanned per row),
+ * not from array_position(), which scanned the whole array once per row. */
 AX_STMT(st_claim, "run.claim",
         "WITH c AS MATERIALIZED ("
         "  SELECT i.id, i.attempt,"
         "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
         "    $6::bigint)::bigint AS lease"
-        "  FROM instance_state i LEFT JOIN job j ON j.id = i.job_id"
-        "  WHERE i.id = ANY($2::bigint[]) AND i.state = 'SCHEDULED'"
-        "    AND i.attempt = ($3::int[])[array_position($2::bigint[], i.id)]"
-        "    AND j.concurrency_limit IS NULL"
+        "  FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt),"
+        "  LATERAL (SELECT * FROM instance_state i WHERE i.id = u.id AND i.state = 'SCHEDULED'"
+        "    AND i.attempt = u.attempt LIMIT 1) i"
+        "  LEFT JOIN job j ON j.id = i.job_id"
+        "  WHERE j.concurrency_limit IS NULL"
         "  ORDER BY i.id"
         ")"
         " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
@@ -85,8 +90,13 @@ AX_STMT(st_renew, "run.renew",
         " RETURNING id, cancel_requested_at IS NOT NULL");
 enum { HELD_ID, HELD_CANCEL };
 
+/* "flying" (implied by the state: the same rows) lets the planner read the
+ * in-flight instances' partial index instead of the whole table: without
+ * it, a poll of a few thousand ids was planned as a sequential scan of
+ * instance_state (125 ms against 3.4 ms over 80,000 rows, BENCHMARKS.md
+ * "Issue #13: the finish and the outbox per batch"). */
 AX_STMT(st_cancel_poll, "run.cancel_poll",
-        "SELECT id FROM instance_state WHERE id = ANY($2::bigint[]) AND worker = $1"
+        "SELECT id FROM instance_state WHERE flying AND id = ANY($2::bigint[]) AND worker = $1"
         " AND cancel_requested_at IS NOT NULL AND state IN ('LOCKED', 'RUNNING')");
 enum { CANCEL_ID };
 
