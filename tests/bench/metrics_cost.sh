@@ -14,8 +14,10 @@
 #   BUILD/tests/bench_exec --config $AX_CONFIG [--metrics-port 19600] BUILD noop 1 N
 # off then on (odd rounds) or on then off (even rounds), each round under
 # the machine-wide benchmark lock (flock /work/devenv/bench.lock), so other
-# benchmarks get the lock between rounds. MODES "off on" (default) or "on"
-# (scrape figures only). Prints each run's completed/s, CPU µs per job of
+# benchmarks get the lock between rounds. MODES: the runs of a round, in
+# that order in odd rounds and reversed in even ones, of off, on, and onk
+# (on, but librdkafka's statistics off: --set kafka.statistics.interval.ms=0);
+# default "off on"; "on" alone for the scrape figures. Prints each run's completed/s, CPU µs per job of
 # the three services (cpu_us_per_job_*), the machine's busy %, the medians
 # and on/off ratios, and for the "on" runs the scrapes whose start fell in
 # bench_exec's measurement window: per service, the medians over the runs
@@ -35,6 +37,7 @@ trap 'kill "$WPID" 2>/dev/null || true' EXIT
 run() { # run off|on ROUND
     local mode=$1 r=$2 extra=()
     [ "$mode" = on ] && extra=(--metrics-port "$BASE")
+    [ "$mode" = onk ] && extra=(--metrics-port "$BASE" --set kafka.statistics.interval.ms=0)
     if ! "$B/tests/bench_exec" --config "$AX_CONFIG" "${extra[@]}" "$B" noop 1 "$N" \
         >"$OUT/$mode.$r.out" 2>"$OUT/$mode.$r.err"; then
         echo "run $mode $r failed (see $OUT/$mode.$r.err)" >&2
@@ -50,9 +53,8 @@ run() { # run off|on ROUND
 export -f run
 export B N BASE OUT AX_CONFIG
 for r in $(seq 1 "$ROUNDS"); do
-    if [ "$MODES" = on ]; then order="on"
-    elif [ $((r % 2)) -eq 1 ]; then order="off on"
-    else order="on off"; fi
+    if [ $((r % 2)) -eq 1 ]; then order=$MODES
+    else order=$(echo $MODES | tr ' ' '\n' | tac | paste -sd' '); fi
     flock /work/devenv/bench.lock bash -c "for m in $order; do run \$m $r; done"
     tail -n "$(wc -w <<<"$order")" "$OUT/runs" | sed 's/^/run /'
 done
@@ -65,12 +67,16 @@ awk '{ print $1, $2, $3, $4, $5, $6, $7, $8 }' "$OUT/runs"
 for col in 3:completed_per_s 4:cpu_us_trigger 5:cpu_us_callback 6:cpu_us_executor 7:cpu_us_services; do
     k=${col%%:*}; name=${col#*:}
     off=$(awk -v k="$k" '$1 == "off" { print $k }' "$OUT/runs" | med)
-    on=$(awk -v k="$k" '$1 == "on" { print $k }' "$OUT/runs" | med)
-    awk -v n="$name" -v a="$on" -v b="$off" 'BEGIN {
-        printf "%s median off %s on %s", n, b, a; if (b + 0 > 0) printf " on/off %.3f", a / b; print "" }'
+    line="$name median off $off"
+    for m in on onk; do
+        v=$(awk -v k="$k" -v m="$m" '$1 == m { print $k }' "$OUT/runs" | med)
+        [ "$v" = - ] && continue
+        line="$line $m $v$(awk -v a="$v" -v b="$off" 'BEGIN { if (b + 0 > 0) printf " (%s/off %.3f)", "x", a / b }' | sed "s/x/$m/")"
+    done
+    echo "$line"
 done
 # Scrapes in each "on" run's measurement window: per run and port, p50 and p99 of each column.
-awk '$1 == "on" { print $2, $9, $10 }' "$OUT/runs" | while read -r r w0 w1; do
+awk '$1 == "on" || $1 == "onk" { print $1 $2, $9, $10 }' "$OUT/runs" | while read -r r w0 w1; do
     for p in 0 1 2; do
         awk -v a="$w0" -v b="$w1" -v port=$((BASE + p)) '$1 >= a && $1 <= b && $2 == port' \
             "$OUT/scrapes" >"$OUT/s.$r.$p"
