@@ -100,6 +100,13 @@ static inline pid_t kafka_pid(void) {
     return p > 0 && proc_ticks((pid_t)p) >= 0 ? (pid_t)p : 0;
 }
 
+/* Wall clock in ms since the epoch (to line up with another program's log). */
+static inline int64_t bench_epoch_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static inline int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;

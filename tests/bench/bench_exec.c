@@ -26,6 +26,9 @@
  *                     pg_stat_activity lists, this connection's backend
  *                     excluded), Kafka (when AX_STATE/run/kafka.pid is
  *                     readable), this program, and the whole machine
+ *   cpu_us_per_job_*  the same CPU, µs per job: trigger, callback, executors
+ *                     (summed), the three services; window_epoch_ms: the
+ *                     window's start and end, ms since the epoch
  *   pg_*              commits, WAL records/bytes and WAL syncs per job
  *                     (pg_stat_database, pg_stat_wal deltas; the servers
  *                     flush those statistics about once a second)
@@ -33,7 +36,8 @@
  *                     attempt > 1, makes the exit status 3
  *
  * Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W]
- *                   [--timeout S] [--submit-chunk K] BUILD_DIR MODE EXECUTORS N [RATE]
+ *                   [--timeout S] [--submit-chunk K] [--metrics-port BASE]
+ *                   BUILD_DIR MODE EXECUTORS N [RATE]
  *
  * --config and --set (except topic.prefix) are passed on to every service,
  * after a default --set log.level=warn (a later --set wins); each service
@@ -43,6 +47,9 @@
  * program's submissions go to the submit topic's partitions K at a time in
  * turn (ax_kafka_chunk_hint), as a client batching its records would,
  * instead of each to its key's (trace id) partition (default 0: by key).
+ * --metrics-port BASE: each service gets metrics.listen=127.0.0.1:BASE+i
+ * (0 trigger, 1 callback, 2.. the executors; before --set, which wins), so
+ * a scraper started once finds every run's endpoints (default 0: none).
  *
  * Cleanup on every way out (also SIGINT/SIGTERM/SIGHUP of the benchmark):
  * the services get SIGTERM (SIGKILL after 30 s), then the job, every
@@ -171,8 +178,16 @@ static void pg_snap(pgstat_t *s) {
 
 /* ---- the services -------------------------------------------------------- */
 
-static int spawn(bench_proc_t *p, const char *bin, char **pass, int npass) {
-    return bench_spawn("bench_exec", p, bin, g_prefix, NULL, 0, pass, npass);
+/* --metrics-port BASE: service i serves /metrics on 127.0.0.1:BASE+i (trigger,
+ * callback, executors in order), so one long-lived scraper knows the targets. */
+static int g_metrics_port;
+
+static int spawn(bench_proc_t *p, int i, const char *bin, char **pass, int npass) {
+    char listen[64];
+    char *extra[] = {"--set", listen};
+    snprintf(listen, sizeof listen, "metrics.listen=127.0.0.1:%d", g_metrics_port + i);
+    return bench_spawn("bench_exec", p, bin, g_prefix, extra, g_metrics_port > 0 ? 2 : 0, pass,
+                       npass);
 }
 
 /* 1 while every service runs. */
@@ -416,7 +431,7 @@ static int wait_published(int64_t above, long want, long stall_s, int64_t *ret_d
 
 static const char usage[] =
     "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W] [--timeout S]\n"
-    "                  [--submit-chunk K] BUILD_DIR MODE EXECUTORS N [RATE]\n"
+    "                  [--submit-chunk K] [--metrics-port BASE] BUILD_DIR MODE EXECUTORS N [RATE]\n"
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
     "--config and --set are passed on to the services (except topic.prefix).\n";
 
@@ -466,7 +481,7 @@ static int run(const char *build, const char *mode, int nexec, long n,
         p->pid = -1;
     }
     for (int i = 0; i < g_nproc; i++)
-        if (spawn(&g_proc[i], bin[i < 2 ? i : 2], pass, npass) < 0)
+        if (spawn(&g_proc[i], i, bin[i < 2 ? i : 2], pass, npass) < 0)
             return 1;
     /* Every executor has a worker row. */
     ax_strbuf_t wids = {0};
@@ -531,13 +546,14 @@ static int run(const char *build, const char *mode, int nexec, long n,
     pg_snap(&s0);
     seen_reset(above);
     cpu_snap(&c0, NULL);
-    int64_t p0 = ax_mono_ms();
+    int64_t p0 = ax_mono_ms(), w0 = bench_epoch_ms();
     if (submit("m", 0, n, rate) < 0)
         return 1;
     int64_t submit_ms = ax_mono_ms() - p0, done_mono;
     if (wait_published(above, n, stall_s, &done_mono) < 0)
         return 1;
     cpu_snap(&c1, &c0);
+    int64_t w1 = bench_epoch_ms();
     pg_snap(&s1);
     double load1 = loadavg1();
     double win = (double)(c1.mono_ms - c0.mono_ms) / 1000.0;
@@ -613,6 +629,17 @@ static int run(const char *build, const char *mode, int nexec, long n,
                ? (double)(c1.mbusy - c0.mbusy) * 100.0 / (double)(c1.mtotal - c0.mtotal)
                : 0.0,
            load0, load1);
+    /* CPU per job, less noisy than a rate: what each service spent for one instance. */
+    double us_tick = 1e6 / (double)sysconf(_SC_CLK_TCK);
+    long long exd = 0;
+    for (int i = 2; i < g_nproc; i++)
+        exd += c1.svc[i] - c0.svc[i];
+    printf("cpu_us_per_job_trigger=%.1f cpu_us_per_job_callback=%.1f cpu_us_per_job_executors=%.1f "
+           "cpu_us_per_job_services=%.1f window_epoch_ms=%lld,%lld\n",
+           (double)(c1.svc[0] - c0.svc[0]) * us_tick / (double)n,
+           (double)(c1.svc[1] - c0.svc[1]) * us_tick / (double)n, (double)exd * us_tick / (double)n,
+           (double)(c1.svc[0] - c0.svc[0] + c1.svc[1] - c0.svc[1] + exd) * us_tick / (double)n,
+           (long long)w0, (long long)w1);
     printf("pg_commits_per_job=%.2f pg_wal_records_per_job=%.1f pg_wal_bytes_per_job=%.0f "
            "pg_wal_syncs_per_s=%.0f pg_commits_per_s=%.0f\n",
            (double)(s1.commits - s0.commits) / (double)n,
@@ -672,6 +699,8 @@ int main(int argc, char **argv) {
             stall_s = atol(argv[++ai]);
         else if (strcmp(argv[ai], "--submit-chunk") == 0 && ai + 1 < argc)
             g_submit_chunk = atol(argv[++ai]);
+        else if (strcmp(argv[ai], "--metrics-port") == 0 && ai + 1 < argc)
+            g_metrics_port = atoi(argv[++ai]);
         else {
             fprintf(stderr, "%s", usage);
             return 2;
@@ -692,7 +721,7 @@ int main(int argc, char **argv) {
     }
     if ((strcmp(mode, "noop") != 0 && strcmp(mode, "sleep10") != 0) || nexec < 1 ||
         nexec > MAX_EXECUTORS || n < 1 || rate < 0 || partitions < 1 || warmup < 1 ||
-        stall_s < 1) {
+        stall_s < 1 || g_metrics_port < 0 || g_metrics_port + 2 + nexec > 65536) {
         fprintf(stderr, "%s", usage);
         return 2;
     }

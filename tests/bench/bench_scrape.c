@@ -4,14 +4,31 @@
  * HTTP/1.0 request), as the scraper sees it.
  *
  * Usage: bench_scrape HOST:PORT COUNT [INTERVAL_MS]
+ *        bench_scrape --watch INTERVAL_MS LOG HOST:PORT...
  *
  * Scrapes COUNT times, back to back or every INTERVAL_MS, and prints
  *   scrape_ms_p50=… scrape_ms_p99=… scrape_ms_max=… bytes=… lines=… failed=…
  * A scrape that fails or answers anything but 200 counts in `failed` (exit
  * status 3 if any did).
+ *
+ *        bench_scrape --watch INTERVAL_MS LOG HOST:PORT...
+ *
+ * One long-lived scraper, as a Prometheus is: every INTERVAL_MS it scrapes
+ * each target in turn, until SIGINT or SIGTERM. A target that refuses the
+ * connection (not running) costs one failed connect and is skipped. For
+ * each scrape it appends to LOG, once the next scrape of the same target
+ * has answered (the server's own timing of a scrape appears in the next
+ * one: the increase of ax_metrics_scrape_seconds_total and
+ * ax_metrics_scrape_render_cpu_seconds_total, valid when
+ * ax_metrics_scrapes_total grew by exactly 1):
+ *   EPOCH_MS PORT CLIENT_MS READ_MS RENDER_MS SEND_MS RENDER_CPU_MS BYTES LINES
+ * EPOCH_MS is the scrape's start (wall clock), CLIENT_MS connect to the
+ * last byte as this program saw it; the rest is the server's view. Its
+ * own CPU is in /proc like any process's.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,12 +74,123 @@ static int scrape(const struct sockaddr_in *sa, char *buf, size_t cap, size_t *r
     return 0;
 }
 
+/* ---- --watch ------------------------------------------------------------- */
+
+typedef struct {
+    struct sockaddr_in sa;
+    int port, have;   /* have: a previous scrape's figures below */
+    double scrapes, ph[4]; /* read, render, send, cpu totals, seconds */
+    long long epoch_ms;
+    double client_ms;
+    size_t bytes, lines;
+} target_t;
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+/* The value of the sample line that starts with `prefix` (name and labels, then a space). */
+static int sample(const char *body, const char *prefix, double *v) {
+    size_t n = strlen(prefix);
+    for (const char *p = body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, prefix, n) == 0) {
+            *v = atof(p + n);
+            return 0;
+        }
+    return -1;
+}
+
+static void watch_one(target_t *t, char *buf, size_t cap, FILE *log) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long epoch = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    size_t bytes, lines;
+    double t0 = now_ms();
+    if (scrape(&t->sa, buf, cap, &bytes, &lines) < 0) {
+        t->have = 0;
+        return;
+    }
+    double ms = now_ms() - t0, n = 0, ph[4] = {0};
+    static const char *const keys[] = {
+        "ax_metrics_scrape_seconds_total{phase=\"read\"} ",
+        "ax_metrics_scrape_seconds_total{phase=\"render\"} ",
+        "ax_metrics_scrape_seconds_total{phase=\"send\"} ",
+        "ax_metrics_scrape_render_cpu_seconds_total "};
+    const char *body = strstr(buf, "\r\n\r\n");
+    int ok = body && sample(body, "ax_metrics_scrapes_total ", &n) == 0;
+    for (int i = 0; ok && i < 4; i++)
+        ok = sample(body, keys[i], &ph[i]) == 0;
+    if (ok && t->have && n == t->scrapes + 1) {
+        fprintf(log, "%lld %d %.3f", t->epoch_ms, t->port, t->client_ms);
+        for (int i = 0; i < 4; i++)
+            fprintf(log, " %.3f", (ph[i] - t->ph[i]) * 1e3);
+        fprintf(log, " %zu %zu\n", t->bytes, t->lines);
+        fflush(log);
+    }
+    t->have = ok;
+    t->scrapes = n;
+    memcpy(t->ph, ph, sizeof ph);
+    t->epoch_ms = epoch;
+    t->client_ms = ms;
+    t->bytes = bytes;
+    t->lines = lines;
+}
+
+static int watch(int argc, char **argv) {
+    long interval = argc > 2 ? atol(argv[2]) : 0;
+    int nt = argc - 4;
+    if (interval < 1 || nt < 1) {
+        fprintf(stderr, "usage: bench_scrape --watch INTERVAL_MS LOG HOST:PORT...\n");
+        return 2;
+    }
+    FILE *log = fopen(argv[3], "a");
+    target_t *t = calloc((size_t)nt, sizeof *t);
+    size_t cap = 16 << 20;
+    char *buf = malloc(cap);
+    if (!log || !t || !buf)
+        return 1;
+    for (int i = 0; i < nt; i++) {
+        char host[64];
+        t[i].sa.sin_family = AF_INET;
+        if (sscanf(argv[4 + i], "%63[^:]:%d", host, &t[i].port) != 2 ||
+            inet_pton(AF_INET, host, &t[i].sa.sin_addr) != 1) {
+            fprintf(stderr, "bench_scrape: '%s' is not HOST:PORT\n", argv[4 + i]);
+            return 2;
+        }
+        t[i].sa.sin_port = htons((uint16_t)t[i].port);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    double next = now_ms();
+    while (!g_stop) {
+        for (int i = 0; i < nt && !g_stop; i++)
+            watch_one(&t[i], buf, cap, log);
+        next += (double)interval;
+        double wait = next - now_ms();
+        if (wait > 0)
+            usleep((useconds_t)(wait * 1000));
+        else
+            next = now_ms();
+    }
+    fclose(log);
+    free(t);
+    free(buf);
+    return 0;
+}
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--watch") == 0)
+        return watch(argc, argv);
     if (argc < 3) {
         fprintf(stderr, "usage: bench_scrape HOST:PORT COUNT [INTERVAL_MS]\n");
         return 2;

@@ -176,6 +176,13 @@ for s in trigger executor callback api; do # after the load: every family there,
     curl -sf "http://127.0.0.1:${PORT[$s]}/metrics" >"$WORK/$s.end.prom" || fail "GET /metrics of ax-$s failed"
     promtool check metrics <"$WORK/$s.end.prom" || fail "promtool check metrics (after the load): ax-$s"
 done
+for s in trigger executor callback api; do # the endpoint timed the scrapes Prometheus made
+    awk '$1 == "ax_metrics_scrapes_total" && $2 >= 1 { n++ }
+         $1 == "ax_metrics_scrape_seconds_total{phase=\"render\"}" && $2 > 0 { n++ }
+         $1 == "ax_metrics_scrape_render_cpu_seconds_total" && $2 > 0 { n++ }
+         END { exit n == 3 ? 0 : 1 }' "$WORK/$s.end.prom" ||
+        fail "ax-$s: no scrape timing (ax_metrics_scrape_*) after Prometheus' scrapes"
+done
 cat "$WORK"/*.end.prom | sed -n 's/^# TYPE \([a-z_:]*\) .*/\1/p' | sort -u >"$WORK/exported"
 while read -r m; do
     base=$(echo "$m" | sed -E 's/_(bucket|sum|count)$//')

@@ -53,6 +53,32 @@ static void counter_gauge(void **state) {
     ax_metrics_destroy(m);
 }
 
+/* Sample values as the renderer formats them without printf: zero, negative
+ * integers, the largest exact integer, beyond it, fractions, NaN and +-Inf
+ * (the same text as "%.0f" / "%.15g" gave). */
+static void numbers(void **state) {
+    (void)state;
+    ax_metrics_t *m = ax_metrics_new();
+    static const char *const v[] = {"a", "b", "c", "d", "e", "f", "g", "h", NULL};
+    ax_metric_t *g = ax_metrics_gauge(m, "n", "N.", "v", v);
+    const double x[] = {0, -3, 9007199254740991.0, 9007199254740992.0, -0.25, NAN, INFINITY,
+                        -1234567890123.0};
+    for (size_t i = 0; i < 8; i++)
+        ax_metric_set(g, i, x[i]);
+    char *t = render(m);
+    assert_string_equal(t, "# HELP n N.\n# TYPE n gauge\n"
+                           "n{v=\"a\"} 0\n"
+                           "n{v=\"b\"} -3\n"
+                           "n{v=\"c\"} 9007199254740991\n"
+                           "n{v=\"d\"} 9.00719925474099e+15\n"
+                           "n{v=\"e\"} -0.25\n"
+                           "n{v=\"f\"} NaN\n"
+                           "n{v=\"g\"} +Inf\n"
+                           "n{v=\"h\"} -1234567890123\n");
+    free(t);
+    ax_metrics_destroy(m);
+}
+
 static void escaping(void **state) {
     (void)state;
     ax_metrics_t *m = ax_metrics_new();
@@ -225,7 +251,7 @@ static void listen_parse(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(counter_gauge), cmocka_unit_test(escaping),
+        cmocka_unit_test(counter_gauge), cmocka_unit_test(numbers), cmocka_unit_test(escaping),
         cmocka_unit_test(histogram),     cmocka_unit_test(collector),
         cmocka_unit_test(rules),         cmocka_unit_test(concurrent),
         cmocka_unit_test(listen_parse),

@@ -29,6 +29,12 @@ struct ax_metric {
     size_t nb;
     size_t stride;  /* cells per series: 1, or nb + 1 buckets + 1 sum */
     uint64_t *cells;
+    /* The exposition's fixed text, made at registration: the HELP and TYPE
+     * lines, then every sample line's name and labels (and the space),
+     * nlines of them (per series: 1, or nb + 1 buckets, _sum, _count);
+     * line j's is text[off[j] .. off[j + 1]), the header text[0 .. off[0]). */
+    char *text;
+    size_t *off, nlines;
 };
 
 typedef struct {
@@ -86,32 +92,48 @@ static void mbuf_put(ax_mbuf_t *b, const char *s, size_t n) {
 
 static void mbuf_puts(ax_mbuf_t *b, const char *s) { mbuf_put(b, s, strlen(s)); }
 
-/* Escape for a label value (\\, \", \n) or, with quote = 0, a HELP text (\\, \n). */
+/* Escape for a label value (\\, \", \n) or, with quote = 0, a HELP text (\\, \n):
+ * the runs without any of those in one copy each. */
 static void mbuf_escaped(ax_mbuf_t *b, const char *s, int quote) {
-    for (const char *p = s; *p; p++) {
-        if (*p == '\\')
-            mbuf_put(b, "\\\\", 2);
-        else if (*p == '\n')
-            mbuf_put(b, "\\n", 2);
-        else if (*p == '"' && quote)
-            mbuf_put(b, "\\\"", 2);
-        else
-            mbuf_put(b, p, 1);
+    const char *special = quote ? "\\\n\"" : "\\\n";
+    while (*s) {
+        size_t n = strcspn(s, special);
+        mbuf_put(b, s, n);
+        s += n;
+        if (!*s)
+            break;
+        mbuf_put(b, *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : "\\\"", 2);
+        s++;
     }
 }
 
-/* A sample value as Prometheus reads it: integers exactly, others %.15g. */
-static void mbuf_number(ax_mbuf_t *b, double v) {
-    char s[64];
+#define NUMBER_MAX 32 /* the longest text of fmt_number, with room */
+
+/* A sample value as Prometheus reads it: integers exactly (without printf:
+ * most samples are counts), others %.15g. Writes no NUL; returns the length. */
+static size_t fmt_number(char *s, double v) {
     if (isnan(v))
-        snprintf(s, sizeof s, "NaN");
-    else if (isinf(v))
-        snprintf(s, sizeof s, "%s", v > 0 ? "+Inf" : "-Inf");
-    else if (v == floor(v) && fabs(v) < 9007199254740992.0)
-        snprintf(s, sizeof s, "%.0f", v);
-    else
-        snprintf(s, sizeof s, "%.15g", v);
-    mbuf_puts(b, s);
+        return (size_t)snprintf(s, NUMBER_MAX, "NaN");
+    if (isinf(v))
+        return (size_t)snprintf(s, NUMBER_MAX, "%s", v > 0 ? "+Inf" : "-Inf");
+    if (v != floor(v) || fabs(v) >= 9007199254740992.0)
+        return (size_t)snprintf(s, NUMBER_MAX, "%.15g", v);
+    char d[24];
+    size_t n = 0, k = 0;
+    uint64_t u = (uint64_t)fabs(v);
+    do
+        d[n++] = (char)('0' + u % 10);
+    while ((u /= 10));
+    if (v < 0)
+        s[k++] = '-';
+    while (n)
+        s[k++] = d[--n];
+    return k;
+}
+
+static void mbuf_number(ax_mbuf_t *b, double v) {
+    char s[NUMBER_MAX];
+    mbuf_put(b, s, fmt_number(s, v));
 }
 
 /* ---- registration ------------------------------------------------------------------------- */
@@ -134,6 +156,8 @@ static void metric_free(ax_metric_t *f) {
     free(f->label);
     free(f->bounds);
     free(f->cells);
+    free(f->text);
+    free(f->off);
     free(f);
 }
 
@@ -196,6 +220,78 @@ static int copy_values(ax_metric_t *f, const char *label, const char *const *val
     return 0;
 }
 
+static const char *type_name(ax_metric_type_t t) {
+    return t == AX_METRIC_COUNTER ? "counter" : t == AX_METRIC_GAUGE ? "gauge" : "histogram";
+}
+
+static void text_header(ax_mbuf_t *b, const char *name, ax_metric_type_t type, const char *help) {
+    mbuf_puts(b, "# HELP ");
+    mbuf_puts(b, name);
+    mbuf_puts(b, " ");
+    mbuf_escaped(b, help ? help : "", 0);
+    mbuf_puts(b, "\n# TYPE ");
+    mbuf_puts(b, name);
+    mbuf_puts(b, " ");
+    mbuf_puts(b, type_name(type));
+    mbuf_puts(b, "\n");
+}
+
+/* One sample line's text before its value: NAME[SUFFIX][{LABEL="VALUE"[,le="LE"]}] and a space. */
+static void text_prefix(ax_mbuf_t *b, const ax_metric_t *f, const char *suffix, size_t i,
+                        const char *le) {
+    mbuf_puts(b, f->name);
+    mbuf_puts(b, suffix);
+    if (f->label || le)
+        mbuf_puts(b, "{");
+    if (f->label) {
+        mbuf_puts(b, f->label);
+        mbuf_puts(b, "=\"");
+        mbuf_escaped(b, f->values[i], 1);
+        mbuf_puts(b, le ? "\"," : "\"");
+    }
+    if (le) {
+        mbuf_puts(b, "le=\"");
+        mbuf_puts(b, le);
+        mbuf_puts(b, "\"");
+    }
+    mbuf_puts(b, f->label || le ? "} " : " ");
+}
+
+/* f->text and f->off (see struct ax_metric). */
+static int metric_text(ax_metric_t *f) {
+    ax_mbuf_t b = {0};
+    size_t per = f->type == AX_METRIC_HISTOGRAM ? f->nb + 3 : 1, j = 0;
+    f->nlines = f->nv * per;
+    if (!(f->off = calloc(f->nlines + 1, sizeof *f->off)))
+        return -1;
+    text_header(&b, f->name, f->type, f->help);
+    f->off[j++] = b.len;
+    for (size_t i = 0; i < f->nv; i++) {
+        if (f->type != AX_METRIC_HISTOGRAM) {
+            text_prefix(&b, f, "", i, NULL);
+            f->off[j++] = b.len;
+            continue;
+        }
+        char le[64];
+        for (size_t k = 0; k <= f->nb; k++) {
+            if (k < f->nb)
+                snprintf(le, sizeof le, "%.15g", f->bounds[k]);
+            text_prefix(&b, f, "_bucket", i, k < f->nb ? le : "+Inf");
+            f->off[j++] = b.len;
+        }
+        text_prefix(&b, f, "_sum", i, NULL);
+        f->off[j++] = b.len;
+        text_prefix(&b, f, "_count", i, NULL);
+        f->off[j++] = b.len;
+    }
+    if (b.oom) {
+        ax_mbuf_free(&b);
+        return -1;
+    }
+    f->text = b.p;
+    return 0;
+}
+
 static ax_metric_t *metric_new(ax_metric_type_t type, const char *name, const char *help,
                                const char *label, const char *const *values,
                                const double *bounds, size_t nb) {
@@ -216,7 +312,7 @@ static ax_metric_t *metric_new(ax_metric_type_t type, const char *name, const ch
         goto fail;
     if (f->nb)
         memcpy(f->bounds, bounds, nb * sizeof *bounds);
-    if (!(f->cells = calloc(f->nv * f->stride, sizeof *f->cells)))
+    if (!(f->cells = calloc(f->nv * f->stride, sizeof *f->cells)) || metric_text(f) < 0)
         goto fail;
     return f;
 fail:
@@ -358,20 +454,8 @@ double ax_metric_value(const ax_metric_t *f, size_t i) {
 
 /* ---- rendering ---------------------------------------------------------------------------- */
 
-static const char *type_name(ax_metric_type_t t) {
-    return t == AX_METRIC_COUNTER ? "counter" : t == AX_METRIC_GAUGE ? "gauge" : "histogram";
-}
-
 void ax_mw_family(ax_mwriter_t *w, const char *name, ax_metric_type_t type, const char *help) {
-    mbuf_puts(w->out, "# HELP ");
-    mbuf_puts(w->out, name);
-    mbuf_puts(w->out, " ");
-    mbuf_escaped(w->out, help ? help : "", 0);
-    mbuf_puts(w->out, "\n# TYPE ");
-    mbuf_puts(w->out, name);
-    mbuf_puts(w->out, " ");
-    mbuf_puts(w->out, type_name(type));
-    mbuf_puts(w->out, "\n");
+    text_header(w->out, name, type, help);
 }
 
 void ax_mw_sample(ax_mwriter_t *w, const char *name, const char *const *labels, double v) {
@@ -390,46 +474,40 @@ void ax_mw_sample(ax_mwriter_t *w, const char *name, const char *const *labels, 
     mbuf_puts(w->out, "\n");
 }
 
-static void render_histogram(ax_mwriter_t *w, const ax_metric_t *f, size_t i, char *nm,
-                             size_t nmlen) {
-    const uint64_t *s = &f->cells[i * f->stride];
-    const char *lab[5] = {NULL, NULL, NULL, NULL, NULL};
-    size_t k = 0;
-    if (f->label) {
-        lab[k++] = f->label;
-        lab[k++] = f->values[i];
-    }
-    char le[64];
-    lab[k] = "le";
-    lab[k + 1] = le;
-    uint64_t cum = 0;
-    snprintf(nm, nmlen, "%s_bucket", f->name);
-    for (size_t b = 0; b <= f->nb; b++) {
-        cum += __atomic_load_n(&s[b], __ATOMIC_RELAXED);
-        if (b < f->nb)
-            snprintf(le, sizeof le, "%.15g", f->bounds[b]);
-        else
-            snprintf(le, sizeof le, "+Inf");
-        ax_mw_sample(w, nm, lab, (double)cum);
-    }
-    lab[k] = NULL;
-    snprintf(nm, nmlen, "%s_sum", f->name);
-    ax_mw_sample(w, nm, lab, bits_double(__atomic_load_n(&s[f->nb + 1], __ATOMIC_RELAXED)));
-    snprintf(nm, nmlen, "%s_count", f->name);
-    ax_mw_sample(w, nm, lab, (double)cum);
+/* Line j: its fixed text, the value, a newline (room reserved by the caller). */
+static char *put_line(char *p, const ax_metric_t *f, size_t j, double v) {
+    size_t n = f->off[j + 1] - f->off[j];
+    memcpy(p, f->text + f->off[j], n);
+    p += n;
+    p += fmt_number(p, v);
+    *p++ = '\n';
+    return p;
 }
 
-static void render_family(ax_mwriter_t *w, const ax_metric_t *f) {
-    char nm[512];
-    ax_mw_family(w, f->name, f->type, f->help);
+/* A family from its fixed text: one reservation, then copies and numbers. */
+static void render_family(ax_mbuf_t *b, const ax_metric_t *f) {
+    if (mbuf_reserve(b, f->off[f->nlines] + f->nlines * (NUMBER_MAX + 1)) < 0)
+        return;
+    char *p = b->p + b->len;
+    memcpy(p, f->text, f->off[0]);
+    p += f->off[0];
+    size_t j = 0;
     for (size_t i = 0; i < f->nv; i++) {
-        if (f->type == AX_METRIC_HISTOGRAM) {
-            render_histogram(w, f, i, nm, sizeof nm);
+        const uint64_t *s = &f->cells[i * f->stride];
+        if (f->type != AX_METRIC_HISTOGRAM) {
+            p = put_line(p, f, j++, ax_metric_value(f, i));
             continue;
         }
-        const char *lab[3] = {f->label, f->label ? f->values[i] : NULL, NULL};
-        ax_mw_sample(w, f->name, f->label ? lab : NULL, ax_metric_value(f, i));
+        uint64_t cum = 0;
+        for (size_t k = 0; k <= f->nb; k++) {
+            cum += __atomic_load_n(&s[k], __ATOMIC_RELAXED);
+            p = put_line(p, f, j++, (double)cum);
+        }
+        p = put_line(p, f, j++, bits_double(__atomic_load_n(&s[f->nb + 1], __ATOMIC_RELAXED)));
+        p = put_line(p, f, j++, (double)cum);
     }
+    b->len = (size_t)(p - b->p);
+    b->p[b->len] = '\0';
 }
 
 int ax_metrics_render(ax_metrics_t *m, ax_mbuf_t *out) {
@@ -438,7 +516,7 @@ int ax_metrics_render(ax_metrics_t *m, ax_mbuf_t *out) {
         return 0;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->nfam; i++)
-        render_family(&w, m->fam[i]);
+        render_family(out, m->fam[i]);
     for (size_t i = 0; i < m->ncol; i++)
         m->col[i].fn(&w, m->col[i].arg);
     pthread_mutex_unlock(&m->mu);
