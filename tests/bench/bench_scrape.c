@@ -24,7 +24,9 @@
  *   EPOCH_MS PORT CLIENT_MS READ_MS RENDER_MS SEND_MS RENDER_CPU_MS BYTES LINES
  * EPOCH_MS is the scrape's start (wall clock), CLIENT_MS connect to the
  * last byte as this program saw it; the rest is the server's view. Its
- * own CPU is in /proc like any process's.
+ * own CPU is in /proc like any process's. A target without the ax_metrics_*
+ * families (another program's endpoint, e.g. a Prometheus server's own
+ * /metrics as a peer) is logged at once with "-" for the server's phases.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -120,6 +122,10 @@ static void watch_one(target_t *t, char *buf, size_t cap, FILE *log) {
         "ax_metrics_scrape_render_cpu_seconds_total "};
     const char *body = strstr(buf, "\r\n\r\n");
     int ok = body && sample(body, "ax_metrics_scrapes_total ", &n) == 0;
+    if (body && !ok) { /* another program's endpoint (a peer): the client's view only */
+        fprintf(log, "%lld %d %.3f - - - - %zu %zu\n", epoch, t->port, ms, bytes, lines);
+        fflush(log);
+    }
     for (int i = 0; ok && i < 4; i++)
         ok = sample(body, keys[i], &ph[i]) == 0;
     if (ok && t->have && n == t->scrapes + 1) {
