@@ -104,9 +104,7 @@ static int claim_apply(executor_t *ex, run_t *r, const ax_claim_item_t *it) {
 
 int claim_new(executor_t *ex) {
     ax_svc_t *svc = &ex->svc;
-    size_t n = 0;
-    for (run_t *r = ex->head; r; r = r->next)
-        n += r->state == RUN_NEW;
+    size_t n = ex->nstate[RUN_NEW];
     if (n == 0)
         return 0;
     run_t **runs = calloc(n, sizeof *runs);
@@ -118,7 +116,7 @@ int claim_new(executor_t *ex) {
         return AX_ERR_NOMEM;
     }
     size_t k = 0;
-    for (run_t *r = ex->head; r; r = r->next)
+    for (run_t *r = ex->head; r && k < n; r = r->next)
         if (r->state == RUN_NEW) {
             runs[k] = r;
             items[k++] = (ax_claim_item_t){.instance_id = r->d.instance_id,

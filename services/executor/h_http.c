@@ -438,4 +438,4 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     return 0;
 }
 
-const handler_ops_t handler_http = {"http", init, fini, start, cancel};
+const handler_ops_t handler_http = {"http", init, fini, start, cancel, NULL};

@@ -10,8 +10,20 @@
  * done list and an eventfd wakes the loop thread, which calls run_done()
  * for every task on the list (the eventfd is written only when the list was
  * empty: one wake-up of the loop per batch of finished tasks, not per task;
- * a worker takes its next task in the same hold of the lock, and a start
- * signals a worker only when one is idle and not already being woken).
+ * a worker takes its next task in the same hold of the lock).
+ *
+ * Wake-ups: start() only links the task onto the loop thread's batch; the
+ * wave's flush() queues the batch under one hold of the lock and wakes as
+ * many idle workers as the queued work needs: one per task while the
+ * plugins' run time (a moving average the workers keep) is unknown or at
+ * least WAKE_SLICE_NS, else one per WAKE_SLICE_NS of estimated work (a wave
+ * of no-op tasks wakes one worker, not one per task: a futex wake, two
+ * context switches and a futex wait per job were half the executor's CPU).
+ * A worker that pops a task with more queued wakes another when the work
+ * left needs it. So that an under-estimate (a slow task behind cheap ones,
+ * its worker busy) cannot leave the queue waiting, the flush arms a timer:
+ * when no worker has taken a task for STALL_MS and tasks wait, it wakes
+ * one idle worker per queued task.
  *
  * Timeout: a timer on the loop thread fires at d.timeout_ms; the run is
  * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
@@ -53,6 +65,12 @@
 #include "executor.h"
 
 #define MAX_INSTANCES 256 /* distinct (path, args) combinations */
+/* A worker per this much estimated queued work (see the top). */
+#define WAKE_SLICE_NS 200000
+/* A task's hand-off costs a worker about this on top of run(). */
+#define TASK_OVERHEAD_NS 2000
+/* The stall check: queued tasks that no worker took for this long. */
+#define STALL_MS 1
 
 typedef struct plugin_h plugin_h_t;
 
@@ -116,9 +134,15 @@ struct plugin_h {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ptask_t *qhead, *qtail;
+    size_t qlen;   /* tasks queued (under mu) */
     ptask_t *done; /* finished, newest first */
     int nidle;     /* workers waiting on cv (under mu) */
     int waking;    /* signalled and not awake yet (under mu) */
+    int64_t run_ns;  /* moving average of run() (under mu); -1: none yet */
+    uint64_t popped; /* tasks taken by workers (under mu) */
+    ptask_t *bhead, *btail; /* started, not queued yet (loop thread; flush) */
+    uint64_t stall_popped;  /* popped when ev_stall was armed (loop thread) */
+    struct event *ev_stall;
     int quit;
     atomic_int stopping;
     pthread_mutex_t lib_mu;
@@ -388,13 +412,33 @@ static void task_exec(worker_t *w, ptask_t *t) {
     }
 }
 
-/* Under mu: wake an idle worker for a queued task (one per task queued, as
- * many as are idle: a wave of long tasks starts at once on every worker). */
-static void wake_one(plugin_h_t *ph) {
-    if (ph->nidle > ph->waking) {
-        ph->waking++;
+/* Under mu: how many more workers the queue needs woken (the top), at
+ * most as many as are idle and not being woken; counted as waking. The
+ * caller signals that many times (after unlocking, when it can). */
+static int wakes_needed(plugin_h_t *ph) {
+    if (!ph->qlen)
+        return 0;
+    int64_t want;
+    if (ph->run_ns < 0 || ph->run_ns >= WAKE_SLICE_NS)
+        want = (int64_t)ph->qlen;
+    else
+        want = ((int64_t)ph->qlen * (ph->run_ns + TASK_OVERHEAD_NS) + WAKE_SLICE_NS - 1) /
+               WAKE_SLICE_NS;
+    int awake = (int)ph->nworkers - ph->nidle + ph->waking; /* busy or about to be */
+    int64_t n = want - awake, idle = ph->nidle - ph->waking;
+    if (awake == 0 && n < 1)
+        n = 1;
+    if (n > idle)
+        n = idle;
+    if (n <= 0)
+        return 0;
+    ph->waking += (int)n;
+    return (int)n;
+}
+
+static void signal_n(plugin_h_t *ph, int n) {
+    for (int i = 0; i < n; i++)
         pthread_cond_signal(&ph->cv);
-    }
 }
 
 /* Under mu: the next queued task, or NULL when there is none. */
@@ -405,6 +449,8 @@ static ptask_t *pop_task(plugin_h_t *ph) {
     ph->qhead = t->next;
     if (!ph->qhead)
         ph->qtail = NULL;
+    ph->qlen--;
+    ph->popped++;
     return t;
 }
 
@@ -423,14 +469,21 @@ static void *worker_main(void *arg) {
         }
         if (!t)
             break;
+        int more = wakes_needed(ph); /* the work left may need another worker */
         pthread_mutex_unlock(&ph->mu);
+        signal_n(ph, more);
 
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         task_exec(w, t);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
 
         /* Onto the done list, and the loop woken only if the list was
          * empty: its on_done takes the whole list, so one eventfd write per
          * batch of finished tasks, not per task. */
         pthread_mutex_lock(&ph->mu);
+        ph->run_ns = ph->run_ns < 0 ? ns : ph->run_ns + (ns - ph->run_ns) / 8;
         int first = ph->done == NULL;
         t->next = ph->done;
         ph->done = t;
@@ -546,6 +599,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void fini(executor_t *ex);
+static void on_stall(evutil_socket_t fd, short what, void *arg);
 
 static int init(executor_t *ex) {
     if (ex->plugin)
@@ -555,6 +609,7 @@ static int init(executor_t *ex) {
         return AX_ERR_NOMEM;
     ph->ex = ex;
     ph->efd = -1;
+    ph->run_ns = -1;
     pthread_mutex_init(&ph->mu, NULL);
     pthread_cond_init(&ph->cv, NULL);
     pthread_mutex_init(&ph->lib_mu, NULL);
@@ -566,6 +621,9 @@ static int init(executor_t *ex) {
     }
     ph->ev_done = event_new(ex->svc.base, ph->efd, EV_READ | EV_PERSIST, on_done, ph);
     if (!ph->ev_done || event_add(ph->ev_done, NULL) < 0)
+        goto fail;
+    ph->ev_stall = evtimer_new(ex->svc.base, on_stall, ph);
+    if (!ph->ev_stall)
         goto fail;
     /* As many workers as the "plugin" pool runs at once (executor.slots
      * without one). Plugin jobs routed to other pools share them. */
@@ -592,6 +650,7 @@ static int init(executor_t *ex) {
             goto fail;
         }
         w->started = 1;
+        pthread_setname_np(w->th, "ax-plugin"); /* tells them apart in perf and top */
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     ax_info("plugin handler: %zu worker thread(s)", ph->nworkers);
@@ -636,6 +695,9 @@ static void fini(executor_t *ex) {
     if (ph->ev_done)
         event_free(ph->ev_done);
     ph->ev_done = NULL;
+    if (ph->ev_stall)
+        event_free(ph->ev_stall);
+    ph->ev_stall = NULL;
     ex->plugin = NULL;
     if (stuck) {
         /* They may still read ph and the instances: leave it all be. */
@@ -751,18 +813,60 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
 
     t->r = r;
     r->hstate = t;
-    pthread_mutex_lock(&ph->mu);
-    if (ph->qtail)
-        ph->qtail->next = t;
+    t->next = NULL; /* queued by flush() after the wave */
+    if (ph->btail)
+        ph->btail->next = t;
     else
-        ph->qhead = t;
-    ph->qtail = t;
-    wake_one(ph);
-    pthread_mutex_unlock(&ph->mu);
+        ph->bhead = t;
+    ph->btail = t;
     return 0;
 nomem:
     task_free(t);
     return fail_now(res, 1, "out of memory");
+}
+
+/* Loop thread: the stall check (the top). */
+static void on_stall(evutil_socket_t fd, short what, void *arg) {
+    plugin_h_t *ph = arg;
+    pthread_mutex_lock(&ph->mu);
+    int n = 0, again = ph->qlen > 0;
+    if (again && ph->popped == ph->stall_popped) {
+        int idle = ph->nidle - ph->waking;
+        n = (int)ph->qlen < idle ? (int)ph->qlen : idle;
+        ph->waking += n > 0 ? n : 0;
+    }
+    ph->stall_popped = ph->popped;
+    pthread_mutex_unlock(&ph->mu);
+    signal_n(ph, n);
+    if (again)
+        evtimer_add(ph->ev_stall, &(struct timeval)AX_TV_MS(STALL_MS));
+}
+
+/* After a start wave: the batch onto the queue, the workers it needs woken. */
+static void flush(executor_t *ex) {
+    plugin_h_t *ph = ex->plugin;
+    if (!ph || !ph->bhead)
+        return;
+    size_t n = 0;
+    for (ptask_t *t = ph->bhead; t; t = t->next)
+        n++;
+    pthread_mutex_lock(&ph->mu);
+    if (ph->qtail)
+        ph->qtail->next = ph->bhead;
+    else
+        ph->qhead = ph->bhead;
+    ph->qtail = ph->btail;
+    ph->qlen += n;
+    int wake = wakes_needed(ph);
+    int under = (size_t)wake < ph->qlen; /* fewer workers than tasks: watch for a stall */
+    uint64_t popped = ph->popped;
+    pthread_mutex_unlock(&ph->mu);
+    ph->bhead = ph->btail = NULL;
+    signal_n(ph, wake);
+    if (under && !evtimer_pending(ph->ev_stall, NULL)) {
+        ph->stall_popped = popped;
+        evtimer_add(ph->ev_stall, &(struct timeval)AX_TV_MS(STALL_MS));
+    }
 }
 
 static void cancel(executor_t *ex, run_t *r, const char *why) {
@@ -777,4 +881,4 @@ static void cancel(executor_t *ex, run_t *r, const char *why) {
     evtimer_add(t->timer, &tv); /* replaces the deadline */
 }
 
-const handler_ops_t handler_plugin = {"plugin", init, fini, start, cancel};
+const handler_ops_t handler_plugin = {"plugin", init, fini, start, cancel, flush};

@@ -26,6 +26,8 @@
  *                     pg_stat_activity lists, this connection's backend
  *                     excluded), Kafka (when AX_STATE/run/kafka.pid is
  *                     readable), this program, and the whole machine
+ *   cpu_us_per_job_*  the same CPU per job (µs): trigger, callback, the
+ *                     executors together
  *   pg_*              commits, WAL records/bytes and WAL syncs per job
  *                     (pg_stat_database, pg_stat_wal deltas; the servers
  *                     flush those statistics about once a second)
@@ -613,6 +615,15 @@ static int run(const char *build, const char *mode, int nexec, long n,
                ? (double)(c1.mbusy - c0.mbusy) * 100.0 / (double)(c1.mtotal - c0.mtotal)
                : 0.0,
            load0, load1);
+    /* CPU per job: ticks (1/CLK_TCK s) over the N jobs, in µs. */
+    double us_tick = 1e6 / (double)sysconf(_SC_CLK_TCK) / (double)n;
+    long long ex_ticks = 0;
+    for (int i = 2; i < g_nproc; i++)
+        ex_ticks += c1.svc[i] - c0.svc[i];
+    printf("cpu_us_per_job_trigger=%.1f cpu_us_per_job_callback=%.1f "
+           "cpu_us_per_job_executors=%.1f\n",
+           (double)(c1.svc[0] - c0.svc[0]) * us_tick, (double)(c1.svc[1] - c0.svc[1]) * us_tick,
+           (double)ex_ticks * us_tick);
     printf("pg_commits_per_job=%.2f pg_wal_records_per_job=%.1f pg_wal_bytes_per_job=%.0f "
            "pg_wal_syncs_per_s=%.0f pg_commits_per_s=%.0f\n",
            (double)(s1.commits - s0.commits) / (double)n,
