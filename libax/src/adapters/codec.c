@@ -324,6 +324,92 @@ static int encode_rc(int rc) {
     return rc == ENOMEM ? AX_ERR_NOMEM : AX_ERR_INVALID;
 }
 
+/* ---- direct encoding (the hot records) ------------------------------- */
+
+/* The records the no-op path produces per job (Dispatch, Attempt, Result)
+ * are written here straight into the framed buffer, field by field in
+ * their schema's order, instead of through an avro-c generic value (its
+ * allocations and field lookups by name were most of 1-2.6 µs per record,
+ * bench_codec). The bytes are avro-c's (zig-zag varints, strings and bytes
+ * as a length then the bytes, a ["null", T] union as branch 0 or 1 then T,
+ * an array as one block: its count, the items, then 0; an empty array just
+ * 0); test_codec checks them byte for byte against the avro-c encoders
+ * kept below (ax__*_encode_avro), and that avro-c reads them back.
+ * Only encoding: untrusted bytes are still decoded through the guard and
+ * avro-c. */
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int bad; /* a string was not UTF-8 */
+} wbuf_t;
+
+static void w_long(wbuf_t *w, int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z >= 0x80) {
+        w->p[w->len++] = (uint8_t)(z | 0x80);
+        z >>= 7;
+    }
+    w->p[w->len++] = (uint8_t)z;
+}
+
+static void w_raw(wbuf_t *w, const void *s, size_t n) {
+    w_long(w, (int64_t)n);
+    if (n)
+        memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+/* Required string: NULL is written as "". */
+static void w_str(wbuf_t *w, const char *s) {
+    s = s ? s : "";
+    size_t n = strlen(s);
+    if (!ax__utf8_check(s, n, NULL))
+        w->bad = 1;
+    w_raw(w, s, n);
+}
+
+static void w_opt_str(wbuf_t *w, const char *s) {
+    w_long(w, s != NULL);
+    if (s)
+        w_str(w, s);
+}
+
+static void w_opt_long(wbuf_t *w, int present, int64_t v) {
+    w_long(w, present != 0);
+    if (present)
+        w_long(w, v);
+}
+
+/* The most bytes a string field takes (length varint + bytes). */
+static size_t str_max(const char *s) { return 10 + (s ? strlen(s) : 0); }
+
+static int wbuf_new(wbuf_t *w, int32_t id, size_t max) {
+    memset(w, 0, sizeof *w);
+    if (max > (size_t)INT32_MAX)
+        return AX_ERR_TOOBIG;
+    if (!(w->p = malloc(max)))
+        return AX_ERR_NOMEM;
+    w->cap = max;
+    w->p[0] = 0;
+    w->p[1] = (uint8_t)((uint32_t)id >> 24);
+    w->p[2] = (uint8_t)((uint32_t)id >> 16);
+    w->p[3] = (uint8_t)((uint32_t)id >> 8);
+    w->p[4] = (uint8_t)id;
+    w->len = HEADER_LEN;
+    return 0;
+}
+
+/* The framed record, or AX_ERR_INVALID (freed) when a string was not UTF-8. */
+static int wbuf_done(wbuf_t *w, void **ret_buf, size_t *ret_len) {
+    if (w->bad || w->len > w->cap) { /* len > cap cannot be: the bound is an upper one */
+        free(w->p);
+        return AX_ERR_INVALID;
+    }
+    *ret_buf = w->p;
+    *ret_len = w->len;
+    return 0;
+}
+
 /* ---- decoding helpers ------------------------------------------------- */
 
 /* Header, schema id, guard walk, then avro-c. On success *ret_val is a new
@@ -707,6 +793,39 @@ size_t ax_dispatch_size_max(const char *job, const char *handler_kind, const cha
 }
 
 int ax_dispatch_encode(const ax_dispatch_t *m, void **ret_buf, size_t *ret_len) {
+    if (!m || !ret_buf || !ret_len || check_dispatch(m, NULL, 0))
+        return AX_ERR_INVALID;
+    size_t max = HEADER_LEN + 10 + 10 + 1 + str_max(m->job) + str_max(m->handler_kind) + 20 +
+                 10 + m->payload_len + 10 + 11 + 10 + 10 + str_max(m->trace_id) + 1 +
+                 str_max(m->idempotency_key) + 10;
+    for (size_t i = 0; i < m->command_len; i++)
+        max += str_max(m->command[i]);
+    wbuf_t w;
+    int rc = wbuf_new(&w, AX_SCHEMA_DISPATCH, max);
+    if (rc)
+        return rc;
+    w_long(&w, m->instance_id);
+    w_long(&w, m->attempt);
+    w_opt_str(&w, m->job);
+    w_str(&w, m->handler_kind);
+    if (m->command_len) {
+        w_long(&w, (int64_t)m->command_len);
+        for (size_t i = 0; i < m->command_len; i++)
+            w_str(&w, m->command[i]);
+    }
+    w_long(&w, 0);
+    w_raw(&w, m->payload, m->payload_len);
+    w_long(&w, m->timeout_ms);
+    w_opt_long(&w, m->nominal_time_ms != 0, m->nominal_time_ms);
+    w_long(&w, m->due_at_ms);
+    w_long(&w, m->priority);
+    w_str(&w, m->trace_id);
+    w_opt_str(&w, m->idempotency_key);
+    w_long(&w, m->epoch);
+    return wbuf_done(&w, ret_buf, ret_len);
+}
+
+int ax__dispatch_encode_avro(const ax_dispatch_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;
     int rc;
@@ -825,6 +944,33 @@ void ax_attempt_clear(ax_attempt_t *m) {
 }
 
 int ax_attempt_encode(const ax_attempt_t *m, void **ret_buf, size_t *ret_len) {
+    if (!m || !ret_buf || !ret_len || check_outcome("Attempt.outcome", m->outcome, NULL, 0) ||
+        !kind_valid(m->kind))
+        return AX_ERR_INVALID;
+    size_t max = HEADER_LEN + 10 + 10 + str_max(m->worker) + 10 + 11 + 1 +
+                 str_max(m->error_class) + 1 + str_max(m->error) + str_max(m->output) + 10 +
+                 10 + str_max(m->trace_id) + 1 + 10;
+    wbuf_t w;
+    int rc = wbuf_new(&w, AX_SCHEMA_ATTEMPT, max);
+    if (rc)
+        return rc;
+    w_long(&w, m->instance_id);
+    w_long(&w, m->attempt);
+    w_str(&w, m->worker);
+    w_long(&w, (int64_t)m->outcome);
+    w_opt_long(&w, m->exit_code_set, m->exit_code);
+    w_opt_str(&w, m->error_class);
+    w_opt_str(&w, m->error);
+    w_str(&w, m->output);
+    w_long(&w, m->started_at_ms);
+    w_long(&w, m->finished_at_ms);
+    w_str(&w, m->trace_id);
+    w.p[w.len++] = m->retryable ? 1 : 0;
+    w_long(&w, (int64_t)m->kind);
+    return wbuf_done(&w, ret_buf, ret_len);
+}
+
+int ax__attempt_encode_avro(const ax_attempt_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;
     int rc;
@@ -914,6 +1060,34 @@ void ax_result_clear(ax_result_t *m) {
 }
 
 int ax_result_encode(const ax_result_t *m, void **ret_buf, size_t *ret_len) {
+    if (!m || !ret_buf || !ret_len || check_outcome("Result.outcome", m->outcome, NULL, 0))
+        return AX_ERR_INVALID;
+    size_t max = HEADER_LEN + 10 + 1 + str_max(m->job) + 10 + 10 + 11 + 1 +
+                 str_max(m->error_class) + 1 + str_max(m->error) + str_max(m->output) +
+                 str_max(m->trace_id) + 1 + str_max(m->idempotency_key) + 11 + 10 + 11 + 11 + 10;
+    wbuf_t w;
+    int rc = wbuf_new(&w, AX_SCHEMA_RESULT, max);
+    if (rc)
+        return rc;
+    w_long(&w, m->instance_id);
+    w_opt_str(&w, m->job);
+    w_long(&w, (int64_t)m->outcome);
+    w_long(&w, m->attempts);
+    w_opt_long(&w, m->exit_code_set, m->exit_code);
+    w_opt_str(&w, m->error_class);
+    w_opt_str(&w, m->error);
+    w_str(&w, m->output);
+    w_str(&w, m->trace_id);
+    w_opt_str(&w, m->idempotency_key);
+    w_opt_long(&w, m->nominal_time_ms != 0, m->nominal_time_ms);
+    w_long(&w, m->scheduled_at_ms);
+    w_opt_long(&w, m->locked_at_ms != 0, m->locked_at_ms);
+    w_opt_long(&w, m->running_at_ms != 0, m->running_at_ms);
+    w_long(&w, m->finished_at_ms);
+    return wbuf_done(&w, ret_buf, ret_len);
+}
+
+int ax__result_encode_avro(const ax_result_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;
     int rc;
