@@ -7,7 +7,11 @@
  * fields, numbers at the int/long extremes and around the varint length
  * steps) the bytes are identical, avro-c's decoder (through the guard)
  * reads the direct bytes back to the same record, and a string that is not
- * UTF-8 is refused by both.
+ * UTF-8 is refused by both. And the direct decoders (Submit, Dispatch,
+ * Attempt id 5) against the avro-c ones (ax__*_decode_avro): on those
+ * records and on every one of them mutated (bytes changed at random
+ * places, cut short, a byte appended) both accept or both refuse, and what
+ * they accept is the same record, field by field.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -256,6 +260,191 @@ static void test_refusals_agree(void **state) {
     }
 }
 
+
+/* ---- decoders: direct against avro-c ------------------------------------------------ */
+
+static int str_eq(const char *a, const char *b) {
+    return (a == NULL) == (b == NULL) && (!a || strcmp(a, b) == 0);
+}
+
+static int strv_eq(char **a, size_t na, char **b, size_t nb) {
+    if (na != nb || (a == NULL) != (b == NULL))
+        return 0;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return 0;
+    return !a || (a[na] == NULL && b[nb] == NULL);
+}
+
+static int bytes_eq(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    return na == nb && (a == NULL) == (b == NULL) && (!na || memcmp(a, b, na) == 0);
+}
+
+static void dispatch_eq(const ax_dispatch_t *a, const ax_dispatch_t *b) {
+    assert_int_equal(a->instance_id, b->instance_id);
+    assert_int_equal(a->attempt, b->attempt);
+    assert_true(str_eq(a->job, b->job));
+    assert_true(str_eq(a->handler_kind, b->handler_kind));
+    assert_true(strv_eq(a->command, a->command_len, b->command, b->command_len));
+    assert_true(bytes_eq(a->payload, a->payload_len, b->payload, b->payload_len));
+    assert_int_equal(a->timeout_ms, b->timeout_ms);
+    assert_int_equal(a->nominal_time_ms, b->nominal_time_ms);
+    assert_int_equal(a->due_at_ms, b->due_at_ms);
+    assert_int_equal(a->priority, b->priority);
+    assert_true(str_eq(a->trace_id, b->trace_id));
+    assert_true(str_eq(a->idempotency_key, b->idempotency_key));
+    assert_int_equal(a->epoch, b->epoch);
+}
+
+static void attempt_eq(const ax_attempt_t *a, const ax_attempt_t *b) {
+    assert_int_equal(a->kind, b->kind);
+    assert_int_equal(a->instance_id, b->instance_id);
+    assert_int_equal(a->attempt, b->attempt);
+    assert_true(str_eq(a->worker, b->worker));
+    assert_int_equal(a->outcome, b->outcome);
+    assert_int_equal(a->exit_code_set, b->exit_code_set);
+    assert_int_equal(a->exit_code, b->exit_code);
+    assert_true(str_eq(a->error_class, b->error_class));
+    assert_true(str_eq(a->error, b->error));
+    assert_true(str_eq(a->output, b->output));
+    assert_int_equal(a->started_at_ms, b->started_at_ms);
+    assert_int_equal(a->finished_at_ms, b->finished_at_ms);
+    assert_true(str_eq(a->trace_id, b->trace_id));
+    assert_int_equal(a->retryable, b->retryable);
+}
+
+static void submit_eq(const ax_submit_t *a, const ax_submit_t *b) {
+    assert_true(str_eq(a->job, b->job));
+    assert_true(strv_eq(a->command, a->command_len, b->command, b->command_len));
+    assert_int_equal(a->run_at_ms, b->run_at_ms);
+    assert_int_equal(a->delay_ms, b->delay_ms);
+    assert_int_equal(a->priority, b->priority);
+    assert_true(bytes_eq(a->payload, a->payload_len, b->payload, b->payload_len));
+    assert_true(str_eq(a->idempotency_key, b->idempotency_key));
+    assert_true(str_eq(a->trace_id, b->trace_id));
+    assert_int_equal(a->timeout_ms, b->timeout_ms);
+}
+
+/* Both decoders on buf: the same verdict, the same record when accepted. */
+static int g_accepted, g_refused;
+static void both_decode(int rec, const uint8_t *buf, size_t len) {
+    char e1[512], e2[512];
+    int r1, r2;
+    if (rec == 0) {
+        ax_dispatch_t a, b;
+        r1 = ax_dispatch_decode(buf, len, &a, e1, sizeof e1);
+        r2 = ax__dispatch_decode_avro(buf, len, &b, e2, sizeof e2);
+        if (r1 != r2)
+            fail_msg("Dispatch: direct %d (%s), avro-c %d (%s)", r1, r1 ? e1 : "", r2, r2 ? e2 : "");
+        if (r1 == 0) {
+            dispatch_eq(&a, &b);
+            ax_dispatch_clear(&a);
+            ax_dispatch_clear(&b);
+        }
+    } else if (rec == 1) {
+        ax_attempt_t a, b;
+        r1 = ax_attempt_decode(buf, len, &a, e1, sizeof e1);
+        r2 = ax__attempt_decode_avro(buf, len, &b, e2, sizeof e2);
+        if (r1 != r2)
+            fail_msg("Attempt: direct %d (%s), avro-c %d (%s)", r1, r1 ? e1 : "", r2, r2 ? e2 : "");
+        if (r1 == 0) {
+            attempt_eq(&a, &b);
+            ax_attempt_clear(&a);
+            ax_attempt_clear(&b);
+        }
+    } else {
+        ax_submit_t a, b;
+        r1 = ax_submit_decode(buf, len, &a, e1, sizeof e1);
+        r2 = ax__submit_decode_avro(buf, len, &b, e2, sizeof e2);
+        if (r1 != r2)
+            fail_msg("Submit: direct %d (%s), avro-c %d (%s)", r1, r1 ? e1 : "", r2, r2 ? e2 : "");
+        if (r1 == 0) {
+            submit_eq(&a, &b);
+            ax_submit_clear(&a);
+            ax_submit_clear(&b);
+        }
+    }
+    if (r1 == 0)
+        g_accepted++;
+    else
+        g_refused++;
+}
+
+static void fill_submit(ax_submit_t *m, char **argv, uint8_t *payload) {
+    ax_submit_init(m);
+    if (rnd() % 2) {
+        m->job = rnd_str(0);
+    } else {
+        m->command_len = rnd() % 4;
+        for (size_t i = 0; i < m->command_len; i++)
+            argv[i] = rnd_str(0);
+        m->command = argv;
+    }
+    m->run_at_ms = rnd() % 2 ? 0 : rnd_long();
+    m->delay_ms = rnd() % 2 ? -1 : (int64_t)(rnd() % 100000);
+    m->priority = (int32_t)(rnd() % 6) - 1;
+    m->payload_len = rnd() % 3 ? rnd() % 200 : 0;
+    for (size_t i = 0; i < m->payload_len; i++)
+        payload[i] = (uint8_t)rnd();
+    m->payload = m->payload_len ? payload : NULL;
+    m->idempotency_key = rnd_str(1);
+    m->trace_id = rnd_str(1);
+    m->timeout_ms = rnd() % 2 ? 0 : (int64_t)(rnd() % 100000);
+}
+
+/* buf, then mutations of it: both decoders agree on each. */
+static void mutate_all(int rec, const uint8_t *buf, size_t len) {
+    uint8_t m[1024];
+    if (len + 1 > sizeof m)
+        return;
+    both_decode(rec, buf, len);
+    for (int k = 0; k < 8; k++) { /* one to three bytes changed after the header */
+        memcpy(m, buf, len);
+        for (int j = 0, nj = 1 + (int)(rnd() % 3); j < nj && len > 5; j++)
+            m[5 + rnd() % (len - 5)] = (uint8_t)rnd();
+        both_decode(rec, m, len);
+    }
+    both_decode(rec, buf, rnd() % len); /* cut short */
+    memcpy(m, buf, len);
+    m[len] = (uint8_t)rnd(); /* one byte too many */
+    both_decode(rec, m, len + 1);
+}
+
+static void test_decoders_agree(void **state) {
+    char *argv[4];
+    uint8_t payload[200];
+    g_accepted = g_refused = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        void *b = NULL;
+        size_t l = 0;
+        ax_dispatch_t d;
+        fill_dispatch(&d, argv, payload);
+        if (rnd() % 4 == 0)
+            d.handler_kind = "command"; /* its command must name a program: some refused */
+        if (ax_dispatch_encode(&d, &b, &l) == 0) {
+            mutate_all(0, b, l);
+            free(b);
+        }
+        pool_free();
+        ax_attempt_t a;
+        fill_attempt(&a);
+        assert_int_equal(ax_attempt_encode(&a, &b, &l), 0);
+        mutate_all(1, b, l);
+        free(b);
+        pool_free();
+        ax_submit_t s;
+        fill_submit(&s, argv, payload);
+        if (ax_submit_encode(&s, &b, &l) == 0) {
+            mutate_all(2, b, l);
+            free(b);
+        }
+        pool_free();
+    }
+    /* both kinds of verdict were exercised */
+    assert_true(g_accepted > ROUNDS);
+    assert_true(g_refused > ROUNDS);
+}
+
 int main(void) {
     char err[256];
     if (ax_codec_init(err, sizeof err)) {
@@ -267,6 +456,7 @@ int main(void) {
         cmocka_unit_test(test_attempt_direct),
         cmocka_unit_test(test_result_direct),
         cmocka_unit_test(test_refusals_agree),
+        cmocka_unit_test(test_decoders_agree),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ax_codec_shutdown();

@@ -414,10 +414,11 @@ static int wbuf_done(wbuf_t *w, void **ret_buf, size_t *ret_len) {
 
 /* Header, schema id, guard walk, then avro-c. On success *ret_val is a new
  * generic value the caller must decref. */
-static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *ret_val,
+/* Header, schema id and the guard's walk: 0 when buf is exactly one
+ * well-formed datum of schema `id`. */
+static int decode_check(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
                         char *errbuf, size_t errlen) {
     const codec_schema_t *cs = lookup(id, errbuf, errlen);
-    avro_reader_t r;
     int32_t got = 0;
     int rc;
 
@@ -430,6 +431,18 @@ static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *r
                          got, cs->name, id);
     if ((rc = ax__avro_guard_walk(cs->schema, (const uint8_t *)buf + HEADER_LEN, len - HEADER_LEN,
                                   HEADER_LEN, errbuf, errlen)))
+        return rc;
+    *ret_cs = cs;
+    return 0;
+}
+
+static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *ret_val,
+                        char *errbuf, size_t errlen) {
+    const codec_schema_t *cs = NULL;
+    avro_reader_t r;
+    int rc;
+
+    if ((rc = decode_check(id, buf, len, &cs, errbuf, errlen)))
         return rc;
     if (avro_generic_value_new(cs->iface, ret_val))
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "cannot allocate a %s value", cs->name);
@@ -586,6 +599,174 @@ static int copy_strv(avro_value_t *arr, char ***ret, size_t *ret_len) {
     return 0;
 }
 
+/* ---- direct decoding (the hot records) ------------------------------- */
+
+/* Dispatch, Attempt (id 5) and Submit are read here straight from the
+ * bytes, in their schema's field order, once the guard has walked them
+ * (decode_check: exactly one well-formed datum of the writer's schema, so
+ * untrusted bytes reach no decoder unchecked, and never avro-c). The reader
+ * still checks every bound itself; a disagreement with the guard (cannot
+ * happen) is an error, never a read past the buffer. test_codec_direct
+ * compares these decoders with the avro-c ones kept below
+ * (ax__*_decode_avro) on random records and on mutated and cut bytes. */
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, pos;
+    int bad;
+} rbuf_t;
+
+static int64_t r_long(rbuf_t *r) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (r->pos >= r->len) {
+            r->bad = 1;
+            return 0;
+        }
+        uint8_t b = r->p[r->pos++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+    }
+    r->bad = 1;
+    return 0;
+}
+
+static int32_t r_int(rbuf_t *r) {
+    int64_t v = r_long(r);
+    if (v < INT32_MIN || v > INT32_MAX) {
+        r->bad = 1;
+        return 0;
+    }
+    return (int32_t)v;
+}
+
+/* A ["null", T] union's branch: 1 when T follows. */
+static int r_present(rbuf_t *r) {
+    int64_t b = r_long(r);
+    if (b != 0 && b != 1)
+        r->bad = 1;
+    return b == 1;
+}
+
+static int r_bool(rbuf_t *r) {
+    if (r->pos >= r->len || r->p[r->pos] > 1) {
+        r->bad = 1;
+        return 0;
+    }
+    return r->p[r->pos++];
+}
+
+/* The bytes of a string or bytes value: its length checked. */
+static const uint8_t *r_span(rbuf_t *r, size_t *ret_n) {
+    int64_t n = r_long(r);
+    if (r->bad || n < 0 || (uint64_t)n > r->len - r->pos) {
+        r->bad = 1;
+        *ret_n = 0;
+        return NULL;
+    }
+    const uint8_t *s = r->p + r->pos;
+    r->pos += (size_t)n;
+    *ret_n = (size_t)n;
+    return s;
+}
+
+/* A string, copied and NUL-terminated (a NUL inside is refused). */
+static char *r_str(rbuf_t *r) {
+    size_t n;
+    const uint8_t *s = r_span(r, &n);
+    if (r->bad || memchr(s, 0, n)) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *c = malloc(n + 1);
+    if (!c) {
+        r->bad = ENOMEM;
+        return NULL;
+    }
+    memcpy(c, s, n);
+    c[n] = '\0';
+    return c;
+}
+
+static char *r_opt_str(rbuf_t *r) { return r_present(r) ? r_str(r) : NULL; }
+
+/* Payload: NULL/0 when empty, otherwise a malloc'd copy. */
+static uint8_t *r_bytes(rbuf_t *r, size_t *ret_len) {
+    size_t n;
+    const uint8_t *s = r_span(r, &n);
+    *ret_len = 0;
+    if (r->bad || n == 0)
+        return NULL;
+    uint8_t *c = malloc(n);
+    if (!c) {
+        r->bad = ENOMEM;
+        return NULL;
+    }
+    memcpy(c, s, n);
+    *ret_len = n;
+    return c;
+}
+
+/* An array of strings in blocks (a count, negative when its byte size
+ * follows; 0 ends it): always NULL-terminated, *ret_len the strings copied
+ * so far (a *_clear() after a failure frees exactly those). */
+static void r_strv(rbuf_t *r, char ***ret, size_t *ret_len) {
+    size_t n = 0, cap = 0;
+    char **v = calloc(1, sizeof *v);
+    *ret = v;
+    *ret_len = 0;
+    if (!v) {
+        r->bad = ENOMEM;
+        return;
+    }
+    for (;;) {
+        int64_t count = r_long(r);
+        if (r->bad || count == 0)
+            return;
+        if (count < 0) {
+            count = count == INT64_MIN ? 0 : -count;
+            (void)r_long(r); /* the block's size in bytes */
+        }
+        /* every string takes at least its length byte */
+        if (r->bad || count <= 0 || (uint64_t)count > r->len - r->pos) {
+            r->bad = 1;
+            return;
+        }
+        if (n + (size_t)count + 1 > cap) {
+            size_t nc = n + (size_t)count + 1;
+            char **nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                r->bad = ENOMEM;
+                return;
+            }
+            *ret = v = nv;
+            cap = nc;
+        }
+        for (int64_t i = 0; i < count; i++) {
+            v[n] = r_str(r);
+            if (r->bad)
+                return;
+            v[++n] = NULL;
+            *ret_len = n;
+        }
+    }
+}
+
+/* The end of a direct read: every byte used, nothing refused. */
+static int r_done(rbuf_t *r, const char *what, char *errbuf, size_t errlen) {
+    if (r->bad == ENOMEM)
+        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory decoding %s", what);
+    if (r->bad || r->pos != r->len)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "%s: the guard and the decoder disagree at offset %zu", what,
+                         r->pos + HEADER_LEN);
+    return 0;
+}
+
+static rbuf_t rbuf_of(const void *buf, size_t len) {
+    return (rbuf_t){(const uint8_t *)buf + HEADER_LEN, len - HEADER_LEN, 0, 0};
+}
+
 /* ---- semantic rules (shared by encoders and decoders) ----------------- */
 
 static int check_strv(const char *what, char *const *v, size_t n, char *errbuf, size_t errlen) {
@@ -708,6 +889,53 @@ out:
 }
 
 int ax_submit_decode(const void *buf, size_t len, ax_submit_t *ret, char *errbuf, size_t errlen) {
+    const codec_schema_t *cs;
+    ax_submit_t m;
+    int rc;
+
+    if (!ret)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
+    if ((rc = decode_check(AX_SCHEMA_SUBMIT, buf, len, &cs, errbuf, errlen)))
+        return rc;
+    rbuf_t r = rbuf_of(buf, len);
+    ax_submit_init(&m);
+    m.job = r_opt_str(&r);
+    if (r_present(&r))
+        r_strv(&r, &m.command, &m.command_len);
+    if (r_present(&r))
+        m.run_at_ms = r_long(&r);
+    int set = r_present(&r);
+    if (set)
+        m.delay_ms = r_long(&r);
+    if (!r.bad && set && m.delay_ms < 0) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "Submit.delay_ms %" PRId64 " is negative", m.delay_ms);
+        goto out;
+    }
+    if ((set = r_present(&r)))
+        m.priority = r_int(&r);
+    if (!r.bad && set && (m.priority < 0 || m.priority > 4)) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "Submit.priority %" PRId32 " is out of range 0..4",
+                       m.priority);
+        goto out;
+    }
+    m.payload = r_bytes(&r, &m.payload_len);
+    m.idempotency_key = r_opt_str(&r);
+    m.trace_id = r_opt_str(&r);
+    if (r_present(&r))
+        m.timeout_ms = r_long(&r);
+    if (!(rc = r_done(&r, cs->name, errbuf, errlen)))
+        rc = check_submit(&m, errbuf, errlen);
+out:
+    if (rc) {
+        ax_submit_clear(&m);
+        return rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+int ax__submit_decode_avro(const void *buf, size_t len, ax_submit_t *ret, char *errbuf,
+                           size_t errlen) {
     ax_submit_t m;
     avro_value_t v, cmd;
     int rc, set = 0;
@@ -857,6 +1085,42 @@ out:
 }
 
 int ax_dispatch_decode(const void *buf, size_t len, ax_dispatch_t *ret, char *errbuf, size_t errlen) {
+    const codec_schema_t *cs;
+    ax_dispatch_t m;
+    int rc;
+
+    if (!ret)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
+    if ((rc = decode_check(AX_SCHEMA_DISPATCH, buf, len, &cs, errbuf, errlen)))
+        return rc;
+    rbuf_t r = rbuf_of(buf, len);
+    memset(&m, 0, sizeof m);
+    m.instance_id = r_long(&r);
+    m.attempt = r_int(&r);
+    m.job = r_opt_str(&r);
+    m.handler_kind = r_str(&r);
+    r_strv(&r, &m.command, &m.command_len);
+    m.payload = r_bytes(&r, &m.payload_len);
+    m.timeout_ms = r_long(&r);
+    if (r_present(&r))
+        m.nominal_time_ms = r_long(&r);
+    m.due_at_ms = r_long(&r);
+    m.priority = r_int(&r);
+    m.trace_id = r_str(&r);
+    m.idempotency_key = r_opt_str(&r);
+    m.epoch = r_long(&r);
+    if (!(rc = r_done(&r, cs->name, errbuf, errlen)))
+        rc = check_dispatch(&m, errbuf, errlen);
+    if (rc) {
+        ax_dispatch_clear(&m);
+        return rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+int ax__dispatch_decode_avro(const void *buf, size_t len, ax_dispatch_t *ret, char *errbuf,
+                             size_t errlen) {
     ax_dispatch_t m;
     avro_value_t v, cmd;
     int rc, set = 0;
@@ -1002,7 +1266,48 @@ out:
     return encode_rc(rc);
 }
 
+/* Schema id 5 read directly; id 3 (no kind) through avro-c. */
 int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf, size_t errlen) {
+    const codec_schema_t *cs;
+    ax_attempt_t m;
+    int32_t id = AX_SCHEMA_ATTEMPT;
+    int rc;
+
+    if (!ret)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
+    if (ax_codec_peek_schema(buf, len, &id, NULL, 0) == 0 && id == AX_SCHEMA_ATTEMPT_ID3)
+        return ax__attempt_decode_avro(buf, len, ret, errbuf, errlen);
+    if ((rc = decode_check(AX_SCHEMA_ATTEMPT, buf, len, &cs, errbuf, errlen)))
+        return rc;
+    rbuf_t r = rbuf_of(buf, len);
+    memset(&m, 0, sizeof m);
+    m.instance_id = r_long(&r);
+    m.attempt = r_int(&r);
+    m.worker = r_str(&r);
+    m.outcome = (ax_outcome_t)r_long(&r);
+    if ((m.exit_code_set = r_present(&r)))
+        m.exit_code = r_int(&r);
+    m.error_class = r_opt_str(&r);
+    m.error = r_opt_str(&r);
+    m.output = r_str(&r);
+    m.started_at_ms = r_long(&r);
+    m.finished_at_ms = r_long(&r);
+    m.trace_id = r_str(&r);
+    m.retryable = r_bool(&r);
+    m.kind = (ax_attempt_kind_t)r_long(&r);
+    if (!outcome_valid(m.outcome) || !kind_valid(m.kind))
+        r.bad = 1; /* the guard checked the indexes; belt and braces */
+    rc = r_done(&r, cs->name, errbuf, errlen);
+    if (rc) {
+        ax_attempt_clear(&m);
+        return rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+int ax__attempt_decode_avro(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf,
+                            size_t errlen) {
     ax_attempt_t m;
     avro_value_t v;
     int32_t id = AX_SCHEMA_ATTEMPT;
