@@ -181,6 +181,7 @@ struct executor {
     run_t *head, *tail;   /* every message not yet committed */
     size_t tracked, running;
     size_t nstate[RUN_NSTATES]; /* tracked runs per state (run_set_state) */
+    run_t *first_new;     /* no run before it is RUN_NEW (claim_new starts there) */
     pool_t *pools;
     size_t npools;
     struct event *ev_retry, *ev_deadline, *ev_kick, *ev_lease, *ev_more, *ev_commit, *ev_start;

@@ -73,6 +73,8 @@ static void track(executor_t *ex, run_t *r) {
     ex->tail = r;
     ex->tracked++;
     ex->nstate[r->state]++; /* from now on changed by run_set_state */
+    if (r->state == RUN_NEW && !ex->first_new)
+        ex->first_new = r;
 }
 
 /* ---- the consume loop ------------------------------------------------------------------- */

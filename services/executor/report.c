@@ -221,6 +221,8 @@ static size_t collect_done(executor_t *ex, tpart_t **ret_v, run_t **ret_dead) {
             ex->tail = prev;
         ex->tracked--;
         ex->nstate[RUN_DONE]--;
+        if (ex->first_new == r)
+            ex->first_new = r->next;
         r->next = *ret_dead;
         *ret_dead = r;
     }
