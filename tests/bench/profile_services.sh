@@ -15,7 +15,8 @@
 # (self time by symbol), children.<service>.txt (time including callees),
 # threads.<service>.txt (by thread name), syscalls.txt
 # (perf stat of syscalls:sys_enter_* over PROFILE_STAT_S seconds, default 3,
-# with the completed instances counted from PostgreSQL over the same window).
+# per job: the counts over the instances finished in the same window, by
+# their finished_at).
 # PROFILE_RECORD_S (default 4): the recording's length; PROFILE_FREQ
 # (default 499 Hz).
 set -uo pipefail
@@ -59,7 +60,7 @@ done
 wait "${RP[@]}"
 # Syscalls per service over one window, with the jobs finished in it.
 q() { psql "$(awk -F' *= *' '/^pg\./ { k = substr($1, 4); if (k == "dbname" || k == "host" || k == "port" || k == "user" || k == "password") printf "%s=%s ", k, $2 }' "$AX_CONFIG")" -XAtqc "$1"; }
-f0=$(q "SELECT count(*) FROM job_instance WHERE finished_at IS NOT NULL")
+t0=$(q "SELECT clock_timestamp()")
 SP=()
 for s in ax-trigger ax-executor ax-callback; do
     perf stat -x, -e 'raw_syscalls:sys_enter,syscalls:sys_enter_*,context-switches,task-clock' \
@@ -67,8 +68,8 @@ for s in ax-trigger ax-executor ax-callback; do
     SP+=($!)
 done
 wait "${SP[@]}"
-f1=$(q "SELECT count(*) FROM job_instance WHERE finished_at IS NOT NULL")
-jobs=$((f1 - f0))
+t1=$(q "SELECT clock_timestamp()")
+jobs=$(q "SELECT count(*) FROM job_instance WHERE finished_at >= '$t0' AND finished_at < '$t1'")
 echo "jobs_in_stat_window=$jobs" >"$OUT/syscalls.txt"
 for s in ax-trigger ax-executor ax-callback; do
     {
