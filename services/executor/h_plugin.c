@@ -16,7 +16,8 @@
  * wave's flush() queues the batch under one hold of the lock and wakes as
  * many idle workers as the queued work needs: one per task while the
  * plugins' run time (a moving average the workers keep) is unknown or at
- * least WAKE_SLICE_NS, else one per WAKE_SLICE_NS of estimated work (a wave
+ * least WAKE_SLICE_NS (busy workers not counted), else one per
+ * WAKE_SLICE_NS of estimated work beyond the workers awake (a wave
  * of no-op tasks wakes one worker, not one per task: a futex wake, two
  * context switches and a futex wait per job were half the executor's CPU).
  * A worker that pops a task with more queued wakes another when the work
@@ -418,16 +419,22 @@ static void task_exec(worker_t *w, ptask_t *t) {
 static int wakes_needed(plugin_h_t *ph) {
     if (!ph->qlen)
         return 0;
-    int64_t want;
-    if (ph->run_ns < 0 || ph->run_ns >= WAKE_SLICE_NS)
-        want = (int64_t)ph->qlen;
-    else
-        want = ((int64_t)ph->qlen * (ph->run_ns + TASK_OVERHEAD_NS) + WAKE_SLICE_NS - 1) /
-               WAKE_SLICE_NS;
-    int awake = (int)ph->nworkers - ph->nidle + ph->waking; /* busy or about to be */
-    int64_t n = want - awake, idle = ph->nidle - ph->waking;
-    if (awake == 0 && n < 1)
-        n = 1;
+    int64_t n, idle = ph->nidle - ph->waking;
+    if (ph->run_ns < 0 || ph->run_ns >= WAKE_SLICE_NS) {
+        /* slow (or not known yet): a worker per queued task not already
+         * being woken for; the busy ones are not coming back soon */
+        n = (int64_t)ph->qlen - ph->waking;
+    } else {
+        /* cheap: the workers awake (busy or about to be) take the queue
+         * soon; more only for more than WAKE_SLICE_NS each */
+        int64_t want =
+            ((int64_t)ph->qlen * (ph->run_ns + TASK_OVERHEAD_NS) + WAKE_SLICE_NS - 1) /
+            WAKE_SLICE_NS;
+        int awake = (int)ph->nworkers - ph->nidle + ph->waking;
+        n = want - awake;
+        if (awake == 0 && n < 1)
+            n = 1;
+    }
     if (n > idle)
         n = idle;
     if (n <= 0)
