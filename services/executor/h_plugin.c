@@ -113,7 +113,7 @@ typedef struct ptask {
     int64_t reported_mono;      /* when it was reported without its result */
     size_t output_cap;          /* executor.output.cap when queued (SIGHUP swaps the
                                  * conf on the loop thread; workers read only this) */
-    /* what the plugin sees; owned copies */
+    /* what the plugin sees; copies in the task's own block (start) */
     char **argv;                /* path, args..., NULL */
     size_t argc;
     char *job_name, *trace_id, *idem_key;
@@ -518,15 +518,8 @@ static void task_free(ptask_t *t) {
         t->lnext->lprev = t->lprev;
     if (t->timer)
         event_free(t->timer);
-    for (size_t i = 0; t->argv && i < t->argc; i++)
-        free(t->argv[i]);
-    free(t->argv);
-    free(t->job_name);
-    free(t->trace_id);
-    free(t->idem_key);
-    free(t->payload);
     free(t->output);
-    free(t);
+    free(t); /* argv, strings and payload live in the same block (start) */
 }
 
 static void report(ptask_t *t, const handler_result_t *h) {
@@ -756,7 +749,13 @@ static int fail_now(handler_result_t *res, int retryable, const char *fmt, ...) 
     return -1;
 }
 
-static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+/* Copies s ("" for NULL) to *at, moving it past the copy. */
+static char *put_copy(char **at, const char *s) {
+    size_t n = strlen(s ? s : "") + 1;
+    char *c = memcpy(*at, s ? s : "", n);
+    *at += n;
+    return c;
+}
 
 static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     const ax_dispatch_t *d = &r->d;
@@ -768,7 +767,15 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     if (d->command[0][0] != '/')
         return fail_now(res, 0, "plugin path '%s' is not absolute", d->command[0]);
 
-    ptask_t *t = calloc(1, sizeof *t);
+    /* One block: the task, argv, the strings and the payload (one
+     * allocation per run instead of one per string). */
+    size_t size = sizeof(ptask_t) + (d->command_len + 1) * sizeof(char *) + d->payload_len + 1;
+    for (size_t i = 0; i < d->command_len; i++)
+        size += strlen(d->command[i] ? d->command[i] : "") + 1;
+    size += strlen(d->job ? d->job : "") + 1 + strlen(d->trace_id ? d->trace_id : "") + 1;
+    if (d->idempotency_key)
+        size += strlen(d->idempotency_key) + 1;
+    ptask_t *t = calloc(1, size);
     if (!t)
         return fail_now(res, 1, "out of memory");
     t->ph = ph;
@@ -777,18 +784,14 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
         ph->live->lprev = t;
     ph->live = t;
     t->argc = d->command_len;
-    t->argv = calloc(t->argc + 1, sizeof *t->argv);
-    if (!t->argv)
-        goto nomem;
+    t->argv = (char **)(void *)(t + 1);
+    char *at = (char *)(t->argv + t->argc + 1);
     for (size_t i = 0; i < t->argc; i++)
-        if (!(t->argv[i] = dup_or_empty(d->command[i])))
-            goto nomem;
-    t->job_name = dup_or_empty(d->job);
-    t->trace_id = dup_or_empty(d->trace_id);
-    t->idem_key = d->idempotency_key ? strdup(d->idempotency_key) : NULL;
-    t->payload = malloc(d->payload_len + 1);
-    if (!t->job_name || !t->trace_id || (d->idempotency_key && !t->idem_key) || !t->payload)
-        goto nomem;
+        t->argv[i] = put_copy(&at, d->command[i]);
+    t->job_name = put_copy(&at, d->job);
+    t->trace_id = put_copy(&at, d->trace_id);
+    t->idem_key = d->idempotency_key ? put_copy(&at, d->idempotency_key) : NULL;
+    t->payload = (uint8_t *)at;
     if (d->payload_len)
         memcpy(t->payload, d->payload, d->payload_len);
     t->payload[d->payload_len] = '\0'; /* not part of the payload; convenient for text */
