@@ -17,7 +17,8 @@
 # (perf stat of syscalls:sys_enter_* over PROFILE_STAT_S seconds, default 3,
 # per job at the run's completed_per_s).
 # PROFILE_RECORD_S (default 4): the recording's length; PROFILE_FREQ
-# (default 499 Hz).
+# (default 499 Hz). As root, export AXCONF_EXECUTOR_ALLOW_ROOT=true first
+# (BENCHMARKS.md).
 set -uo pipefail
 ME=profile_services.sh
 die() { echo "$ME: $*" >&2; exit 1; }
@@ -31,7 +32,6 @@ FREQ=${PROFILE_FREQ:-499}
 : "${AX_CONFIG:?set AX_CONFIG}"
 command -v perf >/dev/null || die "perf is not installed (Debian: linux-perf)"
 mkdir -p "$OUT" || die "cannot create $OUT"
-export AXCONF_EXECUTOR_ALLOW_ROOT=${AXCONF_EXECUTOR_ALLOW_ROOT:-true}
 
 "$B/tests/bench_exec" --config "$AX_CONFIG" "$B" noop 1 "$N" >"$OUT/bench.log" 2>&1 &
 BPID=$!
