@@ -104,9 +104,7 @@ static int claim_apply(executor_t *ex, run_t *r, const ax_claim_item_t *it) {
 
 int claim_new(executor_t *ex) {
     ax_svc_t *svc = &ex->svc;
-    size_t n = 0;
-    for (run_t *r = ex->head; r; r = r->next)
-        n += r->state == RUN_NEW;
+    size_t n = ex->nstate[RUN_NEW];
     if (n == 0)
         return 0;
     run_t **runs = calloc(n, sizeof *runs);
@@ -118,12 +116,22 @@ int claim_new(executor_t *ex) {
         return AX_ERR_NOMEM;
     }
     size_t k = 0;
-    for (run_t *r = ex->head; r; r = r->next)
-        if (r->state == RUN_NEW) {
-            runs[k] = r;
-            items[k++] = (ax_claim_item_t){.instance_id = r->d.instance_id,
-                                           .attempt = r->d.attempt};
-        }
+    for (int pass = 0; pass < 2 && k < n; pass++) { /* from the first new one; else all */
+        k = 0;
+        run_t *from = pass == 0 && ex->first_new ? ex->first_new : ex->head;
+        for (run_t *r = from; r && k < n; r = r->next)
+            if (r->state == RUN_NEW) {
+                runs[k] = r;
+                items[k++] = (ax_claim_item_t){.instance_id = r->d.instance_id,
+                                               .attempt = r->d.attempt};
+            }
+    }
+    n = k;
+    if (n == 0) { /* cannot be: nstate counts them */
+        free(runs);
+        free(items);
+        return 0;
+    }
     const ax_conf_t *c = &svc->conf;
     claim_ctx_t ctx = {ex, {c->executor_lease_factor, c->executor_lease_min_ms,
                             c->executor_lease_max_ms}};
@@ -131,9 +139,12 @@ int claim_new(executor_t *ex) {
     int rc = ax_claim_decide(&store_ops, &ctx, items, n, err, sizeof err);
     int64_t lost = 0;
     size_t kept = 0;
+    ex->first_new = NULL;
     for (size_t i = 0; i < n; i++) {
         lost += claim_apply(ex, runs[i], &items[i]);
         kept += items[i].verdict == AX_CLAIM_RETRY;
+        if (runs[i]->state == RUN_NEW && !ex->first_new) /* claimed again later */
+            ex->first_new = runs[i];
     }
     if (rc < 0)
         ax_warn("claim: %s (%zu dispatch(es) kept: claimed again after a backoff)", err, kept);
@@ -159,6 +170,7 @@ void release_waiting(executor_t *ex) {
             if (ids)
                 ids[k++] = r->d.instance_id;
             run_unqueue(r, RUN_NEW); /* not committed */
+            ex->first_new = ex->head;
         }
     char err[512] = "out of memory";
     if (ids && ax_run_release(ex->svc.pg, ex->svc.worker_id, ids, k, NULL, err, sizeof err) == 0)

@@ -52,6 +52,7 @@ typedef enum {
     RUN_RUNNING,   /* handler started */
     RUN_REPORTING, /* result produced, waiting for Kafka's ack */
     RUN_DONE,      /* offset may be committed */
+    RUN_NSTATES
 } run_state_t;
 
 /* What a handler reports. Strings are copied by run_done(). */
@@ -72,14 +73,18 @@ typedef struct handler_ops {
     int (*init)(executor_t *ex);
     void (*fini)(executor_t *ex);
     /* Start r (r->d holds the dispatch: command argv, payload, timeout...).
-     * Returns 0 when started: run_done(r, ...) follows later, on the loop
-     * thread, exactly once — never from inside start(). On failure returns
+     * Returns 0 when started (a handler with flush may begin it only at
+     * the wave's flush): run_done(r, ...) follows later, on the loop
+     * thread, exactly once — never from inside start() or flush(). On failure returns
      * <0 with *res filled; the caller then reports it. */
     int (*start)(executor_t *ex, run_t *r, handler_result_t *res);
     /* Stop r early (timeout of the run, cancel request, lost lease,
      * shutdown deadline): run_done() still follows. `why` is an
      * error_class ("cancelled", "lease_lost", "shutdown"). */
     void (*cancel)(executor_t *ex, run_t *r, const char *why);
+    /* After a start wave (may be NULL): hand what start() queued to the
+     * handler's threads at once (one lock, the wake-ups decided per wave). */
+    void (*flush)(executor_t *ex);
 } handler_ops_t;
 
 extern const handler_ops_t handler_command, handler_http, handler_plugin;
@@ -118,6 +123,7 @@ struct run {
     size_t fence_slot;       /* fence.c: its entry in the fence thread's table + 1 */
     int shard_index, shard_total;
     int probe;               /* dynamic sharding: run as the size probe */
+    int topic_ix;            /* its topic's index in ex->ln.topics (-1: none) */
 };
 
 #define RUN_OF_ITEM(it) ((run_t *)(void *)((char *)(it) - offsetof(run_t, qi)))
@@ -176,6 +182,8 @@ struct executor {
     ax_svc_t svc; /* first: the service's callbacks cast it back */
     run_t *head, *tail;   /* every message not yet committed */
     size_t tracked, running;
+    size_t nstate[RUN_NSTATES]; /* tracked runs per state (run_set_state) */
+    run_t *first_new;     /* no run before it is RUN_NEW (claim_new starts there) */
     pool_t *pools;
     size_t npools;
     struct event *ev_retry, *ev_deadline, *ev_kick, *ev_lease, *ev_more, *ev_commit, *ev_start;
@@ -209,6 +217,8 @@ struct executor {
  * the reason naming the key. */
 int lane_topics(executor_t *ex, const ax_conf_t *c, char *err, size_t errlen);
 int lane_of_topic(const executor_t *ex, const char *topic);
+/* The index of a lane topic in ex->ln.topics, or -1. */
+int topic_index(const executor_t *ex, const char *topic);
 /* Bring every assigned partition to the state it should be in. */
 void apply_pauses(executor_t *ex);
 /* Pause the partition of m: it fed pool p, which is full for its lane. */
@@ -226,6 +236,9 @@ int pools_configure(executor_t *ex, const ax_conf_t *c, char *err, size_t errlen
 pool_t *pool_for(executor_t *ex, const ax_dispatch_t *d);
 void pools_log(const executor_t *ex);
 void pools_fini(executor_t *ex);
+/* Every state change of a tracked run goes through here (the counts of
+ * ex->nstate let the loop skip walks that would find nothing). */
+void run_set_state(run_t *r, run_state_t state);
 /* A consumed run joins r->pool as waiting (RUN_NEW); pauses its partition
  * when that fills the pool. */
 void run_admit(executor_t *ex, run_t *r);

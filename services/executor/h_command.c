@@ -90,4 +90,4 @@ static void fini(executor_t *ex) {
     privilege_fini(ex);
 }
 
-const handler_ops_t handler_command = {"command", init, fini, start, cancel};
+const handler_ops_t handler_command = {"command", init, fini, start, cancel, NULL};

@@ -452,4 +452,4 @@ int handler_http_fd(const run_t *r) {
     return bev ? (int)bufferevent_getfd(bev) : -1;
 }
 
-const handler_ops_t handler_http = {"http", init, fini, start, cancel};
+const handler_ops_t handler_http = {"http", init, fini, start, cancel, NULL};

@@ -10,8 +10,21 @@
  * done list and an eventfd wakes the loop thread, which calls run_done()
  * for every task on the list (the eventfd is written only when the list was
  * empty: one wake-up of the loop per batch of finished tasks, not per task;
- * a worker takes its next task in the same hold of the lock, and a start
- * signals a worker only when one is idle and not already being woken).
+ * a worker takes its next task in the same hold of the lock).
+ *
+ * Wake-ups: start() only links the task onto the loop thread's batch; the
+ * wave's flush() queues the batch under one hold of the lock and wakes as
+ * many idle workers as the queued work needs: one per task while the
+ * plugins' run time (a moving average the workers keep) is unknown or at
+ * least WAKE_SLICE_NS (busy workers not counted), else one per
+ * WAKE_SLICE_NS of estimated work beyond the workers awake (a wave
+ * of no-op tasks wakes one worker, not one per task: a futex wake, two
+ * context switches and a futex wait per job were half the executor's CPU).
+ * A worker that pops a task with more queued wakes another when the work
+ * left needs it. So that an under-estimate (a slow task behind cheap ones,
+ * its worker busy) cannot leave the queue waiting, the flush arms a timer:
+ * when no worker has taken a task for STALL_MS and tasks wait, it wakes
+ * one idle worker per queued task.
  *
  * Timeout: a timer on the loop thread fires at d.timeout_ms; the run is
  * reported TIMEOUT (retryable) right then, its should_stop() turns 1 and its
@@ -63,6 +76,12 @@
 #include "executor.h"
 
 #define MAX_INSTANCES 256 /* distinct (path, args) combinations */
+/* A worker per this much estimated queued work (see the top). */
+#define WAKE_SLICE_NS 200000
+/* A task's hand-off costs a worker about this on top of run(). */
+#define TASK_OVERHEAD_NS 2000
+/* The stall check: queued tasks that no worker took for this long. */
+#define STALL_MS 1
 
 typedef struct plugin_h plugin_h_t;
 
@@ -107,7 +126,7 @@ typedef struct ptask {
     int64_t fenced_mono;        /* when the fence thread raised stop (under watch_mu) */
     size_t output_cap;          /* executor.output.cap when queued (SIGHUP swaps the
                                  * conf on the loop thread; workers read only this) */
-    /* what the plugin sees; owned copies */
+    /* what the plugin sees; copies in the task's own block (start) */
     char **argv;                /* path, args..., NULL */
     size_t argc;
     char *job_name, *trace_id, *idem_key;
@@ -129,9 +148,15 @@ struct plugin_h {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ptask_t *qhead, *qtail;
+    size_t qlen;   /* tasks queued (under mu) */
     ptask_t *done; /* finished, newest first */
     int nidle;     /* workers waiting on cv (under mu) */
     int waking;    /* signalled and not awake yet (under mu) */
+    int64_t run_ns;  /* moving average of run() (under mu); -1: none yet */
+    uint64_t popped; /* tasks taken by workers (under mu) */
+    ptask_t *bhead, *btail; /* started, not queued yet (loop thread; flush) */
+    uint64_t stall_popped;  /* popped when ev_stall was armed (loop thread) */
+    struct event *ev_stall;
     int quit;
     atomic_int stopping;
     pthread_mutex_t watch_mu; /* worker_t.cur, ptask_t.fence_* */
@@ -475,13 +500,39 @@ static void task_exec(worker_t *w, ptask_t *t) {
     }
 }
 
-/* Under mu: wake an idle worker for a queued task (one per task queued, as
- * many as are idle: a wave of long tasks starts at once on every worker). */
-static void wake_one(plugin_h_t *ph) {
-    if (ph->nidle > ph->waking) {
-        ph->waking++;
-        pthread_cond_signal(&ph->cv);
+/* Under mu: how many more workers the queue needs woken (the top), at
+ * most as many as are idle and not being woken; counted as waking. The
+ * caller signals that many times (after unlocking, when it can). */
+static int wakes_needed(plugin_h_t *ph) {
+    if (!ph->qlen)
+        return 0;
+    int64_t n, idle = ph->nidle - ph->waking;
+    if (ph->run_ns < 0 || ph->run_ns >= WAKE_SLICE_NS) {
+        /* slow (or not known yet): a worker per queued task not already
+         * being woken for; the busy ones are not coming back soon */
+        n = (int64_t)ph->qlen - ph->waking;
+    } else {
+        /* cheap: the workers awake (busy or about to be) take the queue
+         * soon; more only for more than WAKE_SLICE_NS each */
+        int64_t want =
+            ((int64_t)ph->qlen * (ph->run_ns + TASK_OVERHEAD_NS) + WAKE_SLICE_NS - 1) /
+            WAKE_SLICE_NS;
+        int awake = (int)ph->nworkers - ph->nidle + ph->waking;
+        n = want - awake;
+        if (awake == 0 && n < 1)
+            n = 1;
     }
+    if (n > idle)
+        n = idle;
+    if (n <= 0)
+        return 0;
+    ph->waking += (int)n;
+    return (int)n;
+}
+
+static void signal_n(plugin_h_t *ph, int n) {
+    for (int i = 0; i < n; i++)
+        pthread_cond_signal(&ph->cv);
 }
 
 /* Under mu: the next queued task, or NULL when there is none. */
@@ -492,6 +543,8 @@ static ptask_t *pop_task(plugin_h_t *ph) {
     ph->qhead = t->next;
     if (!ph->qhead)
         ph->qtail = NULL;
+    ph->qlen--;
+    ph->popped++;
     return t;
 }
 
@@ -510,14 +563,21 @@ static void *worker_main(void *arg) {
         }
         if (!t)
             break;
+        int more = wakes_needed(ph); /* the work left may need another worker */
         pthread_mutex_unlock(&ph->mu);
+        signal_n(ph, more);
 
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         task_exec(w, t);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
 
         /* Onto the done list, and the loop woken only if the list was
          * empty: its on_done takes the whole list, so one eventfd write per
          * batch of finished tasks, not per task. */
         pthread_mutex_lock(&ph->mu);
+        ph->run_ns = ph->run_ns < 0 ? ns : ph->run_ns + (ns - ph->run_ns) / 8;
         int first = ph->done == NULL;
         t->next = ph->done;
         ph->done = t;
@@ -545,15 +605,8 @@ static void task_free(ptask_t *t) {
         t->lnext->lprev = t->lprev;
     if (t->timer)
         event_free(t->timer);
-    for (size_t i = 0; t->argv && i < t->argc; i++)
-        free(t->argv[i]);
-    free(t->argv);
-    free(t->job_name);
-    free(t->trace_id);
-    free(t->idem_key);
-    free(t->payload);
     free(t->output);
-    free(t);
+    free(t); /* argv, strings and payload live in the same block (start) */
 }
 
 static void report(ptask_t *t, const handler_result_t *h) {
@@ -633,6 +686,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void fini(executor_t *ex);
+static void on_stall(evutil_socket_t fd, short what, void *arg);
 
 static int init(executor_t *ex) {
     if (ex->plugin)
@@ -642,6 +696,7 @@ static int init(executor_t *ex) {
         return AX_ERR_NOMEM;
     ph->ex = ex;
     ph->efd = -1;
+    ph->run_ns = -1;
     pthread_mutex_init(&ph->mu, NULL);
     pthread_cond_init(&ph->cv, NULL);
     pthread_mutex_init(&ph->lib_mu, NULL);
@@ -654,6 +709,9 @@ static int init(executor_t *ex) {
     }
     ph->ev_done = event_new(ex->svc.base, ph->efd, EV_READ | EV_PERSIST, on_done, ph);
     if (!ph->ev_done || event_add(ph->ev_done, NULL) < 0)
+        goto fail;
+    ph->ev_stall = evtimer_new(ex->svc.base, on_stall, ph);
+    if (!ph->ev_stall)
         goto fail;
     /* As many workers as the "plugin" pool runs at once (executor.slots
      * without one). Plugin jobs routed to other pools share them. */
@@ -680,6 +738,7 @@ static int init(executor_t *ex) {
             goto fail;
         }
         w->started = 1;
+        pthread_setname_np(w->th, "ax-plugin"); /* tells them apart in perf and top */
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     ax_info("plugin handler: %zu worker thread(s)", ph->nworkers);
@@ -724,6 +783,9 @@ static void fini(executor_t *ex) {
     if (ph->ev_done)
         event_free(ph->ev_done);
     ph->ev_done = NULL;
+    if (ph->ev_stall)
+        event_free(ph->ev_stall);
+    ph->ev_stall = NULL;
     ex->plugin = NULL;
     if (stuck) {
         /* They may still read ph and the instances: leave it all be. */
@@ -776,7 +838,13 @@ static int fail_now(handler_result_t *res, int retryable, const char *fmt, ...) 
     return -1;
 }
 
-static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+/* Copies s ("" for NULL) to *at, moving it past the copy. */
+static char *put_copy(char **at, const char *s) {
+    size_t n = strlen(s ? s : "") + 1;
+    char *c = memcpy(*at, s ? s : "", n);
+    *at += n;
+    return c;
+}
 
 static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     const ax_dispatch_t *d = &r->d;
@@ -788,7 +856,15 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
     if (d->command[0][0] != '/')
         return fail_now(res, 0, "plugin path '%s' is not absolute", d->command[0]);
 
-    ptask_t *t = calloc(1, sizeof *t);
+    /* One block: the task, argv, the strings and the payload (one
+     * allocation per run instead of one per string). */
+    size_t size = sizeof(ptask_t) + (d->command_len + 1) * sizeof(char *) + d->payload_len + 1;
+    for (size_t i = 0; i < d->command_len; i++)
+        size += strlen(d->command[i] ? d->command[i] : "") + 1;
+    size += strlen(d->job ? d->job : "") + 1 + strlen(d->trace_id ? d->trace_id : "") + 1;
+    if (d->idempotency_key)
+        size += strlen(d->idempotency_key) + 1;
+    ptask_t *t = calloc(1, size);
     if (!t)
         return fail_now(res, 1, "out of memory");
     t->ph = ph;
@@ -797,18 +873,14 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
         ph->live->lprev = t;
     ph->live = t;
     t->argc = d->command_len;
-    t->argv = calloc(t->argc + 1, sizeof *t->argv);
-    if (!t->argv)
-        goto nomem;
+    t->argv = (char **)(void *)(t + 1);
+    char *at = (char *)(t->argv + t->argc + 1);
     for (size_t i = 0; i < t->argc; i++)
-        if (!(t->argv[i] = dup_or_empty(d->command[i])))
-            goto nomem;
-    t->job_name = dup_or_empty(d->job);
-    t->trace_id = dup_or_empty(d->trace_id);
-    t->idem_key = d->idempotency_key ? strdup(d->idempotency_key) : NULL;
-    t->payload = malloc(d->payload_len + 1);
-    if (!t->job_name || !t->trace_id || (d->idempotency_key && !t->idem_key) || !t->payload)
-        goto nomem;
+        t->argv[i] = put_copy(&at, d->command[i]);
+    t->job_name = put_copy(&at, d->job);
+    t->trace_id = put_copy(&at, d->trace_id);
+    t->idem_key = d->idempotency_key ? put_copy(&at, d->idempotency_key) : NULL;
+    t->payload = (uint8_t *)at;
     if (d->payload_len)
         memcpy(t->payload, d->payload, d->payload_len);
     t->payload[d->payload_len] = '\0'; /* not part of the payload; convenient for text */
@@ -840,18 +912,60 @@ static int start(executor_t *ex, run_t *r, handler_result_t *res) {
 
     t->r = r;
     r->hstate = t;
-    pthread_mutex_lock(&ph->mu);
-    if (ph->qtail)
-        ph->qtail->next = t;
+    t->next = NULL; /* queued by flush() after the wave */
+    if (ph->btail)
+        ph->btail->next = t;
     else
-        ph->qhead = t;
-    ph->qtail = t;
-    wake_one(ph);
-    pthread_mutex_unlock(&ph->mu);
+        ph->bhead = t;
+    ph->btail = t;
     return 0;
 nomem:
     task_free(t);
     return fail_now(res, 1, "out of memory");
+}
+
+/* Loop thread: the stall check (the top). */
+static void on_stall(evutil_socket_t fd, short what, void *arg) {
+    plugin_h_t *ph = arg;
+    pthread_mutex_lock(&ph->mu);
+    int n = 0, again = ph->qlen > 0;
+    if (again && ph->popped == ph->stall_popped) {
+        int idle = ph->nidle - ph->waking;
+        n = (int)ph->qlen < idle ? (int)ph->qlen : idle;
+        ph->waking += n > 0 ? n : 0;
+    }
+    ph->stall_popped = ph->popped;
+    pthread_mutex_unlock(&ph->mu);
+    signal_n(ph, n);
+    if (again)
+        evtimer_add(ph->ev_stall, &(struct timeval)AX_TV_MS(STALL_MS));
+}
+
+/* After a start wave: the batch onto the queue, the workers it needs woken. */
+static void flush(executor_t *ex) {
+    plugin_h_t *ph = ex->plugin;
+    if (!ph || !ph->bhead)
+        return;
+    size_t n = 0;
+    for (ptask_t *t = ph->bhead; t; t = t->next)
+        n++;
+    pthread_mutex_lock(&ph->mu);
+    if (ph->qtail)
+        ph->qtail->next = ph->bhead;
+    else
+        ph->qhead = ph->bhead;
+    ph->qtail = ph->btail;
+    ph->qlen += n;
+    int wake = wakes_needed(ph);
+    int under = (size_t)wake < ph->qlen; /* fewer workers than tasks: watch for a stall */
+    uint64_t popped = ph->popped;
+    pthread_mutex_unlock(&ph->mu);
+    ph->bhead = ph->btail = NULL;
+    signal_n(ph, wake);
+    if (under && !evtimer_pending(ph->ev_stall, NULL)) {
+        ph->stall_popped = popped;
+        evtimer_add(ph->ev_stall, &(struct timeval)AX_TV_MS(STALL_MS));
+    }
 }
 
 static void cancel(executor_t *ex, run_t *r, const char *why) {
@@ -866,4 +980,4 @@ static void cancel(executor_t *ex, run_t *r, const char *why) {
     evtimer_add(t->timer, &tv); /* replaces the deadline */
 }
 
-const handler_ops_t handler_plugin = {"plugin", init, fini, start, cancel};
+const handler_ops_t handler_plugin = {"plugin", init, fini, start, cancel, flush};

@@ -163,16 +163,18 @@ void on_lease(evutil_socket_t fd, short what, void *arg) {
 void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     ax_svc_t *svc = &ex->svc;
-    size_t n = 0;
-    for (run_t *r = ex->head; r; r = r->next)
-        n += (r->state == RUN_RUNNING || r->state == RUN_CLAIMED) && !r->stop_why;
+    size_t n = ex->nstate[RUN_RUNNING] + ex->nstate[RUN_CLAIMED]; /* at most */
     if (n == 0)
         return;
     int64_t *ids = calloc(n, sizeof *ids), *hit = NULL;
     size_t k = 0, nhit = 0;
-    for (run_t *r = ex->head; ids && r; r = r->next)
+    for (run_t *r = ex->head; ids && r && k < n; r = r->next)
         if ((r->state == RUN_RUNNING || r->state == RUN_CLAIMED) && !r->stop_why)
             ids[k++] = r->d.instance_id;
+    if (ids && k == 0) { /* every one is being stopped already */
+        free(ids);
+        return;
+    }
     char err[512] = "out of memory";
     int rc = ids ? ax_run_cancel_requested(svc->pg, svc->worker_id, ids, k, &hit, &nhit, err,
                                            sizeof err)

@@ -72,6 +72,9 @@ static void track(executor_t *ex, run_t *r) {
         ex->head = r;
     ex->tail = r;
     ex->tracked++;
+    ex->nstate[r->state]++; /* from now on changed by run_set_state */
+    if (r->state == RUN_NEW && !ex->first_new)
+        ex->first_new = r;
 }
 
 /* ---- the consume loop ------------------------------------------------------------------- */
@@ -82,12 +85,7 @@ static void schedule_retry(executor_t *ex) {
     event_add(ex->ev_retry, &(struct timeval)AX_TV_MS(ms));
 }
 
-static int has_new(executor_t *ex) {
-    for (run_t *r = ex->head; r; r = r->next)
-        if (r->state == RUN_NEW)
-            return 1;
-    return 0;
-}
+static int has_new(executor_t *ex) { return ex->nstate[RUN_NEW] > 0; }
 
 static void on_retry(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
@@ -109,7 +107,8 @@ static int take_message(executor_t *ex, rd_kafka_message_t *m) {
     }
     r->ex = ex;
     r->msg = m;
-    r->qi.lane = lane_of_topic(ex, rd_kafka_topic_name(m->rkt));
+    r->topic_ix = topic_index(ex, rd_kafka_topic_name(m->rkt));
+    r->qi.lane = r->topic_ix < 0 ? AX_PRIORITY_DEFAULT : ex->ln.topics[r->topic_ix].lane;
     ex->ln.served[r->qi.lane] = ax_mono_ms(); /* the lane was fetched from */
     char reason[512];
     int dlq = 0;

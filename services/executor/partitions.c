@@ -35,11 +35,16 @@ struct part {
     int64_t start;     /* the group's committed offset when it was assigned (-1: none) */
 };
 
-int lane_of_topic(const executor_t *ex, const char *topic) {
+int topic_index(const executor_t *ex, const char *topic) {
     for (size_t i = 0; i < ex->ln.ntopics; i++)
         if (strcmp(ex->ln.topics[i].name, topic) == 0)
-            return ex->ln.topics[i].lane;
-    return AX_PRIORITY_DEFAULT;
+            return (int)i;
+    return -1;
+}
+
+int lane_of_topic(const executor_t *ex, const char *topic) {
+    int i = topic_index(ex, topic);
+    return i < 0 ? AX_PRIORITY_DEFAULT : ex->ln.topics[i].lane;
 }
 
 static part_t *part_get(executor_t *ex, const char *topic, int32_t partition) {

@@ -158,6 +158,14 @@ void pools_fini(executor_t *ex) {
 
 /* ---- runs in pools ---- */
 
+void run_set_state(run_t *r, run_state_t state) {
+    executor_t *ex = r->ex;
+    ex->nstate[r->state]--;
+    ex->nstate[state]++;
+    r->state = state;
+}
+
+/* Before track(): r is not counted yet. */
 void run_admit(executor_t *ex, run_t *r) {
     r->state = RUN_NEW;
     ax_pool_wait_add(&r->pool->core, r->qi.lane);
@@ -167,7 +175,7 @@ void run_admit(executor_t *ex, run_t *r) {
 
 void run_queue(run_t *r, int64_t lease_ms) {
     r->lease_ms = lease_ms;
-    r->state = RUN_CLAIMED;
+    run_set_state(r, RUN_CLAIMED);
     ax_pool_push(&r->pool->core, &r->qi, ax_mono_ms());
 }
 
@@ -175,7 +183,7 @@ void run_unqueue(run_t *r, run_state_t state) {
     if (r->state == RUN_CLAIMED)
         ax_pool_remove(&r->pool->core, &r->qi);
     ax_pool_wait_sub(&r->pool->core, r->qi.lane);
-    r->state = state;
+    run_set_state(r, state);
 }
 
 /* A full pool may have drained this way without any run ending (claims
@@ -187,14 +195,14 @@ void run_drop(run_t *r) {
         maybe_resume(r->ex);
         return;
     }
-    r->state = RUN_DONE;
+    run_set_state(r, RUN_DONE);
 }
 
 void run_begin(executor_t *ex, run_t *r) {
     r->started_at_ms = ax_now_ms();
     r->started_mono = ax_mono_ms();
     ax_pool_wait_sub(&r->pool->core, r->qi.lane);
-    r->state = RUN_RUNNING;
+    run_set_state(r, RUN_RUNNING);
     r->pool->core.running++;
     ex->running++;
     xm_started(ex, r);
@@ -282,7 +290,7 @@ void start_ready(executor_t *ex) {
                         "instance %lld: no longer ours before it started; dropped",
                         (long long)r->d.instance_id);
             ax_pool_wait_sub(&r->pool->core, r->qi.lane);
-            r->state = RUN_DONE;
+            run_set_state(r, RUN_DONE);
             maybe_resume(ex);
         } else if (f->cancel_requested) {
             handler_result_t none = {.outcome = AX_OUTCOME_CANCELLED};
@@ -293,6 +301,10 @@ void start_ready(executor_t *ex) {
             start_run(ex, r, mono0);
         }
     }
+    const handler_ops_t *const kinds[] = {&handler_command, &handler_http, &handler_plugin};
+    for (size_t i = 0; n && i < AX_ARRAY_SIZE(kinds); i++)
+        if (kinds[i]->flush)
+            kinds[i]->flush(ex);
     free(wave);
     free(mine);
 }

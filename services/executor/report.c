@@ -26,7 +26,7 @@ static void on_result_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
         produce_result(r);
         return;
     }
-    r->state = RUN_DONE;
+    run_set_state(r, RUN_DONE);
     /* Commit once per executor.commit.interval.ms, not once per result: a
      * walk of the tracked list and an offset commit per job do not scale. */
     if (!evtimer_pending(r->ex->ev_commit, NULL))
@@ -149,61 +149,118 @@ void run_done(run_t *r, const handler_result_t *res) {
     if (rc < 0) {
         ax_log_inst(AX_LOG_ERROR, a.instance_id, r->d.job, r->d.trace_id,
                     "instance %lld: cannot encode result", (long long)a.instance_id);
-        r->state = RUN_DONE;
+        run_set_state(r, RUN_DONE);
         commit_ready(ex);
         return;
     }
-    r->state = RUN_REPORTING;
+    run_set_state(r, RUN_REPORTING);
     ex->ran++;
     produce_result(r);
 }
 
 /* After the commit: stop the loop once draining is over. */
 static void maybe_stopped(executor_t *ex) {
-    if (!ex->svc.stopping || ex->running != 0)
+    if (!ex->svc.stopping || ex->running != 0 || ex->nstate[RUN_REPORTING] != 0)
         return;
-    for (run_t *r = ex->head; r; r = r->next)
-        if (r->state == RUN_REPORTING)
-            return;
     event_base_loopbreak(ex->svc.base);
 }
 
-void commit_ready(executor_t *ex) {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
-    rd_kafka_topic_partition_list_t *blocked = rd_kafka_topic_partition_list_new(8);
+/* A (topic, partition) of the walk below: its topic by index into
+ * ex->ln.topics (or by name when a message came from a topic not
+ * subscribed, topic_ix -1: never in practice). */
+typedef struct tpart {
+    int ix;
+    int32_t partition;
+    const char *name;
+    int64_t offset; /* next offset to commit; -1: blocked */
+} tpart_t;
+
+static tpart_t *tpart_find(tpart_t *v, size_t n, const run_t *r) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i].partition == r->msg->partition && v[i].ix == r->topic_ix &&
+            (r->topic_ix >= 0 || strcmp(v[i].name, rd_kafka_topic_name(r->msg->rkt)) == 0))
+            return &v[i];
+    return NULL;
+}
+
+/* Takes every RUN_DONE run at the head of its partition's messages (in
+ * arrival order) off the tracked list onto *ret_dead and notes in v the
+ * offset to commit; returns how many partitions v holds (*ret_v, malloc'd;
+ * its names point into the dead runs' messages). The walk ends once every
+ * DONE run was seen: what follows cannot be committed. */
+static size_t collect_done(executor_t *ex, tpart_t **ret_v, run_t **ret_dead) {
+    tpart_t *v = NULL;
+    size_t n = 0, cap = 0, left = ex->nstate[RUN_DONE];
     run_t **pp = &ex->head, *prev = NULL;
-    while (*pp) {
+    while (*pp && left > 0) {
         run_t *r = *pp;
-        const char *topic = rd_kafka_topic_name(r->msg->rkt);
-        int blk = rd_kafka_topic_partition_list_find(blocked, topic, r->msg->partition) != NULL;
-        if (r->state != RUN_DONE || blk) {
-            if (!blk)
-                rd_kafka_topic_partition_list_add(blocked, topic, r->msg->partition);
+        tpart_t *p = tpart_find(v, n, r);
+        if (!p) {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                tpart_t *nv = realloc(v, nc * sizeof *nv);
+                if (!nv)
+                    break; /* committed later */
+                v = nv;
+                cap = nc;
+            }
+            p = &v[n++];
+            *p = (tpart_t){r->topic_ix, r->msg->partition, rd_kafka_topic_name(r->msg->rkt), -2};
+        }
+        if (r->state == RUN_DONE)
+            left--;
+        if (r->state != RUN_DONE || p->offset == -1) {
+            p->offset = -1; /* blocked from here on */
             prev = r;
             pp = &r->next;
             continue;
         }
-        rd_kafka_topic_partition_t *p =
-            rd_kafka_topic_partition_list_find(l, topic, r->msg->partition);
-        if (!p)
-            p = rd_kafka_topic_partition_list_add(l, topic, r->msg->partition);
         p->offset = r->msg->offset + 1;
         *pp = r->next;
         if (ex->tail == r)
             ex->tail = prev;
         ex->tracked--;
+        ex->nstate[RUN_DONE]--;
+        if (ex->first_new == r)
+            ex->first_new = r->next;
+        r->next = *ret_dead;
+        *ret_dead = r;
+    }
+    *ret_v = v;
+    return n;
+}
+
+void commit_ready(executor_t *ex) {
+    if (ex->nstate[RUN_DONE] == 0) { /* nothing to commit: no walk */
+        maybe_stopped(ex);
+        return;
+    }
+    tpart_t *v = NULL;
+    run_t *dead = NULL;
+    size_t n = collect_done(ex, &v, &dead);
+    rd_kafka_topic_partition_list_t *l = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].offset < 0)
+            continue;
+        if (!l)
+            l = rd_kafka_topic_partition_list_new((int)n);
+        rd_kafka_topic_partition_list_add(l, v[i].name, v[i].partition)->offset = v[i].offset;
+    }
+    if (l) {
+        rd_kafka_resp_err_t err = rd_kafka_commit(ex->svc.consumer, l, 1);
+        if (err)
+            ax_warn("commit: %s (those messages will be seen again)", rd_kafka_err2str(err));
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    free(v);
+    while (dead) {
+        run_t *r = dead;
+        dead = r->next;
         rd_kafka_message_destroy(r->msg);
         ax_dispatch_clear(&r->d);
         free(r->result_buf);
         free(r);
     }
-    if (l->cnt) {
-        rd_kafka_resp_err_t err = rd_kafka_commit(ex->svc.consumer, l, 1);
-        if (err)
-            ax_warn("commit: %s (those messages will be seen again)", rd_kafka_err2str(err));
-    }
-    rd_kafka_topic_partition_list_destroy(l);
-    rd_kafka_topic_partition_list_destroy(blocked);
     maybe_stopped(ex);
 }
 

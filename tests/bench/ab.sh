@@ -343,7 +343,10 @@ figures() {
         fig "fire-to-start p99 ms (↓)" "$(part "$v" 2 /)"
         [[ $n == exec_lat ]] && fig "fire-to-start max ms (↓)" "$(part "$v" 3 /)"
         fig "commits/job (↓)" "$(kv pg_commits_per_job "$f")"
-        fig "WAL records/job (↓)" "$(kv pg_wal_records_per_job "$f")" ;;
+        fig "WAL records/job (↓)" "$(kv pg_wal_records_per_job "$f")"
+        fig "executor CPU µs/job (↓)" "$(kv cpu_us_per_job_executors "$f")"
+        fig "trigger CPU µs/job (↓)" "$(kv cpu_us_per_job_trigger "$f")"
+        fig "callback CPU µs/job (↓)" "$(kv cpu_us_per_job_callback "$f")" ;;
     cb*)
         fig "persisted/s overall (↑)" "$(kv persisted_per_s_overall "$f")"
         fig "persisted/s per-second median (↑)" "$(kv persisted_per_s_median "$f")"

@@ -8,7 +8,8 @@
  * reported at the deadline (not when the plugin returns); cancel stops a
  * cooperative plugin; unloadable / symbol-less / wrong-version .so files and
  * failing init() are FAILED with the right retryable flag; many runs on few
- * workers each report exactly once; an idempotency claim without a database
+ * workers each report exactly once; cheap runs queued behind a slow one in
+ * one wave are not held back by it; an idempotency claim without a database
  * fails retryable.
  *
  * Http handler, against an evhttp server on the same loop: 2xx succeeds and
@@ -157,11 +158,14 @@ static void trun_free(trun_t *t) {
     free(t);
 }
 
-/* Start through ops; 0 when started (then one more run_done is pending). */
+/* Start through ops, as a start wave of one (start, then flush); 0 when
+ * started (then one more run_done is pending). */
 static int start(const handler_ops_t *ops, executor_t *ex, trun_t *t, handler_result_t *res) {
     memset(res, 0, sizeof *res);
     in_start = 1;
     int rc = ops->start(ex, &t->r, res);
+    if (ops->flush)
+        ops->flush(ex);
     in_start = 0;
     if (rc == 0) {
         pending++;
@@ -381,6 +385,51 @@ static void test_plugin_many(void **state) {
         assert_int_equal(t[i]->done.res.outcome, AX_OUTCOME_SUCCESS);
         trun_free(t[i]);
     }
+    handler_plugin.fini(&ex);
+    ex_free(&ex);
+}
+
+/* Once the workers have seen cheap runs, a wave wakes fewer workers than
+ * it has tasks (h_plugin.c, "Wake-ups"): a slow run at the head of such a
+ * wave must not hold back the cheap ones queued behind it — the stall check
+ * wakes another worker for them. */
+static void test_plugin_slow_head(void **state) {
+    executor_t ex;
+    ex_init(&ex);
+    assert_int_equal(handler_plugin.init(&ex), 0);
+    const char *slow[] = {PLUGIN("sleep"), "600", NULL}, *fast[] = {PLUGIN("noop"), NULL};
+    handler_result_t res;
+    enum { WARM = 50, FAST = 3 };
+    trun_t *w[WARM], *s, *f[FAST];
+    for (int i = 0; i < WARM; i++) { /* the moving average learns they are cheap */
+        w[i] = trun_new(100 + i, 10000, fast);
+        assert_int_equal(start(&handler_plugin, &ex, w[i], &res), 0);
+        run_loop(&ex, SAFETY_MS);
+        assert_int_equal(w[i]->done.calls, 1);
+        trun_free(w[i]);
+    }
+    /* one wave: the slow run first, then the cheap ones, one flush */
+    s = trun_new(1, 10000, slow);
+    in_start = 1;
+    assert_int_equal(handler_plugin.start(&ex, &s->r, &res), 0);
+    for (int i = 0; i < FAST; i++) {
+        f[i] = trun_new(2 + i, 10000, fast);
+        assert_int_equal(handler_plugin.start(&ex, &f[i]->r, &res), 0);
+    }
+    handler_plugin.flush(&ex);
+    in_start = 0;
+    pending += 1 + FAST;
+    run_loop(&ex, SAFETY_MS);
+    assert_int_equal(pending, 0);
+    assert_int_equal(s->done.calls, 1);
+    assert_int_equal(s->done.res.outcome, AX_OUTCOME_SUCCESS);
+    for (int i = 0; i < FAST; i++) {
+        assert_int_equal(f[i]->done.calls, 1);
+        assert_int_equal(f[i]->done.res.outcome, AX_OUTCOME_SUCCESS);
+        assert_true(f[i]->done.at_ms < s->done.at_ms); /* not behind the slow one */
+        trun_free(f[i]);
+    }
+    trun_free(s);
     handler_plugin.fini(&ex);
     ex_free(&ex);
 }
@@ -684,6 +733,7 @@ int main(void) {
         cmocka_unit_test(test_plugin_init_failures),
         cmocka_unit_test(test_plugin_bad_commands),
         cmocka_unit_test(test_plugin_many),
+        cmocka_unit_test(test_plugin_slow_head),
         cmocka_unit_test(test_plugin_idem_no_database),
         cmocka_unit_test(test_http_success),
         cmocka_unit_test(test_http_statuses),

@@ -324,14 +324,101 @@ static int encode_rc(int rc) {
     return rc == ENOMEM ? AX_ERR_NOMEM : AX_ERR_INVALID;
 }
 
+/* ---- direct encoding (the hot records) ------------------------------- */
+
+/* The records the no-op path produces per job (Dispatch, Attempt, Result)
+ * are written here straight into the framed buffer, field by field in
+ * their schema's order, instead of through an avro-c generic value (its
+ * allocations and field lookups by name were most of 1-2.6 µs per record,
+ * bench_codec). The bytes are avro-c's (zig-zag varints, strings and bytes
+ * as a length then the bytes, a ["null", T] union as branch 0 or 1 then T,
+ * an array as one block: its count, the items, then 0; an empty array just
+ * 0); test_codec checks them byte for byte against the avro-c encoders
+ * kept below (ax__*_encode_avro), and that avro-c reads them back.
+ * Only encoding: untrusted bytes are still decoded through the guard and
+ * avro-c. */
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int bad; /* a string was not UTF-8 */
+} wbuf_t;
+
+static void w_long(wbuf_t *w, int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z >= 0x80) {
+        w->p[w->len++] = (uint8_t)(z | 0x80);
+        z >>= 7;
+    }
+    w->p[w->len++] = (uint8_t)z;
+}
+
+static void w_raw(wbuf_t *w, const void *s, size_t n) {
+    w_long(w, (int64_t)n);
+    if (n)
+        memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+/* Required string: NULL is written as "". */
+static void w_str(wbuf_t *w, const char *s) {
+    s = s ? s : "";
+    size_t n = strlen(s);
+    if (!ax__utf8_check(s, n, NULL))
+        w->bad = 1;
+    w_raw(w, s, n);
+}
+
+static void w_opt_str(wbuf_t *w, const char *s) {
+    w_long(w, s != NULL);
+    if (s)
+        w_str(w, s);
+}
+
+static void w_opt_long(wbuf_t *w, int present, int64_t v) {
+    w_long(w, present != 0);
+    if (present)
+        w_long(w, v);
+}
+
+/* The most bytes a string field takes (length varint + bytes). */
+static size_t str_max(const char *s) { return 10 + (s ? strlen(s) : 0); }
+
+static int wbuf_new(wbuf_t *w, int32_t id, size_t max) {
+    memset(w, 0, sizeof *w);
+    if (max > (size_t)INT32_MAX)
+        return AX_ERR_TOOBIG;
+    if (!(w->p = malloc(max)))
+        return AX_ERR_NOMEM;
+    w->cap = max;
+    w->p[0] = 0;
+    w->p[1] = (uint8_t)((uint32_t)id >> 24);
+    w->p[2] = (uint8_t)((uint32_t)id >> 16);
+    w->p[3] = (uint8_t)((uint32_t)id >> 8);
+    w->p[4] = (uint8_t)id;
+    w->len = HEADER_LEN;
+    return 0;
+}
+
+/* The framed record, or AX_ERR_INVALID (freed) when a string was not UTF-8. */
+static int wbuf_done(wbuf_t *w, void **ret_buf, size_t *ret_len) {
+    if (w->bad || w->len > w->cap) { /* len > cap cannot be: the bound is an upper one */
+        free(w->p);
+        return AX_ERR_INVALID;
+    }
+    *ret_buf = w->p;
+    *ret_len = w->len;
+    return 0;
+}
+
 /* ---- decoding helpers ------------------------------------------------- */
 
 /* Header, schema id, guard walk, then avro-c. On success *ret_val is a new
  * generic value the caller must decref. */
-static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *ret_val,
+/* Header, schema id and the guard's walk: 0 when buf is exactly one
+ * well-formed datum of schema `id`. */
+static int decode_check(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
                         char *errbuf, size_t errlen) {
     const codec_schema_t *cs = lookup(id, errbuf, errlen);
-    avro_reader_t r;
     int32_t got = 0;
     int rc;
 
@@ -344,6 +431,18 @@ static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *r
                          got, cs->name, id);
     if ((rc = ax__avro_guard_walk(cs->schema, (const uint8_t *)buf + HEADER_LEN, len - HEADER_LEN,
                                   HEADER_LEN, errbuf, errlen)))
+        return rc;
+    *ret_cs = cs;
+    return 0;
+}
+
+static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *ret_val,
+                        char *errbuf, size_t errlen) {
+    const codec_schema_t *cs = NULL;
+    avro_reader_t r;
+    int rc;
+
+    if ((rc = decode_check(id, buf, len, &cs, errbuf, errlen)))
         return rc;
     if (avro_generic_value_new(cs->iface, ret_val))
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "cannot allocate a %s value", cs->name);
@@ -500,6 +599,174 @@ static int copy_strv(avro_value_t *arr, char ***ret, size_t *ret_len) {
     return 0;
 }
 
+/* ---- direct decoding (the hot records) ------------------------------- */
+
+/* Dispatch, Attempt (id 5) and Submit are read here straight from the
+ * bytes, in their schema's field order, once the guard has walked them
+ * (decode_check: exactly one well-formed datum of the writer's schema, so
+ * untrusted bytes reach no decoder unchecked, and never avro-c). The reader
+ * still checks every bound itself; a disagreement with the guard (cannot
+ * happen) is an error, never a read past the buffer. test_codec_direct
+ * compares these decoders with the avro-c ones kept below
+ * (ax__*_decode_avro) on random records and on mutated and cut bytes. */
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t len, pos;
+    int bad;
+} rbuf_t;
+
+static int64_t r_long(rbuf_t *r) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (r->pos >= r->len) {
+            r->bad = 1;
+            return 0;
+        }
+        uint8_t b = r->p[r->pos++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+    }
+    r->bad = 1;
+    return 0;
+}
+
+static int32_t r_int(rbuf_t *r) {
+    int64_t v = r_long(r);
+    if (v < INT32_MIN || v > INT32_MAX) {
+        r->bad = 1;
+        return 0;
+    }
+    return (int32_t)v;
+}
+
+/* A ["null", T] union's branch: 1 when T follows. */
+static int r_present(rbuf_t *r) {
+    int64_t b = r_long(r);
+    if (b != 0 && b != 1)
+        r->bad = 1;
+    return b == 1;
+}
+
+static int r_bool(rbuf_t *r) {
+    if (r->pos >= r->len || r->p[r->pos] > 1) {
+        r->bad = 1;
+        return 0;
+    }
+    return r->p[r->pos++];
+}
+
+/* The bytes of a string or bytes value: its length checked. */
+static const uint8_t *r_span(rbuf_t *r, size_t *ret_n) {
+    int64_t n = r_long(r);
+    if (r->bad || n < 0 || (uint64_t)n > r->len - r->pos) {
+        r->bad = 1;
+        *ret_n = 0;
+        return NULL;
+    }
+    const uint8_t *s = r->p + r->pos;
+    r->pos += (size_t)n;
+    *ret_n = (size_t)n;
+    return s;
+}
+
+/* A string, copied and NUL-terminated (a NUL inside is refused). */
+static char *r_str(rbuf_t *r) {
+    size_t n;
+    const uint8_t *s = r_span(r, &n);
+    if (r->bad || memchr(s, 0, n)) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *c = malloc(n + 1);
+    if (!c) {
+        r->bad = ENOMEM;
+        return NULL;
+    }
+    memcpy(c, s, n);
+    c[n] = '\0';
+    return c;
+}
+
+static char *r_opt_str(rbuf_t *r) { return r_present(r) ? r_str(r) : NULL; }
+
+/* Payload: NULL/0 when empty, otherwise a malloc'd copy. */
+static uint8_t *r_bytes(rbuf_t *r, size_t *ret_len) {
+    size_t n;
+    const uint8_t *s = r_span(r, &n);
+    *ret_len = 0;
+    if (r->bad || n == 0)
+        return NULL;
+    uint8_t *c = malloc(n);
+    if (!c) {
+        r->bad = ENOMEM;
+        return NULL;
+    }
+    memcpy(c, s, n);
+    *ret_len = n;
+    return c;
+}
+
+/* An array of strings in blocks (a count, negative when its byte size
+ * follows; 0 ends it): always NULL-terminated, *ret_len the strings copied
+ * so far (a *_clear() after a failure frees exactly those). */
+static void r_strv(rbuf_t *r, char ***ret, size_t *ret_len) {
+    size_t n = 0, cap = 0;
+    char **v = calloc(1, sizeof *v);
+    *ret = v;
+    *ret_len = 0;
+    if (!v) {
+        r->bad = ENOMEM;
+        return;
+    }
+    for (;;) {
+        int64_t count = r_long(r);
+        if (r->bad || count == 0)
+            return;
+        if (count < 0) {
+            count = count == INT64_MIN ? 0 : -count;
+            (void)r_long(r); /* the block's size in bytes */
+        }
+        /* every string takes at least its length byte */
+        if (r->bad || count <= 0 || (uint64_t)count > r->len - r->pos) {
+            r->bad = 1;
+            return;
+        }
+        if (n + (size_t)count + 1 > cap) {
+            size_t nc = n + (size_t)count + 1;
+            char **nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                r->bad = ENOMEM;
+                return;
+            }
+            *ret = v = nv;
+            cap = nc;
+        }
+        for (int64_t i = 0; i < count; i++) {
+            v[n] = r_str(r);
+            if (r->bad)
+                return;
+            v[++n] = NULL;
+            *ret_len = n;
+        }
+    }
+}
+
+/* The end of a direct read: every byte used, nothing refused. */
+static int r_done(rbuf_t *r, const char *what, char *errbuf, size_t errlen) {
+    if (r->bad == ENOMEM)
+        return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory decoding %s", what);
+    if (r->bad || r->pos != r->len)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                         "%s: the guard and the decoder disagree at offset %zu", what,
+                         r->pos + HEADER_LEN);
+    return 0;
+}
+
+static rbuf_t rbuf_of(const void *buf, size_t len) {
+    return (rbuf_t){(const uint8_t *)buf + HEADER_LEN, len - HEADER_LEN, 0, 0};
+}
+
 /* ---- semantic rules (shared by encoders and decoders) ----------------- */
 
 static int check_strv(const char *what, char *const *v, size_t n, char *errbuf, size_t errlen) {
@@ -622,6 +889,53 @@ out:
 }
 
 int ax_submit_decode(const void *buf, size_t len, ax_submit_t *ret, char *errbuf, size_t errlen) {
+    const codec_schema_t *cs;
+    ax_submit_t m;
+    int rc;
+
+    if (!ret)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
+    if ((rc = decode_check(AX_SCHEMA_SUBMIT, buf, len, &cs, errbuf, errlen)))
+        return rc;
+    rbuf_t r = rbuf_of(buf, len);
+    ax_submit_init(&m);
+    m.job = r_opt_str(&r);
+    if (r_present(&r))
+        r_strv(&r, &m.command, &m.command_len);
+    if (r_present(&r))
+        m.run_at_ms = r_long(&r);
+    int set = r_present(&r);
+    if (set)
+        m.delay_ms = r_long(&r);
+    if (!r.bad && set && m.delay_ms < 0) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "Submit.delay_ms %" PRId64 " is negative", m.delay_ms);
+        goto out;
+    }
+    if ((set = r_present(&r)))
+        m.priority = r_int(&r);
+    if (!r.bad && set && (m.priority < 0 || m.priority > 4)) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_INVALID, "Submit.priority %" PRId32 " is out of range 0..4",
+                       m.priority);
+        goto out;
+    }
+    m.payload = r_bytes(&r, &m.payload_len);
+    m.idempotency_key = r_opt_str(&r);
+    m.trace_id = r_opt_str(&r);
+    if (r_present(&r))
+        m.timeout_ms = r_long(&r);
+    if (!(rc = r_done(&r, cs->name, errbuf, errlen)))
+        rc = check_submit(&m, errbuf, errlen);
+out:
+    if (rc) {
+        ax_submit_clear(&m);
+        return rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+int ax__submit_decode_avro(const void *buf, size_t len, ax_submit_t *ret, char *errbuf,
+                           size_t errlen) {
     ax_submit_t m;
     avro_value_t v, cmd;
     int rc, set = 0;
@@ -707,6 +1021,39 @@ size_t ax_dispatch_size_max(const char *job, const char *handler_kind, const cha
 }
 
 int ax_dispatch_encode(const ax_dispatch_t *m, void **ret_buf, size_t *ret_len) {
+    if (!m || !ret_buf || !ret_len || check_dispatch(m, NULL, 0))
+        return AX_ERR_INVALID;
+    size_t max = HEADER_LEN + 10 + 10 + 1 + str_max(m->job) + str_max(m->handler_kind) + 20 +
+                 10 + m->payload_len + 10 + 11 + 10 + 10 + str_max(m->trace_id) + 1 +
+                 str_max(m->idempotency_key) + 10;
+    for (size_t i = 0; i < m->command_len; i++)
+        max += str_max(m->command[i]);
+    wbuf_t w;
+    int rc = wbuf_new(&w, AX_SCHEMA_DISPATCH, max);
+    if (rc)
+        return rc;
+    w_long(&w, m->instance_id);
+    w_long(&w, m->attempt);
+    w_opt_str(&w, m->job);
+    w_str(&w, m->handler_kind);
+    if (m->command_len) {
+        w_long(&w, (int64_t)m->command_len);
+        for (size_t i = 0; i < m->command_len; i++)
+            w_str(&w, m->command[i]);
+    }
+    w_long(&w, 0);
+    w_raw(&w, m->payload, m->payload_len);
+    w_long(&w, m->timeout_ms);
+    w_opt_long(&w, m->nominal_time_ms != 0, m->nominal_time_ms);
+    w_long(&w, m->due_at_ms);
+    w_long(&w, m->priority);
+    w_str(&w, m->trace_id);
+    w_opt_str(&w, m->idempotency_key);
+    w_long(&w, m->epoch);
+    return wbuf_done(&w, ret_buf, ret_len);
+}
+
+int ax__dispatch_encode_avro(const ax_dispatch_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;
     int rc;
@@ -738,6 +1085,42 @@ out:
 }
 
 int ax_dispatch_decode(const void *buf, size_t len, ax_dispatch_t *ret, char *errbuf, size_t errlen) {
+    const codec_schema_t *cs;
+    ax_dispatch_t m;
+    int rc;
+
+    if (!ret)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
+    if ((rc = decode_check(AX_SCHEMA_DISPATCH, buf, len, &cs, errbuf, errlen)))
+        return rc;
+    rbuf_t r = rbuf_of(buf, len);
+    memset(&m, 0, sizeof m);
+    m.instance_id = r_long(&r);
+    m.attempt = r_int(&r);
+    m.job = r_opt_str(&r);
+    m.handler_kind = r_str(&r);
+    r_strv(&r, &m.command, &m.command_len);
+    m.payload = r_bytes(&r, &m.payload_len);
+    m.timeout_ms = r_long(&r);
+    if (r_present(&r))
+        m.nominal_time_ms = r_long(&r);
+    m.due_at_ms = r_long(&r);
+    m.priority = r_int(&r);
+    m.trace_id = r_str(&r);
+    m.idempotency_key = r_opt_str(&r);
+    m.epoch = r_long(&r);
+    if (!(rc = r_done(&r, cs->name, errbuf, errlen)))
+        rc = check_dispatch(&m, errbuf, errlen);
+    if (rc) {
+        ax_dispatch_clear(&m);
+        return rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+int ax__dispatch_decode_avro(const void *buf, size_t len, ax_dispatch_t *ret, char *errbuf,
+                             size_t errlen) {
     ax_dispatch_t m;
     avro_value_t v, cmd;
     int rc, set = 0;
@@ -825,6 +1208,33 @@ void ax_attempt_clear(ax_attempt_t *m) {
 }
 
 int ax_attempt_encode(const ax_attempt_t *m, void **ret_buf, size_t *ret_len) {
+    if (!m || !ret_buf || !ret_len || check_outcome("Attempt.outcome", m->outcome, NULL, 0) ||
+        !kind_valid(m->kind))
+        return AX_ERR_INVALID;
+    size_t max = HEADER_LEN + 10 + 10 + str_max(m->worker) + 10 + 11 + 1 +
+                 str_max(m->error_class) + 1 + str_max(m->error) + str_max(m->output) + 10 +
+                 10 + str_max(m->trace_id) + 1 + 10;
+    wbuf_t w;
+    int rc = wbuf_new(&w, AX_SCHEMA_ATTEMPT, max);
+    if (rc)
+        return rc;
+    w_long(&w, m->instance_id);
+    w_long(&w, m->attempt);
+    w_str(&w, m->worker);
+    w_long(&w, (int64_t)m->outcome);
+    w_opt_long(&w, m->exit_code_set, m->exit_code);
+    w_opt_str(&w, m->error_class);
+    w_opt_str(&w, m->error);
+    w_str(&w, m->output);
+    w_long(&w, m->started_at_ms);
+    w_long(&w, m->finished_at_ms);
+    w_str(&w, m->trace_id);
+    w.p[w.len++] = m->retryable ? 1 : 0;
+    w_long(&w, (int64_t)m->kind);
+    return wbuf_done(&w, ret_buf, ret_len);
+}
+
+int ax__attempt_encode_avro(const ax_attempt_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;
     int rc;
@@ -856,7 +1266,48 @@ out:
     return encode_rc(rc);
 }
 
+/* Schema id 5 read directly; id 3 (no kind) through avro-c. */
 int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf, size_t errlen) {
+    const codec_schema_t *cs;
+    ax_attempt_t m;
+    int32_t id = AX_SCHEMA_ATTEMPT;
+    int rc;
+
+    if (!ret)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
+    if (ax_codec_peek_schema(buf, len, &id, NULL, 0) == 0 && id == AX_SCHEMA_ATTEMPT_ID3)
+        return ax__attempt_decode_avro(buf, len, ret, errbuf, errlen);
+    if ((rc = decode_check(AX_SCHEMA_ATTEMPT, buf, len, &cs, errbuf, errlen)))
+        return rc;
+    rbuf_t r = rbuf_of(buf, len);
+    memset(&m, 0, sizeof m);
+    m.instance_id = r_long(&r);
+    m.attempt = r_int(&r);
+    m.worker = r_str(&r);
+    m.outcome = (ax_outcome_t)r_long(&r);
+    if ((m.exit_code_set = r_present(&r)))
+        m.exit_code = r_int(&r);
+    m.error_class = r_opt_str(&r);
+    m.error = r_opt_str(&r);
+    m.output = r_str(&r);
+    m.started_at_ms = r_long(&r);
+    m.finished_at_ms = r_long(&r);
+    m.trace_id = r_str(&r);
+    m.retryable = r_bool(&r);
+    m.kind = (ax_attempt_kind_t)r_long(&r);
+    if (!outcome_valid(m.outcome) || !kind_valid(m.kind))
+        r.bad = 1; /* the guard checked the indexes; belt and braces */
+    rc = r_done(&r, cs->name, errbuf, errlen);
+    if (rc) {
+        ax_attempt_clear(&m);
+        return rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+int ax__attempt_decode_avro(const void *buf, size_t len, ax_attempt_t *ret, char *errbuf,
+                            size_t errlen) {
     ax_attempt_t m;
     avro_value_t v;
     int32_t id = AX_SCHEMA_ATTEMPT;
@@ -914,6 +1365,34 @@ void ax_result_clear(ax_result_t *m) {
 }
 
 int ax_result_encode(const ax_result_t *m, void **ret_buf, size_t *ret_len) {
+    if (!m || !ret_buf || !ret_len || check_outcome("Result.outcome", m->outcome, NULL, 0))
+        return AX_ERR_INVALID;
+    size_t max = HEADER_LEN + 10 + 1 + str_max(m->job) + 10 + 10 + 11 + 1 +
+                 str_max(m->error_class) + 1 + str_max(m->error) + str_max(m->output) +
+                 str_max(m->trace_id) + 1 + str_max(m->idempotency_key) + 11 + 10 + 11 + 11 + 10;
+    wbuf_t w;
+    int rc = wbuf_new(&w, AX_SCHEMA_RESULT, max);
+    if (rc)
+        return rc;
+    w_long(&w, m->instance_id);
+    w_opt_str(&w, m->job);
+    w_long(&w, (int64_t)m->outcome);
+    w_long(&w, m->attempts);
+    w_opt_long(&w, m->exit_code_set, m->exit_code);
+    w_opt_str(&w, m->error_class);
+    w_opt_str(&w, m->error);
+    w_str(&w, m->output);
+    w_str(&w, m->trace_id);
+    w_opt_str(&w, m->idempotency_key);
+    w_opt_long(&w, m->nominal_time_ms != 0, m->nominal_time_ms);
+    w_long(&w, m->scheduled_at_ms);
+    w_opt_long(&w, m->locked_at_ms != 0, m->locked_at_ms);
+    w_opt_long(&w, m->running_at_ms != 0, m->running_at_ms);
+    w_long(&w, m->finished_at_ms);
+    return wbuf_done(&w, ret_buf, ret_len);
+}
+
+int ax__result_encode_avro(const ax_result_t *m, void **ret_buf, size_t *ret_len) {
     const codec_schema_t *cs;
     avro_value_t v;
     int rc;

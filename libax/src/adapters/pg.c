@@ -337,11 +337,24 @@ static int arr_sep(ax_strbuf_t *b) {
     return b->len > 1 ? ax_strbuf_add(b, ",", 1) : 0;
 }
 
+/* Decimal digits of v at the end of num[32]; returns where they start (a
+ * batch of ids is formatted per statement: snprintf's cost showed). */
+static char *fmt_i64(char num[32], int64_t v) {
+    char *p = num + 32;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return p;
+}
+
 int ax_pgarr_int(ax_strbuf_t *b, int64_t v) {
-    char num[32];
-    int n = snprintf(num, sizeof num, "%lld", (long long)v);
+    char num[32], *p = fmt_i64(num, v);
     int rc = arr_sep(b);
-    return rc ? rc : ax_strbuf_add(b, num, (size_t)n);
+    return rc ? rc : ax_strbuf_add(b, p, (size_t)(num + 32 - p));
 }
 
 int ax_pgarr_text(ax_strbuf_t *b, const char *s) {
@@ -352,10 +365,15 @@ int ax_pgarr_text(ax_strbuf_t *b, const char *s) {
         return ax_strbuf_add(b, "NULL", 4);
     if ((rc = ax_strbuf_add(b, "\"", 1)))
         return rc;
-    for (const char *p = s; *p; p++) {
-        if ((*p == '"' || *p == '\\') && (rc = ax_strbuf_add(b, "\\", 1)))
+    for (const char *p = s; *p;) { /* runs without a character to escape at once */
+        size_t run = strcspn(p, "\"\\");
+        if (run && (rc = ax_strbuf_add(b, p, run)))
             return rc;
-        if ((rc = ax_strbuf_add(b, p, 1)))
+        p += run;
+        if (!*p)
+            break;
+        char esc[2] = {'\\', *p++};
+        if ((rc = ax_strbuf_add(b, esc, 2)))
             return rc;
     }
     return ax_strbuf_add(b, "\"", 1);
