@@ -102,7 +102,13 @@ AX_STMT(st_finish, "outcome.finish",
     "    exit_code = o.exit_code, error_class = o.error_class,"
     "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false"
     "  FROM old o"
-    "  WHERE i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
+    /* the rows by their ids as one index scan (the ids in order), joined
+     * to the batch: by the join alone the planner chose, for a batch of a
+     * few hundred on a table of tens of thousands, a hash join over a
+     * sequential scan of the whole table — half of the statement's time
+     * (BENCHMARKS.md, "Issue #13: the finish per row") */
+    "  WHERE i.id = ANY (ARRAY(SELECT k.id FROM old k))"
+    "  AND i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
     "  AND CASE WHEN (o.error_class = 'backlog_full' AND o.worker = 'ax-trigger')"
     "      OR (o.error_class = 'cancelled' AND o.worker = 'axctl')"
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# explain_finish.sh — EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) of the
+# callback's batch statements (outcome.finish, outbox.pending,
+# outbox.mark_published) on a batch of B RUNNING no-op instances, after
+# 20,000 FINISHED ones (BENCHMARKS.md, "Issue #13: the finish per row").
+# Not a test: a measurement, run by hand against a database of its own (it
+# TRUNCATEs the instance tables).
+#
+#   H=me source /work/devenv/lib.sh; dev_migrate
+#   PGPASSWORD=$(ax_pg_password) PSQL="psql -X -q -h 127.0.0.1 -p $AX_PG_PORT -U ax -d ax_me" \
+#     tests/bench/explain_finish.sh [B] [finish|pending|mark|all]
+#
+# The statements are the store's own, read from the source by
+# tests/bench/store_sql.py and run as prepared statements with their
+# parameters; each runs in a transaction that is rolled back, except that
+# pending and mark see the outbox a finish committed.
+set -euo pipefail
+B=${1:-500}; WHAT=${2:-all}
+PSQL=${PSQL:-psql}
+HERE=$(cd "$(dirname "$0")" && pwd)
+psql_() { eval "$PSQL" -v ON_ERROR_STOP=1 '"$@"'; }
+SQL_FIN=$("$HERE/store_sql.py" outcome.finish)
+SQL_PEND=$("$HERE/store_sql.py" outbox.pending)
+SQL_MARK=$("$HERE/store_sql.py" outbox.mark_published)
+
+[[ -z ${GENERIC:-} ]] || export PGOPTIONS="-c plan_cache_mode=force_generic_plan"
+# the rows go at the end (ids the sequence never gave out must not stay)
+trap 'psql_ -c "TRUNCATE instance_def, instance_state, job_attempt, ax_result_batch, ax_result_outbox" \
+            -c "DELETE FROM job WHERE name = '"'xf'"'" >/dev/null' EXIT
+psql_ -c "TRUNCATE instance_def, instance_state, job_attempt, ax_result_batch, ax_result_outbox" \
+      -c "DELETE FROM job WHERE name = 'xf'" \
+      -c "INSERT INTO job (name, handler_kind, command, timeout_ms) VALUES ('xf', 'plugin', ARRAY['noop'], 60000)" >/dev/null
+# $1 first id, $2 rows, $3 instance_state columns, $4 their values (g = 1..$2)
+load() {
+    psql_ -c "INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, timeout_ms, trace_id,
+                idempotency_key)
+              SELECT $1 + g, j.id, j.name, 'plugin', ARRAY['noop'], 60000, md5(($1 + g)::text), 'k' || ($1 + g)
+              FROM job j, generate_series(1, $2) g WHERE j.name = 'xf'" \
+          -c "INSERT INTO instance_state (id, job_id, deployment, priority, $3)
+              SELECT $1 + g, j.id, 'ax.', 2, $4 FROM job j, generate_series(1, $2) g
+              WHERE j.name = 'xf'" >/dev/null
+}
+load 0 20000 "due_at, state, outcome, finished_at, dispatched_at, locked_at, running_at, worker, result_published_at, exit_code" \
+    "now() - interval '1 hour', 'FINISHED', 'SUCCESS', now(), now(), now(), now(), 'exec0', now(), 0"
+psql_ -c "INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
+          SELECT id, 1, 'exec0', 'SUCCESS', 0, now(), now() FROM instance_state" >/dev/null
+# the batch: dispatched, claimed (LOCKED) and started (RUNNING) as the executor does, HOT
+load 20000 "$B" "due_at, dispatched_at" "now(), now()"
+psql_ -c "UPDATE instance_state SET state = 'LOCKED', worker = 'exec0', locked_at = clock_timestamp(),
+            lease_expires_at = now() + interval '30 s', holds_slot = true WHERE id > 20000" \
+      -c "UPDATE instance_state SET state = 'RUNNING', running_at = clock_timestamp() WHERE id > 20000" \
+      -c "ANALYZE instance_def, instance_state, job_attempt" >/dev/null
+arr() { psql_ -tAc "SELECT '{' || string_agg($1, ',') || '}' FROM generate_series(20001, 20000 + $B) g"; }
+IDS=$(arr "g::text"); ONES=$(arr "'1'"); OUT=$(arr "'SUCCESS'"); ZERO=$(arr "'0'")
+NUL=$(arr "'NULL'"); EMPTY=$(arr "'\"\"'"); W=$(arr "'exec0'"); MS=$(arr "(extract(epoch FROM now()) * 1000)::bigint::text")
+
+explain() { # title, prepare types, sql, args, commit?
+    echo "=== $1 (B=$B)"
+    psql_ -At -c "BEGIN" -c "PREPARE s($2) AS $3" \
+        -c "EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) EXECUTE s($4)" -c "${5:-ROLLBACK}" |
+        grep -v '^BEGIN\|^PREPARE\|^ROLLBACK\|^COMMIT'
+}
+FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[]"
+FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL'"
+case $WHAT in
+finish) explain finish "$FT" "$SQL_FIN" "$FA" ;;
+pending|mark|all)
+    [[ $WHAT == all ]] && explain finish "$FT" "$SQL_FIN" "$FA"
+    psql_ -c "PREPARE s($FT) AS $SQL_FIN" -c "EXECUTE s($FA)" >/dev/null
+    [[ $WHAT == mark ]] || explain pending "text, int" "$SQL_PEND" "'ax.', 5000"
+    [[ $WHAT == pending ]] || explain mark "text, bigint[], text, int[], bigint[]" "$SQL_MARK" \
+        "'ax.', '$IDS', 'r', '{0}', '{$B}'" ;;
+esac
