@@ -8,7 +8,9 @@
 # own summary (jobs/s, WAL per job from pg_stat_wal, CPU), then each
 # statement's shared blocks dirtied per job, and per table of this database
 # the row versions written per job (inserted, updated, of which HOT, deleted:
-# pg_stat_user_tables, reset for the database before the run).
+# pg_stat_user_tables, reset for the database before the run), and per
+# statement called at least 5 times its calls, rows, µs and WAL records per
+# row and ms per call.
 # BENCHMARKS.md, "Issue #13: PostgreSQL writes per job".
 #
 #   AX_CONFIG=ax.conf tests/bench/pg_per_job.sh DRIVER_BUILD BUILD [N]
@@ -56,6 +58,13 @@ p -F $'\t' -c "SELECT 'total', round(sum(calls)::numeric / $N, 2), round(sum(wal
       round(sum(wal_bytes)::numeric / $N, 0), round((sum(total_exec_time) * 1000 / $N)::numeric, 2)
     FROM pg_stat_statements
     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls >= 10"
+echo "µs and WAL records per row (rows: pg_stat_statements' rows, returned or written), this database:"
+p -F $'\t' -c "SELECT calls, rows, round((total_exec_time * 1000 / nullif(rows, 0))::numeric, 2),
+      round(wal_records::numeric / nullif(rows, 0), 2), round((total_exec_time / calls)::numeric, 2),
+      left(regexp_replace(query, '\s+', ' ', 'g'), 60)
+    FROM pg_stat_statements
+    WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND calls >= 5 ORDER BY total_exec_time DESC LIMIT 12"
 echo "shared blocks dirtied per job (calls >= 10), this database:"
 p -F $'\t' -c "SELECT round(shared_blks_dirtied::numeric / $N, 3), round(shared_blks_written::numeric / $N, 3),
       left(regexp_replace(query, '\s+', ' ', 'g'), 60)
