@@ -130,52 +130,73 @@ static char *int_array_i(const int *v, size_t n) {
  * ingested in offset order, so a redelivered one lies below it. Payloads
  * travel hex.
  *
+ * What does not need the database is worked out here, per batch, not per
+ * row in SQL (issue #13, BENCHMARKS.md "The ingest statement"): which keys
+ * are Kafka positions (parsed, not matched by a regular expression), each
+ * row's partition and offset, each partition's new watermark and end
+ * offset, and which keys occur more than once in the batch (only those go
+ * through the DISTINCT ON; $19 is NULL when none does, and that branch is
+ * skipped). The rows are joined to the job once, the job's own conditions
+ * filtered on the job side, and the new instances are the batch's rows
+ * themselves (no join back by key).
+ *
  * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
  * an instance due now, whose lane flows with room and nothing deferred
  * ($15, per priority), and that is not a static shard parent, is marked
  * dispatched with one dispatch_batch row in the same statement and produced
  * right after the commit, so it skips the due scan and its extra update of
  * the row. The rest waits for the leader's due scan. Columns:
- * DISPATCH_COLS, hold (NULL: produce now), submit_key. */
+ * DISPATCH_COLS, hold (NULL: produce now), submit_key.
+ *
+ * Parameters: $1-$10 per row (job, argv, payload hex, timeout, priority,
+ * run_at, delay, trace, idempotency key, submit key), $11 default timeout,
+ * $12 deployment, $13 lane waits, $14 epoch, $15 direct lanes; per
+ * partition of the batch's Kafka positions $20 topic, $21 partition, $22
+ * offset past the batch's last, $16 end offset (NULL: unknown); per row
+ * $17 its partition (1-based into $20-$22; NULL: not a Kafka position), $18
+ * its offset, $19 whether its key occurs twice in the batch. */
 #define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
 /* A submit key that is the submission's Kafka position (services/trigger/
- * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'). */
-#define KAFKA_KEY "^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$"
+ * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'):
+ * ^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$, parsed by kafka_pos(). */
 /* A watermark above its partition's end offset (recreated log). */
-#define WM_STALE "o.next_offset > (SELECT le.le FROM le WHERE le.topic = o.topic" \
-    " AND le.part = o.partition)"
+#define WM_STALE "o.next_offset > (SELECT kp.le FROM kp WHERE kp.topic = o.topic" \
+    " AND kp.part = o.partition)"
 #define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
+/* The batch's rows joined to their job; a flow's schedule job (handler
+ * flow) is not submitted (axctl flow run), and p0-p9 are lanes, never
+ * groups (dead-lettered, services/trigger/ingest.c). */
+#define INGEST_ROWS                                                                        \
+    " u.*, j.id AS jid, j.name AS jname, j.handler_kind, j.command, j.timeout_ms,"        \
+    "  coalesce(u.prio, j.priority, 2) AS p, j.executor_group, j.routing_key,"            \
+    "  j.shard_count, j.shard_base"                                                       \
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"      \
+    "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[], $17::int[],"     \
+    "   $18::bigint[], $19::boolean[])"                                                   \
+    "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey, kp, off," \
+    "   dup)"                                                                             \
+    " LEFT JOIN job j ON j.name = u.job AND j.handler_kind <> 'flow'"                     \
+    "  AND j.executor_group !~ '^p[0-9]$'"                                                \
+    " WHERE (u.job IS NULL OR j.id IS NOT NULL)"
 AX_STMT(st_ingest, "dispatch.ingest",
-    "WITH u AS ("
-    /* one row per key (a batch may carry a submission twice) */
-    " SELECT DISTINCT ON (u.skey) u.*, j.id AS jid, j.name AS jname, j.handler_kind, j.command,"
-    "  j.timeout_ms, coalesce(u.prio, j.priority, 2) AS p, j.executor_group, j.routing_key,"
-    "  j.shard_count, j.shard_base"
-    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::smallint[],"
-    "   $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[])"
-    "   AS u(job, argv, payload, timeout, prio, run_at, delay, trace, idem, skey)"
-    " LEFT JOIN job j ON j.name = u.job"
-    /* a flow's schedule job (handler flow) is not submitted: axctl flow run */
-    " WHERE u.job IS NULL OR (j.id IS NOT NULL AND j.handler_kind <> 'flow'"
-    /* p0-p9 are lanes, never groups (dead-lettered, below) */
-    "  AND j.executor_group !~ '^p[0-9]$')"
-    "), k AS MATERIALIZED ("
-    /* the keys that are a Kafka position (topic:partition:offset) */
-    " SELECT skey, split_part(skey, ':', 2) AS topic, split_part(skey, ':', 3)::int AS part,"
-    "  split_part(skey, ':', 4)::bigint AS off, le"
-    " FROM unnest($10::text[], $16::bigint[]) AS x(skey, le)"
-    " WHERE skey ~ '" KAFKA_KEY "'"
-    "), le AS ("
-    /* each partition's end offset as the consumer last fetched it: a
-     * consumed offset is always below it, so a watermark above it is one
-     * of a log recreated or truncated since (offsets from 0 again) */
-    " SELECT topic, part, max(le) AS le FROM k GROUP BY topic, part"
+    "WITH u AS MATERIALIZED ("
+    /* one row per key: a key the batch carries twice keeps one row */
+    " SELECT" INGEST_ROWS " AND u.dup IS NOT TRUE"
+    " UNION ALL (SELECT DISTINCT ON (u.skey)" INGEST_ROWS
+    "  AND $19::boolean[] IS NOT NULL AND u.dup)"
+    "), kp AS ("
+    /* the batch's partitions: the offset past its last, and the end offset
+     * as the consumer last fetched it (a consumed offset is always below
+     * it, so a watermark above it is one of a log recreated or truncated
+     * since: offsets from 0 again) */
+    " SELECT * FROM unnest($20::text[], $21::int[], $22::bigint[], $16::bigint[])"
+    "  WITH ORDINALITY AS x(topic, part, nxt, le, i)"
     "), wm AS ("
-    /* their partitions' watermarks, moved past this batch (the row locked
-     * until commit: a concurrent ingest of the partition reads ours), or
-     * started over for a recreated log */
+    /* their watermarks, moved past this batch (the row locked until
+     * commit: a concurrent ingest of the partition reads ours), or started
+     * over for a recreated log */
     " INSERT INTO submit_offset AS o (topic, partition, next_offset)"
-    " SELECT topic, part, max(off) + 1 FROM k GROUP BY topic, part"
+    " SELECT topic, part, nxt FROM kp"
     " ON CONFLICT (topic, partition) DO UPDATE SET"
     "  prev_offset = CASE WHEN " WM_STALE " THEN NULL ELSE o.next_offset END,"
     "  next_offset = CASE WHEN " WM_STALE " THEN excluded.next_offset"
@@ -186,21 +207,15 @@ AX_STMT(st_ingest, "dispatch.ingest",
     "   ELSE o.updated_at END"
     " RETURNING topic, partition, prev_offset"
     "), sk AS ("
-    /* the key decides: an instance only for a key not seen before */
+    /* an idempotency key decides: an instance only for a key not seen
+     * before */
     " INSERT INTO submission (submit_key, instance_id)"
-    " SELECT skey, nextval('job_instance_id_seq') FROM u WHERE skey !~ '" KAFKA_KEY "'"
+    " SELECT skey, nextval('job_instance_id_seq') FROM u WHERE kp IS NULL AND skey IS NOT NULL"
     " ON CONFLICT DO NOTHING RETURNING submit_key, instance_id"
-    "), kk AS ("
-    /* a Kafka position is new at or past its partition's watermark (and
-     * not a key a previous release wrote) */
-    " SELECT u.skey AS submit_key, nextval('job_instance_id_seq') AS instance_id"
-    " FROM u JOIN k ON k.skey = u.skey"
-    "  JOIN wm ON wm.topic = k.topic AND wm.partition = k.part"
-    " WHERE (wm.prev_offset IS NULL OR k.off >= wm.prev_offset)"
-    "  AND NOT EXISTS (SELECT 1 FROM submission s WHERE s.submit_key = u.skey)"
-    "), keys AS (SELECT * FROM sk UNION ALL SELECT * FROM kk"
     "), n AS MATERIALIZED ("
-    " SELECT sk.instance_id AS id, u.jid, u.jname, coalesce(u.handler_kind, 'command') AS hk,"
+    " SELECT CASE WHEN u.kp IS NULL THEN sk.instance_id"
+    "   ELSE nextval('job_instance_id_seq') END AS id,"
+    "  u.jid, u.jname, coalesce(u.handler_kind, 'command') AS hk,"
     "  CASE WHEN u.job IS NULL"
     "       THEN ARRAY(SELECT json_array_elements_text(u.argv::json)) ELSE u.command END AS cmd,"
     "  decode(u.payload, 'hex') AS pl, coalesce(u.timeout, u.timeout_ms, $11::bigint) AS tmo,"
@@ -213,7 +228,14 @@ AX_STMT(st_ingest, "dispatch.ingest",
     "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END AS deferred,"
     "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
     "   AND u.shard_count IS NULL THEN now() END AS disp"
-    " FROM u JOIN keys sk ON sk.submit_key = u.skey"
+    " FROM u LEFT JOIN sk ON u.kp IS NULL AND sk.submit_key = u.skey"
+    "  LEFT JOIN (SELECT kp.i, wm.prev_offset FROM wm"
+    "   JOIN kp ON kp.topic = wm.topic AND kp.part = wm.partition) w ON w.i = u.kp"
+    " WHERE CASE WHEN u.kp IS NULL THEN sk.instance_id IS NOT NULL"
+    /* a Kafka position is new at or past its partition's watermark (and
+     * not a key a previous release wrote) */
+    "  ELSE w.i IS NOT NULL AND (w.prev_offset IS NULL OR u.off >= w.prev_offset)"
+    "   AND NOT EXISTS (SELECT 1 FROM submission s WHERE s.submit_key = u.skey) END"
     /* the definition (written once) and the state row (every transition) */
     "), d AS ("
     " INSERT INTO instance_def (id, job_id, job_name, handler_kind, command, payload, timeout_ms,"
@@ -254,65 +276,202 @@ static void hex(ax_strbuf_t *b, const uint8_t *p, size_t n) {
     ax_strbuf_add(b, tmp, k);
 }
 
-#define INGEST_ARRAYS 11
+/* Digits only, 1 to max of them, from *p up to the byte `end` ends them
+ * with; their value in *v, *p past them. 1 if so. */
+static int digits(const char **p, char end, int max, int64_t *v) {
+    const char *s = *p;
+    int64_t x = 0;
+    int k = 0;
+    for (; *s >= '0' && *s <= '9'; s++, k++)
+        if (k < max)
+            x = x * 10 + (*s - '0');
+    if (k < 1 || k > max || *s != end)
+        return 0;
+    *v = x;
+    *p = s;
+    return 1;
+}
 
-static void ingest_arrays(const ax_ingest_in_t *in, size_t n, ax_strbuf_t a[INGEST_ARRAYS]) {
+/* A submit key that is a Kafka position, kafka:TOPIC:PARTITION:OFFSET (the
+ * regular expression ^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$ that the
+ * statement matched before): 1 with the topic (topic[0..*tlen)), partition
+ * and offset, else 0. */
+int ax__kafka_pos(const char *k, const char **topic, size_t *tlen, int32_t *part,
+                  int64_t *off) {
+    if (!k || strncmp(k, "kafka:", 6) != 0)
+        return 0;
+    const char *t = k + 6, *c = strchr(t, ':');
+    if (!c || c == t)
+        return 0;
+    const char *p = c + 1;
+    int64_t pv, ov;
+    if (!digits(&p, ':', 9, &pv))
+        return 0;
+    p++;
+    if (!digits(&p, '\0', 18, &ov))
+        return 0;
+    *topic = t;
+    *tlen = (size_t)(c - t);
+    *part = (int32_t)pv;
+    *off = ov;
+    return 1;
+}
+
+/* A partition of the batch's Kafka positions. */
+typedef struct kpart {
+    const char *topic;
+    size_t tlen;
+    int32_t part;
+    int64_t next; /* past the batch's last offset */
+    int64_t le;   /* the greatest known end offset; 0: none known */
+} kpart_t;
+
+static int cmp_key(const void *a, const void *b) {
+    const char *x = **(const char *const *const *)a, *y = **(const char *const *const *)b;
+    return strcmp(x, y);
+}
+
+enum {
+    A_JOB, A_ARGV, A_PAYLOAD, A_TIMEOUT, A_PRIO, A_RUN_AT, A_DELAY, A_TRACE, A_IDEM, A_SKEY,
+    A_KP, A_OFF, A_DUP, A_TOPIC, A_PART, A_NEXT, A_LE, INGEST_ARRAYS
+};
+
+/* The statement's array parameters for in[0..n): 0, or AX_ERR_NOMEM. */
+static int ingest_arrays(const ax_ingest_in_t *in, size_t n, ax_strbuf_t a[INGEST_ARRAYS]) {
     ax_strbuf_t pl = {0};
+    kpart_t *parts = calloc(n ? n : 1, sizeof *parts);
+    size_t nparts = 0, last = 0;
+    /* keys the batch carries more than once */
+    unsigned char *dup = calloc(n ? n : 1, 1);
+    const char **keys = calloc(n ? n : 1, sizeof *keys);
+    const char ***order = calloc(n ? n : 1, sizeof *order);
+    int any_dup = 0, rc = 0;
+    if (!parts || !dup || !keys || !order)
+        rc = AX_ERR_NOMEM;
+    size_t nk = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (in[i].submit_key) {
+            keys[i] = in[i].submit_key;
+            order[nk++] = &keys[i];
+        }
+    if (rc == 0 && nk > 1) {
+        qsort(order, nk, sizeof *order, cmp_key);
+        for (size_t k = 1; k < nk; k++)
+            if (strcmp(*order[k], *order[k - 1]) == 0) {
+                dup[order[k] - keys] = dup[order[k - 1] - keys] = 1;
+                any_dup = 1;
+            }
+    }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_pgarr_begin(&a[k]);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         const ax_ingest_in_t *s = &in[i];
-        ax_pgarr_text(&a[0], s->job);
-        ax_pgarr_text(&a[1], s->job ? NULL : s->argv_json);
+        ax_pgarr_text(&a[A_JOB], s->job);
+        ax_pgarr_text(&a[A_ARGV], s->job ? NULL : s->argv_json);
         pl.len = 0;
         hex(&pl, s->payload, s->payload_len);
         ax_strbuf_add(&pl, "", 1);
-        ax_pgarr_text(&a[2], pl.s);
+        ax_pgarr_text(&a[A_PAYLOAD], pl.s);
         if (s->timeout_ms > 0)
-            ax_pgarr_int(&a[3], s->timeout_ms);
+            ax_pgarr_int(&a[A_TIMEOUT], s->timeout_ms);
         else
-            ax_pgarr_text(&a[3], NULL);
+            ax_pgarr_text(&a[A_TIMEOUT], NULL);
         if (s->priority >= 0)
-            ax_pgarr_int(&a[4], s->priority);
+            ax_pgarr_int(&a[A_PRIO], s->priority);
         else
-            ax_pgarr_text(&a[4], NULL);
+            ax_pgarr_text(&a[A_PRIO], NULL);
         if (s->run_at_ms > 0)
-            ax_pgarr_int(&a[5], s->run_at_ms);
+            ax_pgarr_int(&a[A_RUN_AT], s->run_at_ms);
         else
-            ax_pgarr_text(&a[5], NULL);
+            ax_pgarr_text(&a[A_RUN_AT], NULL);
         if (s->delay_ms >= 0)
-            ax_pgarr_int(&a[6], s->delay_ms);
+            ax_pgarr_int(&a[A_DELAY], s->delay_ms);
         else
-            ax_pgarr_text(&a[6], NULL);
-        ax_pgarr_text(&a[7], s->trace_id);
-        ax_pgarr_text(&a[8], s->idempotency_key);
-        ax_pgarr_text(&a[9], s->submit_key);
-        if (s->log_end > 0) /* a consumed message's log ends past it: 0 is unknown */
-            ax_pgarr_int(&a[10], s->log_end);
+            ax_pgarr_text(&a[A_DELAY], NULL);
+        ax_pgarr_text(&a[A_TRACE], s->trace_id);
+        ax_pgarr_text(&a[A_IDEM], s->idempotency_key);
+        ax_pgarr_text(&a[A_SKEY], s->submit_key);
+        ax_pgarr_text(&a[A_DUP], dup[i] ? "t" : "f");
+        const char *topic;
+        size_t tlen;
+        int32_t part;
+        int64_t off;
+        if (!ax__kafka_pos(s->submit_key, &topic, &tlen, &part, &off)) {
+            ax_pgarr_text(&a[A_KP], NULL);
+            ax_pgarr_text(&a[A_OFF], NULL);
+            continue;
+        }
+        /* its partition: most often the previous row's */
+        size_t k = last;
+        if (!(k < nparts && parts[k].part == part && parts[k].tlen == tlen &&
+              memcmp(parts[k].topic, topic, tlen) == 0))
+            for (k = 0; k < nparts; k++)
+                if (parts[k].part == part && parts[k].tlen == tlen &&
+                    memcmp(parts[k].topic, topic, tlen) == 0)
+                    break;
+        if (k == nparts)
+            parts[nparts++] = (kpart_t){.topic = topic, .tlen = tlen, .part = part};
+        last = k;
+        kpart_t *kp = &parts[k];
+        if (off + 1 > kp->next)
+            kp->next = off + 1;
+        if (s->log_end > kp->le) /* a consumed message's log ends past it: 0 is unknown */
+            kp->le = s->log_end;
+        ax_pgarr_int(&a[A_KP], (int64_t)k + 1);
+        ax_pgarr_int(&a[A_OFF], off);
+    }
+    ax_strbuf_t t = {0};
+    for (size_t k = 0; rc == 0 && k < nparts; k++) {
+        t.len = 0;
+        ax_strbuf_add(&t, parts[k].topic, parts[k].tlen);
+        ax_strbuf_add(&t, "", 1);
+        ax_pgarr_text(&a[A_TOPIC], t.s);
+        ax_pgarr_int(&a[A_PART], parts[k].part);
+        ax_pgarr_int(&a[A_NEXT], parts[k].next);
+        if (parts[k].le > 0)
+            ax_pgarr_int(&a[A_LE], parts[k].le);
         else
-            ax_pgarr_text(&a[10], NULL);
+            ax_pgarr_text(&a[A_LE], NULL);
     }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_pgarr_end(&a[k]);
+    if (!any_dup) /* the DISTINCT ON branch is skipped */
+        ax_strbuf_free(&a[A_DUP]);
+    for (int k = 0; rc == 0 && k < INGEST_ARRAYS; k++)
+        if (!a[k].s && !(k == A_DUP && !any_dup))
+            rc = AX_ERR_NOMEM;
+    if (nparts && !t.s)
+        rc = AX_ERR_NOMEM;
+    ax_strbuf_free(&t);
     ax_strbuf_free(&pl);
+    free(parts);
+    free(dup);
+    free(keys);
+    free(order);
+    return rc;
 }
 
 int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t *in, size_t n,
                     ax_ingest_out_t *out, char *errbuf, size_t errlen) {
     *out = (ax_ingest_out_t){0};
     ax_strbuf_t a[INGEST_ARRAYS] = {{0}};
-    ingest_arrays(in, n, a);
+    int arc = ingest_arrays(in, n, a);
     ax_num_t n_tmo, n_epoch;
     int zero[AX_PRIORITIES] = {0};
     char *ages = wait_array(c->lane_wait_ms);
     char *direct = int_array_i(c->direct ? c->direct : zero, AX_PRIORITIES);
-    int rc = AX_ERR_NOMEM;
+    int rc;
     PGresult *r = NULL;
-    if (ages && direct && a[9].s && a[10].s) {
-        const char *p[] = {a[0].s, a[1].s, a[2].s, a[3].s, a[4].s, a[5].s, a[6].s, a[7].s,
-                           a[8].s, a[9].s, ax_num(&n_tmo, c->default_timeout_ms), c->deployment,
-                           ages, ax_num(&n_epoch, c->epoch), direct, a[10].s};
-        rc = ax_stmt_run(pg, &st_ingest, 16, p, NULL, NULL, &r, errbuf, errlen);
+    if (arc < 0 || !ages || !direct) {
+        rc = ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "dispatch.ingest: out of memory");
+    } else {
+        const char *p[] = {a[A_JOB].s, a[A_ARGV].s, a[A_PAYLOAD].s, a[A_TIMEOUT].s,
+                           a[A_PRIO].s, a[A_RUN_AT].s, a[A_DELAY].s, a[A_TRACE].s,
+                           a[A_IDEM].s, a[A_SKEY].s, ax_num(&n_tmo, c->default_timeout_ms),
+                           c->deployment, ages, ax_num(&n_epoch, c->epoch), direct,
+                           a[A_LE].s, a[A_KP].s, a[A_OFF].s, a[A_DUP].s, a[A_TOPIC].s,
+                           a[A_PART].s, a[A_NEXT].s};
+        rc = ax_stmt_run(pg, &st_ingest, 22, p, NULL, NULL, &r, errbuf, errlen);
     }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_strbuf_free(&a[k]);

@@ -54,6 +54,13 @@ enum {
  * the column whose non-NULL value sets .hold. 0 or AX_ERR_NOMEM. */
 int ax__dispatch_rows_read(const PGresult *r, int hold_col, ax_dispatch_rows_t *out);
 
+/* A submit key that is a Kafka position, kafka:TOPIC:PARTITION:OFFSET,
+ * exactly as ^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$ matches it: 1 with the
+ * topic (topic[0..*tlen), not NUL-terminated), partition and offset; 0
+ * for any other key (an idempotency key's idem:..., NULL). */
+int ax__kafka_pos(const char *k, const char **topic, size_t *tlen, int32_t *part,
+                  int64_t *off);
+
 /* Text form of an int array parameter "{1,2,...}" (malloc'd; NULL on
  * out of memory). */
 char *ax__int_array(const int64_t *v, size_t n);

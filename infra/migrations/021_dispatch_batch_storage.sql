@@ -1,0 +1,17 @@
+-- 021_dispatch_batch_storage: the pending-dispatch marker's id array stored
+-- as it is, not compressed (issue #13; BENCHMARKS.md, "2026-12-02: the
+-- ingest statement").
+--
+-- A leader's dispatching statement writes one dispatch_batch row holding
+-- the ids it marked (018): about 900 ids, 7 kB, per ingest batch at full
+-- load. Past 2 kB PostgreSQL tried to compress the array (pglz) on every
+-- insert, 3 % of the ingest statement's time in a profile of its backend,
+-- and the array of ascending ids barely compresses: measured, the
+-- uncompressed out-of-line copy writes less WAL (813-816 against 821-830
+-- bytes per ingested row) and the statement runs faster. EXTERNAL keeps
+-- the value out of line, uncompressed. The row lives until the settle
+-- after the Kafka commit deletes it.
+--
+-- Additive: only rows written from now on are stored so; a previous
+-- release reads and writes the table as before.
+ALTER TABLE dispatch_batch ALTER COLUMN ids SET STORAGE EXTERNAL;
