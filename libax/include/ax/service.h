@@ -52,6 +52,8 @@ struct ax_svc {
     int held_offered;      /* held was offered and is not durable yet: retried */
     int64_t held_since;    /* mono ms the first held record was taken */
     struct event *ev_linger; /* a filling batch's consume.linger.ms */
+    int64_t linger_ms;       /* the window in use (ax_svc_consume_linger, else consume.linger.ms) */
+    int linger_set;
     struct event *ev_sigterm, *ev_sigint;
     void (*on_stop)(ax_svc_t *svc);
     int64_t dlq_count;
@@ -108,6 +110,10 @@ struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void
  * committed once fn made it durable (consume.commit.interval.ms).
  * AX_ERR_INVALID for a bad kafka.* setting of the consumer (main returns
  * ax_svc_exit_status(svc): 2), AX_ERR_IO if the subscription failed. */
+/* Before ax_svc_consume: the window (and fetch wait) is `ms`, not
+ * consume.linger.ms (the callback's callback.consume.linger.ms). */
+void ax_svc_consume_linger(ax_svc_t *svc, int64_t ms);
+
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
                    ax_svc_batch_fn fn, void *arg);
 
