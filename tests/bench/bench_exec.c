@@ -267,7 +267,8 @@ static char g_topic[256];
 /* Outlives submit(): an interrupted submit leaves messages in flight whose
  * delivery reports arrive in the final flush. */
 static ax_delivery_t g_dlv;
-static long g_submit_chunk = -1; /* --submit-chunk: 0 = by key (trace id); -1 = submit.partition.chunk */
+/* --submit-chunk: 0 = by key (trace id); -1 (unset) = submit.partition.chunk */
+static long g_submit_chunk = -1;
 
 /* Produce submissions [from, from + n) of the job, `rate` per second (0 =
  * as fast as possible); waits until Kafka has them all. */

@@ -104,16 +104,16 @@ int ax_svc_exit_status(const ax_svc_t *svc);
  * every `ms`; NULL if it could not be made. */
 struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg);
 
+/* Before ax_svc_consume: the window (and fetch wait) is `ms`, not
+ * consume.linger.ms (the callback's callback.consume.linger.ms). */
+void ax_svc_consume_linger(ax_svc_t *svc, int64_t ms);
+
 /* Subscribe `group` to `topic` and hand batches of at most batch_max to fn:
  * a batch is handed over when full or when its first record has waited
  * consume.linger.ms (0: whatever one poll returns); its offsets are
  * committed once fn made it durable (consume.commit.interval.ms).
  * AX_ERR_INVALID for a bad kafka.* setting of the consumer (main returns
  * ax_svc_exit_status(svc): 2), AX_ERR_IO if the subscription failed. */
-/* Before ax_svc_consume: the window (and fetch wait) is `ms`, not
- * consume.linger.ms (the callback's callback.consume.linger.ms). */
-void ax_svc_consume_linger(ax_svc_t *svc, int64_t ms);
-
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
                    ax_svc_batch_fn fn, void *arg);
 

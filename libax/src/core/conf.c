@@ -243,9 +243,10 @@ const ax_conf_def_t ax_conf_table[] = {
      10000, "executor",
      "Longest time between a run's Attempt record being acknowledged by Kafka and the "
      "commit of its dispatch offset: the offsets of every run acknowledged meanwhile go in "
-     "one asynchronous commit, at most one per this interval (while stopping, at once). A crash redelivers up to this much of finished work, whose "
-     "duplicates lose their claim; the leader's lag of a lane (backpressure) counts "
-     "those records until the commit. Read at start only."},
+     "one asynchronous commit, at most one per this interval (while stopping, at once). A "
+     "crash redelivers up to this much of finished work, whose duplicates lose their claim; "
+     "the leader's lag of a lane (backpressure) counts those records until the commit. "
+     "Read at start only."},
     {"callback.consume.linger.ms", AX_CONF_INT, OFF(callback_consume_linger_ms), "50", -1, 1000,
      "callback",
      "consume.linger.ms of the callback's consumer of attempt results (its batch window "
