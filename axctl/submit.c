@@ -213,6 +213,11 @@ static int submit_produce(rd_kafka_t *rk, submit_opts_t *o, const char *base) {
             break;
         }
         const char *key = s->idempotency_key ? s->idempotency_key : s->trace_id;
+        /* without an idempotency key: submit.partition.chunk at a time per
+         * partition (read when the record is partitioned: right away once
+         * the topic's metadata is known, else all go where the last says) */
+        d.part_hint =
+            s->idempotency_key ? 0 : ax_kafka_chunk_hint(k - 1, conf.submit_partition_chunk);
         rc = ax_kafka_produce(rk, topic, key, strlen(key), buf, len, NULL, &d, err, sizeof err);
         free(buf);
     }

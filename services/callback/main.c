@@ -72,6 +72,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     char group[300];
+    /* its own window (callback.consume.linger.ms), not consume.linger.ms */
+    if (svc->conf.callback_consume_linger_ms >= 0)
+        ax_svc_consume_linger(svc, svc->conf.callback_consume_linger_ms);
     if (ax_svc_consume(svc, svc->topic_callback,
                        ax_conf_topic(&svc->conf, "callback", group, sizeof group),
                        (size_t)svc->conf.callback_batch, cb_on_attempt_batch, &cb) < 0)

@@ -175,6 +175,10 @@ void free_child_env(executor_t *ex, char **env);
 void run_done(run_t *r, const handler_result_t *res);
 /* Commit every partition up to its first unfinished message. */
 void commit_ready(executor_t *ex);
+/* The hot path's commit_ready: at once while stopping, else by the
+ * executor.commit.interval.ms timer (one OffsetCommit per interval, not one
+ * per delivery report batch or consumed batch). */
+void commit_soon(executor_t *ex);
 /* Free every run still tracked (at exit, before the Kafka handles go). */
 void runs_free_all(executor_t *ex);
 

@@ -92,7 +92,7 @@ static void on_retry(evutil_socket_t fd, short what, void *arg) {
     if (claim_new(ex) < 0)
         schedule_retry(ex);
     start_ready(ex);
-    commit_ready(ex);
+    commit_soon(ex);
     event_active(ex->ev_kick, 0, 0);
 }
 
@@ -170,7 +170,7 @@ static void on_dispatch_ready(void *arg) {
             break;
         }
         start_ready(ex);
-        commit_ready(ex);
+        commit_soon(ex);
     }
     start_ready(ex);
 }
@@ -188,7 +188,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     if (!evtimer_pending(ex->ev_start, NULL))
         evtimer_add(ex->ev_start, &(struct timeval)AX_TV_MS(1));
-    commit_ready(ex);
+    commit_soon(ex);
     on_dispatch_ready(ex);
 }
 

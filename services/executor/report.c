@@ -150,7 +150,7 @@ void run_done(run_t *r, const handler_result_t *res) {
         ax_log_inst(AX_LOG_ERROR, a.instance_id, r->d.job, r->d.trace_id,
                     "instance %lld: cannot encode result", (long long)a.instance_id);
         run_set_state(r, RUN_DONE);
-        commit_ready(ex);
+        commit_soon(ex);
         return;
     }
     run_set_state(r, RUN_REPORTING);
@@ -228,6 +228,16 @@ static size_t collect_done(executor_t *ex, tpart_t **ret_v, run_t **ret_dead) {
     }
     *ret_v = v;
     return n;
+}
+
+void commit_soon(executor_t *ex) {
+    if (ex->svc.stopping || ex->nstate[RUN_DONE] == 0) {
+        commit_ready(ex);
+        return;
+    }
+    if (!evtimer_pending(ex->ev_commit, NULL))
+        event_add(ex->ev_commit,
+                  &(struct timeval)AX_TV_MS(ex->svc.conf.executor_commit_interval_ms));
 }
 
 void commit_ready(executor_t *ex) {

@@ -48,9 +48,25 @@ public final class AxJmxSnap {
                 long v = ((Number) c.getAttribute(n, "Count")).longValue();
                 req.merge(api, v, Long::sum);
             }
+            /* responses with an error, by API key and error name (NONE left
+             * out): CONCURRENT_TRANSACTIONS on AddPartitionsToTxn is a
+             * transaction begun before the previous one's markers were
+             * written, which librdkafka retries after 20 ms */
+            Map<String, Long> errs = new TreeMap<>();
+            for (ObjectName n : c.queryNames(
+                     new ObjectName("kafka.network:type=RequestMetrics,name=ErrorsPerSec,*"),
+                     null)) {
+                String e = n.getKeyProperty("error");
+                if (e == null || e.equals("NONE"))
+                    continue;
+                long v = ((Number) c.getAttribute(n, "Count")).longValue();
+                errs.merge(n.getKeyProperty("request") + ":" + e, v, Long::sum);
+            }
             StringBuilder out = new StringBuilder();
             for (Map.Entry<String, Long> e : req.entrySet())
                 out.append("req ").append(e.getKey()).append(' ').append(e.getValue()).append('\n');
+            for (Map.Entry<String, Long> e : errs.entrySet())
+                out.append("err ").append(e.getKey()).append(' ').append(e.getValue()).append('\n');
             out.append("msgs_in ")
                 .append(count(c, "kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec"))
                 .append('\n');

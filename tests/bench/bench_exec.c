@@ -46,7 +46,8 @@
  * was published for S seconds (default 60). --submit-chunk K: this
  * program's submissions go to the submit topic's partitions K at a time in
  * turn (ax_kafka_chunk_hint), as a client batching its records would,
- * instead of each to its key's (trace id) partition (default 0: by key).
+ * instead of each to its key's (trace id) partition, as axctl submit does
+ * (default: submit.partition.chunk of the configuration, 128; 0: by key).
  * --metrics-port BASE: each service gets metrics.listen=127.0.0.1:BASE+i
  * (0 trigger, 1 callback, 2.. the executors; before --set, which wins), so
  * a scraper started once finds every run's endpoints (default 0: none).
@@ -266,7 +267,8 @@ static char g_topic[256];
 /* Outlives submit(): an interrupted submit leaves messages in flight whose
  * delivery reports arrive in the final flush. */
 static ax_delivery_t g_dlv;
-static long g_submit_chunk; /* --submit-chunk: 0 = submissions by key (trace id) */
+/* --submit-chunk: 0 = by key (trace id); -1 (unset) = submit.partition.chunk */
+static long g_submit_chunk = -1;
 
 /* Produce submissions [from, from + n) of the job, `rate` per second (0 =
  * as fast as possible); waits until Kafka has them all. */
@@ -592,8 +594,8 @@ static int run(const char *build, const char *mode, int nexec, long n,
         snprintf(rate_s, sizeof rate_s, "%.0f", rate);
     else
         snprintf(rate_s, sizeof rate_s, "max");
-    printf("mode=%s executors=%d n=%ld rate=%s partitions=%d warmup=%ld\n", mode, nexec, n,
-           rate_s, partitions, warmup);
+    printf("mode=%s executors=%d n=%ld rate=%s partitions=%d warmup=%ld submit_chunk=%ld\n", mode,
+           nexec, n, rate_s, partitions, warmup, g_submit_chunk);
     printf("completed_per_s=%.0f published_per_s=%.0f span_s=%.2f ingest_span_s=%.2f "
            "submit_s=%.2f window_s=%.2f\n",
            span > 0 ? (double)n / span : 0, span_pub > 0 ? (double)n / span_pub : 0, span,
@@ -748,6 +750,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     cleanup_stale(&conf);
+    if (g_submit_chunk < 0)
+        g_submit_chunk = conf.submit_partition_chunk;
     g_rk = ax_kafka_producer_new(&conf, "bench-exec", err, sizeof err);
     if (!g_rk) {
         fprintf(stderr, "bench_exec: %s\n", err);

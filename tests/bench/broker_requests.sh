@@ -23,7 +23,9 @@
 # this script's (the table is printed either way). The counters are
 # kafka.network:type=RequestMetrics,name=RequestsPerSec,request=* (every
 # version summed), BrokerTopicMetrics MessagesInPerSec/BytesInPerSec and
-# java.lang:type=OperatingSystem ProcessCpuTime, read by AxJmxSnap.java
+# java.lang:type=OperatingSystem ProcessCpuTime, and the responses with an
+# error (RequestMetrics ErrorsPerSec, error != NONE: rows "error API:ERROR",
+# not in "all requests"), read by AxJmxSnap.java
 # (beside this script), compiled with javac into a scratch directory at
 # every run. The window is the whole command, its start-up and clean-up
 # included: per-job figures of a short run are upper bounds.
@@ -67,7 +69,8 @@ files=("$scratch/s0" "$scratch/s1")
 # table: key, run delta, per s, per 1,000 jobs, idle per s, net per 1,000 jobs
 awk -v jobs="$jobs" -v idle="$idle" '
   FNR == 1 { f++ }
-  { key = ($1 == "req") ? $2 : $1; val = ($1 == "req") ? $3 : $2
+  { key = ($1 == "req" || $1 == "err") ? $2 : $1; val = ($1 == "req" || $1 == "err") ? $3 : $2
+    if ($1 == "err") { key = "error " key; iserr[key] = 1 }
     if ($1 == "req") isreq[key] = 1
     v[f, key] = val; keys[key] = 1 }
   END {
@@ -83,8 +86,11 @@ awk -v jobs="$jobs" -v idle="$idle" '
       di = v[base + 2, names[i]] - v[base + 1, names[i]]
       dj = v[base + 2, names[j]] - v[base + 1, names[j]]
       if (dj > di) { t = names[i]; names[i] = names[j]; names[j] = t } }
+    for (k in keys) if (iserr[k]) names[++n] = k
     names[++n] = "all requests"; names[++n] = "msgs_in"; names[++n] = "bytes_in"; names[++n] = "cpu_s"
-    for (k in keys) if (isreq[k]) {
+    # FetchConsumer and FetchFollower are sub-meters of Fetch (the same
+    # requests again): listed, not summed
+    for (k in keys) if (isreq[k] && k != "FetchConsumer" && k != "FetchFollower") {
       v[base + 2, "all requests"] += v[base + 2, k]; v[base + 1, "all requests"] += v[base + 1, k]
       if (idle) { v[2, "all requests"] += v[2, k]; v[1, "all requests"] += v[1, k] } }
     for (g = 1; g <= base + 2; g++) v[g, "cpu_s"] = v[g, "cpu_ns"] / 1e9

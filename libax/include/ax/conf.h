@@ -88,6 +88,7 @@ typedef struct ax_conf {
     /* callback */
     int64_t callback_batch;
     int64_t callback_retry_budget;
+    int64_t callback_consume_linger_ms; /* -1: consume.linger.ms */
     int64_t callback_publish_interval_ms;
     char *alert_webhook_url;        /* NULL/"": no webhook */
     char *alert_webhook_secret;     /* secret: never printed or logged */
@@ -98,6 +99,7 @@ typedef struct ax_conf {
     int64_t consume_commit_interval_ms; /* 0: a synchronous commit per batch */
     int64_t producer_linger_ms;         /* non-transactional producers */
     int64_t produce_partition_chunk;    /* 0: Attempt records and results by key */
+    int64_t submit_partition_chunk;     /* 0: submissions by key */
     int64_t dispatch_partition_chunk;   /* 0: dispatch records by key */
     int64_t dispatch_overlap;           /* 1: produce before the marks commit */
     /* api (ax-api, docs/API.md, docs/SECURITY.md) */

@@ -52,6 +52,8 @@ struct ax_svc {
     int held_offered;      /* held was offered and is not durable yet: retried */
     int64_t held_since;    /* mono ms the first held record was taken */
     struct event *ev_linger; /* a filling batch's consume.linger.ms */
+    int64_t linger_ms;       /* the window in use (ax_svc_consume_linger, else consume.linger.ms) */
+    int linger_set;
     struct event *ev_sigterm, *ev_sigint;
     void (*on_stop)(ax_svc_t *svc);
     int64_t dlq_count;
@@ -101,6 +103,10 @@ int ax_svc_exit_status(const ax_svc_t *svc);
 /* A persistent timer on the service's loop calling fn(-1, EV_TIMEOUT, arg)
  * every `ms`; NULL if it could not be made. */
 struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg);
+
+/* Before ax_svc_consume: the window (and fetch wait) is `ms`, not
+ * consume.linger.ms (the callback's callback.consume.linger.ms). */
+void ax_svc_consume_linger(ax_svc_t *svc, int64_t ms);
 
 /* Subscribe `group` to `topic` and hand batches of at most batch_max to fn:
  * a batch is handed over when full or when its first record has waited

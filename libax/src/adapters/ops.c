@@ -96,8 +96,9 @@ int ax_ops_submit_check(ax_pg_t *pg, const ax_submit_t *s, const char **ret_fiel
 }
 
 static int produce_wait(rd_kafka_t *rk, const char *topic, const char *key, const void *buf,
-                        size_t len, int timeout_ms, char *errbuf, size_t errlen) {
-    ax_delivery_t d = {0};
+                        size_t len, int64_t part_hint, int timeout_ms, char *errbuf,
+                        size_t errlen) {
+    ax_delivery_t d = {.part_hint = part_hint};
     int rc = ax_kafka_produce(rk, topic, key, strlen(key), buf, len, NULL, &d, errbuf, errlen);
     if ((rc == 0 || d.pending) && ax_kafka_wait(rk, &d, timeout_ms) < 0)
         rc = ax_seterr(errbuf, errlen, AX_ERR_IO, "not acknowledged by Kafka: %s",
@@ -116,7 +117,12 @@ int ax_ops_submit_produce(rd_kafka_t *rk, const ax_conf_t *c, const ax_submit_t 
     if (ax_submit_encode(s, &buf, &len) < 0)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "cannot encode the submission");
     ax_conf_topic(c, "submit", topic, sizeof topic);
-    int rc = produce_wait(rk, topic, key, buf, len, timeout_ms, errbuf, errlen);
+    /* without an idempotency key: in chunks of submit.partition.chunk over
+     * the partitions (concurrent requests share produce requests) */
+    static _Atomic int64_t seq;
+    int64_t hint =
+        s->idempotency_key ? 0 : ax_kafka_chunk_hint(seq++, c->submit_partition_chunk);
+    int rc = produce_wait(rk, topic, key, buf, len, hint, timeout_ms, errbuf, errlen);
     free(buf);
     return rc;
 }

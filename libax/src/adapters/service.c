@@ -382,7 +382,7 @@ static ssize_t fill_held(ax_svc_t *svc) {
 /* A batch not full whose first record has not waited consume.linger.ms yet
  * waits (the linger timer comes back for it): 1, else 0. */
 static int held_lingers(ax_svc_t *svc, int64_t now) {
-    int64_t left = svc->held_since + svc->conf.consume_linger_ms - now;
+    int64_t left = svc->held_since + svc->linger_ms - now;
     if (svc->held_n >= svc->batch_max || left <= 0 || !svc->ev_linger)
         return 0;
     struct timeval tv = AX_TV_MS(left);
@@ -426,11 +426,18 @@ static void linger_done(evutil_socket_t fd, short what, void *arg) {
     consumer_ready(arg);
 }
 
+void ax_svc_consume_linger(ax_svc_t *svc, int64_t ms) {
+    svc->linger_ms = ms < 0 ? 0 : ms;
+    svc->linger_set = 1;
+}
+
 int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t batch_max,
                    ax_svc_batch_fn fn, void *arg) {
     char err[512];
     const ax_conf_t *c = &svc->conf;
-    ax_kafka_batching_t b = {.fetch_wait_ms = (int)c->consume_linger_ms,
+    if (!svc->linger_set)
+        svc->linger_ms = c->consume_linger_ms;
+    ax_kafka_batching_t b = {.fetch_wait_ms = (int)svc->linger_ms,
                              .fetch_min_bytes = (int)c->consume_fetch_min_bytes,
                              .commit_interval_ms = (int)c->consume_commit_interval_ms};
     svc->consumer = ax_kafka_batch_consumer_new(c, group, svc->name, &b, err, sizeof err);
@@ -448,7 +455,7 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
     svc->held_cap = batch_max;
     svc->cqueue = rd_kafka_queue_get_consumer(svc->consumer);
     svc->cwatch = ax_kafka_watch(svc->base, svc->cqueue, 100, consumer_ready, svc);
-    if (c->consume_linger_ms > 0 && !(svc->ev_linger = evtimer_new(svc->base, linger_done, svc)))
+    if (svc->linger_ms > 0 && !(svc->ev_linger = evtimer_new(svc->base, linger_done, svc)))
         return AX_ERR_NOMEM;
     ax_info("consuming %s as group %s", topic, group);
     return 0;

@@ -243,9 +243,19 @@ const ax_conf_def_t ax_conf_table[] = {
      10000, "executor",
      "Longest time between a run's Attempt record being acknowledged by Kafka and the "
      "commit of its dispatch offset: the offsets of every run acknowledged meanwhile go in "
-     "one asynchronous commit. A crash redelivers up to this much of finished work, whose "
-     "duplicates lose their claim; the leader's lag of a lane (backpressure) counts "
-     "those records until the commit. Read at start only."},
+     "one asynchronous commit, at most one per this interval (while stopping, at once). A "
+     "crash redelivers up to this much of finished work, whose duplicates lose their claim; "
+     "the leader's lag of a lane (backpressure) counts those records until the commit. "
+     "Read at start only."},
+    {"callback.consume.linger.ms", AX_CONF_INT, OFF(callback_consume_linger_ms), "50", -1, 1000,
+     "callback",
+     "consume.linger.ms of the callback's consumer of attempt results (its batch window "
+     "and its fetches' fetch.wait.max.ms), on its own: the callback is not on the "
+     "fire-to-start path, so it waits longer than the trigger and the broker answers a "
+     "fetch of its every 50 ms, not every 20 (at 1,000 jobs/s: ~30 fetches a second "
+     "fewer, and a persist statement per 50 ms), at the price of up to this much between "
+     "a run's end and its FINISHED row at low load (none under load, where batches fill "
+     "at once). -1 = consume.linger.ms. Read at start only."},
     {"consume.linger.ms", AX_CONF_INT, OFF(consume_linger_ms), "20", 0, 1000, "trigger,callback",
      "Longest a batch of consumed records (the trigger's submissions, the callback's attempt "
      "results) waits to fill before it is processed: it is processed as soon as it holds "
@@ -289,6 +299,16 @@ const ax_conf_def_t ax_conf_table[] = {
      "load no consistent cost over four series (BENCHMARKS.md, \"Records in chunks per "
      "partition\" and \"Fire-to-start and the dispatch transaction\"). Ignored when "
      "kafka.partitioner is set. Read at start only."},
+    {"submit.partition.chunk", AX_CONF_INT, OFF(submit_partition_chunk), "128", 0, 1000000,
+     "axctl,api",
+     "Submissions without an idempotency key (axctl submit, --count N included; the API's "
+     "POST /instances) go to the submit topic's partitions in turn, this many to a "
+     "partition, instead of each to its trace id's partition, so a burst of them shares a "
+     "produce request per linger instead of one per partition (keyed over 8 partitions, "
+     "1,000 submissions a second cost the broker ~240 produce requests a second, chunked "
+     "~50). Nothing depends on their partition: such a submission is deduplicated by its "
+     "partition and offset, whichever partition it is. Submissions with an idempotency key "
+     "keep it as their key. 0 = by key. Ignored when kafka.partitioner is set."},
     {"dispatch.partition.chunk", AX_CONF_INT, OFF(dispatch_partition_chunk), "32", 0, 1000000,
      "trigger",
      "The same for the trigger's dispatch records of jobs without a routing field (a "
