@@ -1,0 +1,98 @@
+/*
+ * it_ingest — integration-test helper: run the trigger's ingest statement
+ * (ax_store_ingest, as a standby: nothing marked dispatched) on batches
+ * read from stdin, one submission a line "JOB KEY [LOG_END]" (JOB '-': an
+ * inline command, echo), a blank line ending a batch. Prints per batch a
+ * line "batch N: K" then the submit key of each instance made, sorted.
+ * Usage: it_ingest CONFIG_FILE DEPLOYMENT. Exit 0, or 1 when a statement
+ * failed (its error on stderr).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ax/conf.h"
+#include "ax/pg.h"
+#include "ax/store_dispatch.h"
+
+extern char **environ;
+
+#define MAXB 256
+
+static int cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int run(ax_pg_t *pg, const char *dep, ax_ingest_in_t *in, size_t n, int batch) {
+    char err[1024];
+    ax_ingest_ctx_t c = {.deployment = dep, .default_timeout_ms = 60000};
+    ax_ingest_out_t out = {0};
+    if (ax_store_ingest(pg, &c, in, n, &out, err, sizeof err) < 0) {
+        fprintf(stderr, "it_ingest: batch %d: %s\n", batch, err);
+        return 1;
+    }
+    if (out.rows.n)
+        qsort(out.submit_key, out.rows.n, sizeof *out.submit_key, cmp);
+    printf("batch %d: %zu\n", batch, out.rows.n);
+    for (size_t k = 0; k < out.rows.n; k++)
+        printf("%s\n", out.submit_key[k]);
+    ax_ingest_out_free(&out);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: it_ingest CONFIG_FILE DEPLOYMENT\n");
+        return 2;
+    }
+    char err[1024];
+    static ax_conf_t conf;
+    ax_conf_init(&conf);
+    if (ax_conf_load_file(&conf, argv[1], 1, err, sizeof err) < 0 ||
+        ax_conf_load_env(&conf, environ, err, sizeof err) < 0) {
+        fprintf(stderr, "it_ingest: %s\n", err);
+        return 2;
+    }
+    ax_pg_t *pg = ax_pg_new(&conf, "it_ingest", err, sizeof err);
+    if (!pg || ax_pg_ensure(pg, err, sizeof err) < 0) {
+        fprintf(stderr, "it_ingest: %s\n", err);
+        return 2;
+    }
+    static ax_ingest_in_t in[MAXB];
+    static char job[MAXB][128], key[MAXB][256];
+    char line[512];
+    size_t n = 0;
+    int batch = 0, rc = 0;
+    for (;;) {
+        char *l = fgets(line, sizeof line, stdin);
+        if (l)
+            line[strcspn(line, "\r\n")] = 0;
+        if (!l || !line[0]) {
+            if (n)
+                rc |= run(pg, argv[2], in, n, ++batch);
+            n = 0;
+            if (!l)
+                break;
+            continue;
+        }
+        long long le = 0;
+        if (n == MAXB || sscanf(line, "%127s %255s %lld", job[n], key[n], &le) < 2) {
+            fprintf(stderr, "it_ingest: bad line '%s'\n", line);
+            return 2;
+        }
+        int inl = strcmp(job[n], "-") == 0;
+        in[n] = (ax_ingest_in_t){
+            .job = inl ? NULL : job[n],
+            .argv_json = inl ? "[\"echo\",\"x\"]" : NULL,
+            .priority = -1,
+            .delay_ms = -1,
+            .trace_id = "0123456789abcdef",
+            .idempotency_key = key[n],
+            .submit_key = key[n],
+            .log_end = le,
+        };
+        n++;
+    }
+    ax_pg_destroy(pg);
+    return rc;
+}
