@@ -196,7 +196,10 @@ AX_STMT(st_ingest, "dispatch.ingest",
      * commit: a concurrent ingest of the partition reads ours), or started
      * over for a recreated log */
     " INSERT INTO submit_offset AS o (topic, partition, next_offset)"
-    " SELECT topic, part, nxt FROM kp"
+    /* in (topic, partition) order: two ingests of overlapping partitions
+     * (a consumer pushed out of its group mid-batch) lock the watermarks
+     * in the same order and cannot deadlock */
+    " SELECT topic, part, nxt FROM kp ORDER BY topic, part"
     " ON CONFLICT (topic, partition) DO UPDATE SET"
     "  prev_offset = CASE WHEN " WM_STALE " THEN NULL ELSE o.next_offset END,"
     "  next_offset = CASE WHEN " WM_STALE " THEN excluded.next_offset"
