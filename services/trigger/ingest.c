@@ -236,8 +236,17 @@ int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) 
             w->state = 1;
             continue;
         }
+        if (w->s.idempotency_key && strlen(w->s.idempotency_key) > 512) {
+            /* a longer key would be cut to its first 512 bytes, and a
+             * second key sharing them taken for a duplicate and dropped */
+            w->state = 1;
+            snprintf(w->reason, sizeof w->reason,
+                     "idempotency_key is %zu bytes, over the limit of 512",
+                     strlen(w->s.idempotency_key));
+            continue;
+        }
         if (w->s.idempotency_key)
-            snprintf(w->submit_key, sizeof w->submit_key, "idem:%.512s", w->s.idempotency_key);
+            snprintf(w->submit_key, sizeof w->submit_key, "idem:%s", w->s.idempotency_key);
         else
             snprintf(w->submit_key, sizeof w->submit_key, "kafka:%s:%d:%lld",
                      rd_kafka_topic_name(m->rkt), (int)m->partition, (long long)m->offset);

@@ -46,6 +46,19 @@ grep -q "ax.job=$H" <<<"$line" && grep -q "ax.instance.id=$id\b" <<<"$line" && g
 stop_svc executor
 start_svc executor --set message.max.bytes=4096
 
+# An idempotency key over 512 bytes (axctl refuses it; another client may
+# produce it): dead-lettered with the reason, no instance. It used to be cut
+# to its first 512 bytes, so a second such key sharing them was taken for a
+# duplicate of the first and dropped.
+K="${JOBP}idem"
+axctl job create "$K" -- true >/dev/null
+long=$(head -c 600 /dev/zero | tr '\0' k)
+"$AX_BIN/tests/it_submit_raw" "$K" "${long}1" >"$WORK/long-idem" || fail "it_submit_raw failed"
+kc -P -t "$(topic submit)" "$WORK/long-idem"
+longkey() { kc -C -t "$(topic dlq)" -o beginning -e -q -f '%h\n' | grep -q "idempotency_key is 601 bytes, over the limit of 512"; }
+wait_for 60 "the over-long idempotency key dead-lettered" longkey
+[ "$(sql "SELECT count(*) FROM job_instance WHERE job_name = '$K'")" = 0 ] || fail "an instance was made for the over-long key"
+
 # Still working.
 axctl submit --wait --wait-timeout 60 -- true >/dev/null || fail "services stopped working after bad input"
 for s in trigger executor callback; do
