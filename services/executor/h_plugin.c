@@ -36,13 +36,18 @@
  * turns it into the cancel outcome) before the run is reported without it.
  *
  * Workers: as many as the "plugin" pool's slots (executor.slots if there
- * is no such pool), fixed at start-up.
+ * is no such pool), fixed at start-up. The default pool has 256 slots: a
+ * start wave is at most the free slots, and with 16 a no-op backlog
+ * started ~15 per RUNNING statement, one executor capped near 7,500 jobs/s
+ * by the round trips (BENCHMARKS.md, issue #13 "start waves"); idle
+ * workers cost a stack's reserve and a few pages each, and the wake-ups
+ * above keep a wave of cheap tasks on one or two of them.
  *
  * Threads: the loop thread owns every run_t, the timers and the live list;
  * workers touch only tasks they popped, the queue and done list (under mu),
  * the library/instance cache (under lib_mu, init under each instance's own
- * mutex) and their own PostgreSQL connection (for idem_claim, opened on
- * first use). A task's `stop` flag is the only field both sides write
+ * mutex) and the idem_claim connections (at most IDEM_CONNS, shared under
+ * idem_mu, opened on first use). A task's `stop` flag is the only field both sides write
  * without a lock.
  *
  * Fencing (fence.c): each running task has a stop deadline and an exit
@@ -82,6 +87,8 @@
 #define TASK_OVERHEAD_NS 2000
 /* The stall check: queued tasks that no worker took for this long. */
 #define STALL_MS 1
+/* idem_claim connections per executor, whatever the number of workers */
+#define IDEM_CONNS 4
 
 typedef struct plugin_h plugin_h_t;
 
@@ -106,7 +113,6 @@ typedef struct worker {
     plugin_h_t *ph;
     pthread_t th;
     int started, joined;
-    ax_pg_t *pg; /* for idem_claim, opened on first use */
     struct ptask *cur; /* whose run() it is inside (under watch_mu) */
 } worker_t;
 
@@ -169,6 +175,13 @@ struct plugin_h {
     worker_t *workers;
     size_t nworkers;
     ptask_t *live; /* every task not freed yet (loop thread) */
+    /* idem_claim's connections, shared by the workers: at most IDEM_CONNS
+     * open (a worker per plugin slot, 256 by default, must not mean a
+     * connection each), opened on first use */
+    pthread_mutex_t idem_mu;
+    pthread_cond_t idem_cv;
+    ax_pg_t *idem_free[IDEM_CONNS]; /* open and not in use (under idem_mu) */
+    int idem_nfree, idem_nopen;     /* under idem_mu */
 };
 
 /* ---- host functions (worker threads) --------------------------------------- */
@@ -179,28 +192,57 @@ static int host_should_stop(const ax_plugin_job_t *job) {
            ax_mono_ms() >= t->deadline_mono;
 }
 
+/* A connection for idem_claim: a free one, a new one while fewer than
+ * IDEM_CONNS are open, else wait for one (the claim is one statement).
+ * NULL when it cannot be opened (e says why). */
+static ax_pg_t *idem_take(plugin_h_t *ph, char *e, size_t elen) {
+    pthread_mutex_lock(&ph->idem_mu);
+    while (ph->idem_nfree == 0 && ph->idem_nopen >= IDEM_CONNS)
+        pthread_cond_wait(&ph->idem_cv, &ph->idem_mu);
+    if (ph->idem_nfree > 0) {
+        ax_pg_t *pg = ph->idem_free[--ph->idem_nfree];
+        pthread_mutex_unlock(&ph->idem_mu);
+        return pg;
+    }
+    ph->idem_nopen++;
+    pthread_mutex_unlock(&ph->idem_mu);
+    ax_pg_t *pg = ax_pg_new(&ph->ex->svc.conf, "ax-executor-plugin", e, elen);
+    if (!pg) {
+        pthread_mutex_lock(&ph->idem_mu);
+        ph->idem_nopen--;
+        pthread_cond_signal(&ph->idem_cv);
+        pthread_mutex_unlock(&ph->idem_mu);
+    }
+    return pg;
+}
+
+static void idem_give(plugin_h_t *ph, ax_pg_t *pg) {
+    pthread_mutex_lock(&ph->idem_mu);
+    ph->idem_free[ph->idem_nfree++] = pg;
+    pthread_cond_signal(&ph->idem_cv);
+    pthread_mutex_unlock(&ph->idem_mu);
+}
+
 static int host_idem_claim(const ax_plugin_job_t *job, const char *key, char *err,
                            size_t errlen) {
     ptask_t *t = job->host_data;
-    worker_t *w = t->w;
     char e[512] = "";
     int rc;
-    if (!w->pg) {
-        w->pg = ax_pg_new(&t->ph->ex->svc.conf, "ax-executor-plugin", e, sizeof e);
-        if (!w->pg) {
-            ax_seterr(err, errlen, AX_PLUGIN_IDEM_ERROR, "idempotency claim: %s",
-                      *e ? e : "out of memory");
-            return AX_PLUGIN_IDEM_ERROR;
-        }
+    ax_pg_t *pg = idem_take(t->ph, e, sizeof e);
+    if (!pg) {
+        ax_seterr(err, errlen, AX_PLUGIN_IDEM_ERROR, "idempotency claim: %s",
+                  *e ? e : "out of memory");
+        return AX_PLUGIN_IDEM_ERROR;
     }
     /* A dropped connection shows up as AX_ERR_IO once; reconnect and retry. */
     for (int i = 0; i < 2; i++) {
-        rc = ax_pg_ensure(w->pg, e, sizeof e);
+        rc = ax_pg_ensure(pg, e, sizeof e);
         if (rc == 0)
-            rc = ax_idem_claim(w->pg, job->job, key, job->instance_id, NULL, e, sizeof e);
+            rc = ax_idem_claim(pg, job->job, key, job->instance_id, NULL, e, sizeof e);
         if (rc != AX_ERR_IO)
             break;
     }
+    idem_give(t->ph, pg);
     if (rc == AX_IDEM_NEW)
         return AX_PLUGIN_IDEM_NEW;
     if (rc == AX_IDEM_TAKEN)
@@ -588,8 +630,6 @@ static void *worker_main(void *arg) {
         }
     }
     pthread_mutex_unlock(&ph->mu);
-    ax_pg_destroy(w->pg);
-    w->pg = NULL;
     return NULL;
 }
 
@@ -701,6 +741,8 @@ static int init(executor_t *ex) {
     pthread_cond_init(&ph->cv, NULL);
     pthread_mutex_init(&ph->lib_mu, NULL);
     pthread_mutex_init(&ph->watch_mu, NULL);
+    pthread_mutex_init(&ph->idem_mu, NULL);
+    pthread_cond_init(&ph->idem_cv, NULL);
     ex->plugin = ph;
     ph->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (ph->efd < 0) {
@@ -818,6 +860,10 @@ static void fini(executor_t *ex) {
     if (ph->efd >= 0)
         close(ph->efd);
     free(ph->workers);
+    for (int i = 0; i < ph->idem_nfree; i++) /* every worker joined: all are free */
+        ax_pg_destroy(ph->idem_free[i]);
+    pthread_cond_destroy(&ph->idem_cv);
+    pthread_mutex_destroy(&ph->idem_mu);
     pthread_mutex_destroy(&ph->lib_mu);
     pthread_mutex_destroy(&ph->watch_mu);
     pthread_cond_destroy(&ph->cv);

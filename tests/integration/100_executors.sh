@@ -101,7 +101,11 @@ check_load() {
 LEASE=2000
 SWEEP=500
 # The checks read the executors' info lines (runs, lost claims, assignments).
-XI=(--set log.level=info)
+# 16 plugin slots each (the default was 16 until the start waves of issue
+# #13 made it 256): 600 sleeps of 300 ms then take ~4 s over three
+# executors, so the victim below is killed with work in flight (with 256
+# slots each the whole load ran in one 300 ms wave, before the check).
+XI=(--set log.level=info --set executor.pools=http:64:256,plugin:16:4096)
 start_svc trigger --set trigger.sweep.interval.ms=$SWEEP --set executor.heartbeat.ms=500
 start_svc callback
 

@@ -143,7 +143,7 @@ const ax_conf_def_t ax_conf_table[] = {
      "Claimed instances one pool holds beyond its slots (the command pool, and pools in "
      "executor.pools that name no queue). When a pool is full, the partitions feeding it "
      "are paused until it drains. Reloaded on SIGHUP."},
-    {"executor.pools", AX_CONF_STR, OFF(executor_pools), "http:64:256,plugin:16:4096", 0, 0,
+    {"executor.pools", AX_CONF_STR, OFF(executor_pools), "http:64:256,plugin:256:4096", 0, 0,
      "executor",
      "More pools as NAME:SLOTS[:QUEUE], comma-separated. A pool named after a handler kind "
      "(command, http, plugin) runs that kind; other pools run the jobs routed to them by "
