@@ -25,8 +25,14 @@ sql "INSERT INTO job_instance (state, outcome, due_at, finished_at, result_publi
      VALUES ('FINISHED', 'SUCCESS', now() - interval '2 hours', now() - interval '1 hour',
              now() - interval '1 hour', 1000, '$P-child', '$P-child', '{true}', $parent, now() - interval '2 hours')" >/dev/null
 
-axctl submit --count 300 --trace-id "$P" -- true >/dev/null
+# kold first, ingested before the 300: the sweep walks ids in order and
+# starts over at the first young row (ids grow with creation time), so an
+# instance made old by hand must have a lower id than the young ones (in
+# one batch of the ingest, ids follow the batch's order).
 axctl submit --idempotency-key "$P-kold" --trace-id "$P-kold" -- true >/dev/null
+kold_in() { [ -n "$(sql "SELECT id FROM instance_def WHERE trace_id = '$P-kold'")" ]; }
+wait_for 30 "the instance of kold" kold_in
+axctl submit --count 300 --trace-id "$P" -- true >/dev/null
 axctl submit --idempotency-key "$P-knew" --trace-id "$P-knew" -- true >/dev/null
 done_count() { sql "SELECT count(*) FROM instance WHERE trace_id LIKE '$P%'
                     AND state = 'FINISHED' AND result_published_at IS NOT NULL"; }
