@@ -24,7 +24,8 @@
 #   AX_KAFKA_JMX_PORT         broker JMX on 127.0.0.1 for benchmarks (default: off)
 #   AX_PG_PORT                PostgreSQL TCP port (default: 15432)
 #   AX_PG_SHARED_BUFFERS      PostgreSQL shared_buffers (default: a quarter of the
-#                             machine's memory, 128MB to 4GB; docs/DEPLOYMENT.md)
+#                             machine's or the cgroup's memory, 128MB to 4GB;
+#                             docs/DEPLOYMENT.md)
 #   AX_PARTITIONS             partitions per ax topic (default: 6)
 #   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
 #   AX_JAVA                   java binary for the broker (default: Java 17)
@@ -842,15 +843,22 @@ ax_pg_init() {
 }
 
 # ax_pg_shared_buffers -- $AX_PG_SHARED_BUFFERS, else a quarter of the
-# machine's memory within 128MB..4GB (in MB).
+# machine's memory (or of the cgroup's limit, in a container) within
+# 128MB..4GB.
 ax_pg_shared_buffers() {
-  local kb
+  local kb lim f
   if [[ -n ${AX_PG_SHARED_BUFFERS:-} ]]; then
     printf '%s' "$AX_PG_SHARED_BUFFERS"
     return 0
   fi
   kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null)
-  kb=$(( ${kb:-0} / 4 / 1024 ))
+  kb=${kb:-0}
+  for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
+    [[ -r $f ]] || continue
+    read -r lim <"$f" || continue
+    [[ $lim =~ ^[0-9]+$ ]] && ((lim / 1024 < kb)) && kb=$((lim / 1024))
+  done
+  kb=$((kb / 4 / 1024))
   ((kb < 128)) && kb=128
   ((kb > 4096)) && kb=4096
   printf '%sMB' "$kb"
