@@ -23,6 +23,9 @@
 #                             + 10*(i-1); changing it needs a fresh $AX_STATE/kafka*
 #   AX_KAFKA_JMX_PORT         broker JMX on 127.0.0.1 for benchmarks (default: off)
 #   AX_PG_PORT                PostgreSQL TCP port (default: 15432)
+#   AX_PG_SHARED_BUFFERS      PostgreSQL shared_buffers (default: a quarter of the
+#                             machine's or the cgroup's memory, 128MB to 4GB;
+#                             docs/DEPLOYMENT.md)
 #   AX_PARTITIONS             partitions per ax topic (default: 6)
 #   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
 #   AX_JAVA                   java binary for the broker (default: Java 17)
@@ -839,6 +842,28 @@ ax_pg_init() {
     >>"$pgdata/postgresql.conf"
 }
 
+# ax_pg_shared_buffers -- $AX_PG_SHARED_BUFFERS, else a quarter of the
+# machine's memory (or of the cgroup's limit, in a container) within
+# 128MB..4GB.
+ax_pg_shared_buffers() {
+  local kb lim f
+  if [[ -n ${AX_PG_SHARED_BUFFERS:-} ]]; then
+    printf '%s' "$AX_PG_SHARED_BUFFERS"
+    return 0
+  fi
+  kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null)
+  kb=${kb:-0}
+  for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
+    [[ -r $f ]] || continue
+    read -r lim <"$f" || continue
+    [[ $lim =~ ^[0-9]+$ ]] && ((lim / 1024 < kb)) && kb=$((lim / 1024))
+  done
+  kb=$((kb / 4 / 1024))
+  ((kb < 128)) && kb=128
+  ((kb > 4096)) && kb=4096
+  printf '%sMB' "$kb"
+}
+
 # ax_pg_configure -- (re)write $AX_STATE/pg/ax-server.conf from the settings.
 ax_pg_configure() {
   local pgdata=$AX_STATE/pg sock
@@ -853,9 +878,23 @@ listen_addresses = '127.0.0.1'
 port = $AX_PG_PORT
 unix_socket_directories = '${sock//\'/\'\'}'
 max_connections = 100
-shared_buffers = 128MB
+shared_buffers = $(ax_pg_shared_buffers)
 fsync = on
 synchronous_commit = on
+# Checkpoints (docs/DEPLOYMENT.md, "Sizing"): ax writes ~2.5 kB of WAL per
+# job, which reached the default max_wal_size (1GB) every ~60 s at 3,000-
+# 4,500 jobs/s; after each checkpoint every page's first change writes a
+# full-page image (compressed here).
+max_wal_size = 8GB
+min_wal_size = 1GB
+checkpoint_timeout = 15min
+checkpoint_completion_target = 0.9
+wal_compression = lz4
+# Autovacuum: retention deletes and the hot path's updates leave dead rows
+# at the job rate; per-table thresholds are set by 022_autovacuum.
+autovacuum_naptime = 15s
+log_checkpoints = on
+log_autovacuum_min_duration = 10s
 logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF

@@ -10,6 +10,7 @@
 # RATE submissions per second. From the end of the warm-up, every
 # SUS_EVERY seconds (default 60) one line:
 #
+#   at              the line's wall-clock time, UTC (for PostgreSQL's log)
 #   t_s             seconds since the measurement began (the warm-up's end)
 #   offered         submissions offered so far (RATE x t_s)
 #   fin, fin_per_s  instances of the run FINISHED in this interval
@@ -141,8 +142,8 @@ while :; do
     fin_total=$((fin_total + fin)) bad=$((bad + ns))
     ts=$(((now - T0) / 1000))
     off=$((RATE * (now - T0) / 1000)); ((off > N)) && off=$N
-    printf 't_s=%d offered=%d fin=%d fin_per_s=%d fire_start_ms=%s sched_fin_ms=%s not_success=%d unfinished_pg=%d backlog=%d%s busy_pct=%d load1=%s %s\n' \
-        "$ts" "$off" "$fin" $((fin / EVERY)) "$fs" "$sf" "$ns" "$unf" $((off - fin_total)) \
+    printf 'at=%s t_s=%d offered=%d fin=%d fin_per_s=%d fire_start_ms=%s sched_fin_ms=%s not_success=%d unfinished_pg=%d backlog=%d%s busy_pct=%d load1=%s %s\n' \
+        "$(date -u -d "@$((now / 1000))" +%T)" "$ts" "$off" "$fin" $((fin / EVERY)) "$fs" "$sf" "$ns" "$unf" $((off - fin_total)) \
         "$(rss)" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" "$(tables)"
     from=$now
     (((now - T0) / 1000 >= DUR)) && break
