@@ -26,6 +26,14 @@ struct ax_pg {
     char tcp[TCP_KEYS][24]; /* the TCP defaults' values */
     unsigned char *prep; /* prep[id]: statement id prepared on this connection */
     size_t nprep;
+    /* plan_cache_mode as ax_pg_plan() last set it: plan_generic the
+     * session's (set only outside a transaction block, so a commit or a
+     * rollback never undoes it; 0 = the connection option's
+     * force_custom_plan), plan_local the open transaction's SET LOCAL (-1:
+     * none; every BEGIN, COMMIT and ROLLBACK drops it, as PostgreSQL does);
+     * plan_fixed: pg.options names plan_cache_mode, which then wins. */
+    signed char plan_generic, plan_local;
+    unsigned char plan_fixed;
 };
 
 static int pg_keyword_known(const char *kw) {
@@ -149,7 +157,11 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     /* The store prepares its statements once per connection (store/stmt.c);
      * each execution is still planned for its own parameters, as unnamed
      * statements were (a generic plan of a LIMITed keyset or an optional
-     * filter can be far worse). A plan_cache_mode in pg.options wins. */
+     * filter can be far worse); only a statement declared AX_STMT_GENERIC
+     * has its session switched to a cached generic plan (ax_pg_plan). A
+     * plan_cache_mode in pg.options wins, for every statement. */
+    pg->plan_fixed = user_options && strstr(user_options, "plan_cache_mode") != NULL;
+    pg->plan_local = -1;
     if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s",
                  user_options ? " " : "", user_options ? user_options : "",
                  safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
@@ -211,6 +223,8 @@ int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
     pg->reconnected = 1;
     if (pg->prep)
         memset(pg->prep, 0, pg->nprep); /* a new session has no prepared statements */
+    pg->plan_generic = 0; /* a new session has the connection's option */
+    pg->plan_local = -1;
     return 0;
 }
 
@@ -221,6 +235,30 @@ int ax_pg_reconnected(ax_pg_t *pg) {
 }
 
 PGconn *ax_pg_conn(ax_pg_t *pg) { return pg->conn; }
+
+int ax_pg_plan(ax_pg_t *pg, int generic, char *errbuf, size_t errlen) {
+    if (pg->plan_fixed || !pg->conn)
+        return 0;
+    PGTransactionStatusType ts = PQtransactionStatus(pg->conn);
+    if (ts == PQTRANS_INERROR) /* the statement fails anyway */
+        return 0;
+    int in_txn = ts == PQTRANS_INTRANS;
+    int cur = in_txn && pg->plan_local >= 0 ? pg->plan_local : pg->plan_generic;
+    if (cur == generic)
+        return 0;
+    static const char *const sql[2][2] = {
+        {"SET plan_cache_mode = force_custom_plan", "SET plan_cache_mode = force_generic_plan"},
+        {"SET LOCAL plan_cache_mode = force_custom_plan",
+         "SET LOCAL plan_cache_mode = force_generic_plan"}};
+    int rc = ax_pg_exec(pg, sql[in_txn][generic != 0], 0, NULL, NULL, NULL, NULL, errbuf, errlen);
+    if (rc < 0)
+        return rc;
+    if (in_txn)
+        pg->plan_local = (signed char)(generic != 0);
+    else
+        pg->plan_generic = (signed char)(generic != 0);
+    return 0;
+}
 
 unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id) {
     if (id <= 0)
@@ -294,14 +332,17 @@ int ax_pg_exec(ax_pg_t *pg, const char *sql, int nparams, const char *const *par
 void ax_pg_mark_down(ax_pg_t *pg) { pg->was_down = 1; }
 
 int ax_pg_begin(ax_pg_t *pg, char *errbuf, size_t errlen) {
+    pg->plan_local = -1;
     return ax_pg_exec(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, errbuf, errlen);
 }
 
 int ax_pg_commit(ax_pg_t *pg, char *errbuf, size_t errlen) {
+    pg->plan_local = -1;
     return ax_pg_exec(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, errbuf, errlen);
 }
 
 void ax_pg_rollback(ax_pg_t *pg) {
+    pg->plan_local = -1;
     if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK)
         PQclear(PQexec(pg->conn, "ROLLBACK"));
 }

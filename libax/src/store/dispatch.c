@@ -178,7 +178,13 @@ static char *int_array_i(const int *v, size_t n) {
     " LEFT JOIN job j ON j.name = u.job AND j.handler_kind <> 'flow'"                     \
     "  AND j.executor_group !~ '^p[0-9]$'"                                                \
     " WHERE (u.job IS NULL OR j.id IS NOT NULL)"
-AX_STMT(st_ingest, "dispatch.ingest",
+/* Planned once per session (AX_STMT_GENERIC): its plan is the same for any
+ * batch (the job by name, the watermarks and submission keys by their
+ * unique indexes, inserts), and planning it took about as long as running
+ * a batch of 40 (1.4 ms against 2-3 ms, pg_stat_statements with
+ * track_planning at 1,000 jobs/s: BENCHMARKS.md, "Issue #13: planning on
+ * the hot path"). */
+AX_STMT_GENERIC(st_ingest, "dispatch.ingest",
     "WITH u AS MATERIALIZED ("
     /* one row per key: a key the batch carries twice keeps one row */
     " SELECT" INGEST_ROWS " AND u.dup IS NOT TRUE"

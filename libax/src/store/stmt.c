@@ -99,6 +99,11 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
     int id = stmt_id(st);
     char pname[16];
     snprintf(pname, sizeof pname, "ax%d", id);
+    rc = ax_pg_plan(pg, st->generic, errbuf, errlen);
+    if (rc < 0) {
+        account(st, t0, 0, 1);
+        return rc;
+    }
     PGconn *conn = ax_pg_conn(pg);
     for (int round = 0;; round++) {
         unsigned char *prepared = ax_pg_prep_slot(pg, id);

@@ -26,10 +26,26 @@ typedef struct ax_stmt {
     const char *name;
     const char *sql;
     int id; /* 1.., assigned on first run */
+    int generic; /* AX_STMT_GENERIC: run with a cached generic plan */
     uint64_t calls, rows, errors, total_us, max_us; /* updated atomically */
 } ax_stmt_t;
 
 #define AX_STMT(ident, name_, sql_) static ax_stmt_t ident = {.name = (name_), .sql = (sql_)}
+/* A statement whose plan does not depend on its parameters' values or on
+ * the tables' statistics of the moment (a fixed shape: primary-key and
+ * unique-index lookups driven by its arrays), planned once per session
+ * instead of at every execution: the session's plan_cache_mode is switched
+ * to force_generic_plan before it runs and back before an AX_STMT runs
+ * (ax_pg_plan: a SET, or SET LOCAL in a transaction block, only when the
+ * mode changes). Planning cost more than executing
+ * for the small batches of a moderate load (dispatch.ingest: 1.4 ms of
+ * planning a batch of ~40 rows, 2.3 ms of execution; BENCHMARKS.md,
+ * "Issue #13: planning on the hot path"). Declare a statement generic only
+ * after EXPLAIN EXECUTE under force_generic_plan shows the plan it gets
+ * with stale, fresh and empty-table statistics: the finish, the claim and
+ * the due scan each got plans 10-400 times slower generic. */
+#define AX_STMT_GENERIC(ident, name_, sql_)                                                    \
+    static ax_stmt_t ident = {.name = (name_), .sql = (sql_), .generic = 1}
 
 /* Run statement `st` with text parameters (NULL = SQL NULL); `formats`
  * may give 1 for binary parameters with `lengths`. On success *ret_res (if
@@ -51,6 +67,11 @@ int ax_pg_bool(const PGresult *r, int row, int col);        /* 1 for 't' */
 
 /* Adapter internals the runner needs (libax/src/adapters/pg.c). */
 unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id);
+/* The session's plan_cache_mode made force_generic_plan (generic) or
+ * force_custom_plan (0) for the next statement: SET LOCAL in a transaction
+ * block, else SET; nothing when it is that already, in a failed
+ * transaction, or when pg.options sets plan_cache_mode. */
+int ax_pg_plan(ax_pg_t *pg, int generic, char *errbuf, size_t errlen);
 int ax_pg_classify(const PGresult *r, PGconn *conn);
 void ax_pg_mark_down(ax_pg_t *pg);
 
