@@ -115,7 +115,11 @@ axctl job create "${JOBP}q3" --handler plugin --priority 3 --timeout 60000 \
     -- "$PLUGDIR/ax-sleep.so" $SLEEP_MS >/dev/null || fail "job create (q3) failed"
 axctl job create "${JOBP}q0" --handler plugin --priority 0 --timeout 60000 \
     -- "$PLUGDIR/ax-sleep.so" $SLEEP_MS >/dev/null || fail "job create (q0) failed"
-NQ3=20 BURSTS=6 BURST=15
+# A burst is 1.2 s of work for the one slot (40 x 30 ms): the P0 lane stays
+# busy however long an axctl submit takes to connect (over TLS on a slow
+# machine one took longer than 15 runs' 0.45 s, the lane went idle between
+# bursts, and P3 ran at once, so nothing was left to overtake or starve).
+NQ3=20 BURSTS=6 BURST=40
 axctl submit --job "${JOBP}q0" --count $BURST >/dev/null || fail "submit (q0) failed"
 wait_for 20 "the P0 stream running" \
     check '[ "$(n_where "job_name = '"'${JOBP}q0'"' AND running_at IS NOT NULL")" -ge 1 ]'
@@ -127,7 +131,7 @@ done
 NQ0=$((BURSTS * BURST))
 all_b() { [ "$(n_where "job_name IN ('${JOBP}q0', '${JOBP}q3') AND state = 'FINISHED'
                         AND result_published_at IS NOT NULL")" -ge $((NQ0 + NQ3)) ]; }
-wait_for 45 "the $((NQ0 + NQ3)) instances of the stream finished" all_b
+wait_for 90 "the $((NQ0 + NQ3)) instances of the stream finished" all_b
 got=$(sql "SELECT count(*) FILTER (WHERE outcome = 'SUCCESS' AND attempt = 1) FROM job_instance
            WHERE job_name IN ('${JOBP}q0', '${JOBP}q3')")
 [ "$got" = $((NQ0 + NQ3)) ] || fail "only $got of $((NQ0 + NQ3)) ended SUCCESS at attempt 1"
