@@ -95,6 +95,7 @@ typedef struct ax_conf {
     int64_t alert_webhook_timeout_ms;
     /* consumers of ax_svc_consume (trigger: submit, callback: attempts) */
     int64_t consume_linger_ms;          /* 0: a batch is what one poll returns */
+    int64_t consume_fetch_wait_max_ms;
     int64_t consume_fetch_min_bytes;
     int64_t consume_commit_interval_ms; /* 0: a synchronous commit per batch */
     int64_t producer_linger_ms;         /* non-transactional producers */

@@ -437,7 +437,7 @@ int ax_svc_consume(ax_svc_t *svc, const char *topic, const char *group, size_t b
     const ax_conf_t *c = &svc->conf;
     if (!svc->linger_set)
         svc->linger_ms = c->consume_linger_ms;
-    ax_kafka_batching_t b = {.fetch_wait_ms = (int)svc->linger_ms,
+    ax_kafka_batching_t b = {.fetch_wait_ms = (int)c->consume_fetch_wait_max_ms,
                              .fetch_min_bytes = (int)c->consume_fetch_min_bytes,
                              .commit_interval_ms = (int)c->consume_commit_interval_ms};
     svc->consumer = ax_kafka_batch_consumer_new(c, group, svc->name, &b, err, sizeof err);

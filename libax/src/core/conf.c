@@ -249,29 +249,36 @@ const ax_conf_def_t ax_conf_table[] = {
      "Read at start only."},
     {"callback.consume.linger.ms", AX_CONF_INT, OFF(callback_consume_linger_ms), "50", -1, 1000,
      "callback",
-     "consume.linger.ms of the callback's consumer of attempt results (its batch window "
-     "and its fetches' fetch.wait.max.ms), on its own: the callback is not on the "
-     "fire-to-start path, so it waits longer than the trigger and the broker answers a "
-     "fetch of its every 50 ms, not every 20 (at 1,000 jobs/s: ~30 fetches a second "
-     "fewer, and a persist statement per 50 ms), at the price of up to this much between "
-     "a run's end and its FINISHED row at low load (none under load, where batches fill "
-     "at once). -1 = consume.linger.ms. Read at start only."},
+     "consume.linger.ms of the callback's consumer of attempt results (its batch window), "
+     "on its own: the callback is not on the fire-to-start path, so it waits longer than "
+     "the trigger (at 1,000 jobs/s a persist statement per 50 ms, not per 20), at the "
+     "price of up to this much between a run's end and its FINISHED row at low load "
+     "(none under load, where batches fill at once). -1 = consume.linger.ms. Read at "
+     "start only."},
     {"consume.linger.ms", AX_CONF_INT, OFF(consume_linger_ms), "20", 0, 1000, "trigger,callback",
      "Longest a batch of consumed records (the trigger's submissions, the callback's attempt "
      "results) waits to fill before it is processed: it is processed as soon as it holds "
      "trigger.batch (callback.batch) records or its first record has waited this long, "
      "whichever comes first. Fewer, larger batches: fewer database statements and Kafka "
-     "transactions and fetches per record at low load, at the price of up to this much "
-     "latency (submit to dispatch, finish to result); under load batches fill at once. The "
-     "consumer's librdkafka fetch.wait.max.ms is this (and fetch.min.bytes "
-     "consume.fetch.min.bytes) unless kafka.* says otherwise. 0 = a batch is what one poll "
-     "returns (fetches answered as soon as any record is there). Does not apply to the "
-     "executor, whose fetches stay immediate (fire-to-start). Read at start only."},
-    {"consume.fetch.min.bytes", AX_CONF_INT, OFF(consume_fetch_min_bytes), "262144", 1,
-     100 << 20, "trigger,callback",
-     "With consume.linger.ms > 0: librdkafka's fetch.min.bytes of those consumers, so the "
-     "broker answers a fetch when this much is there or after consume.linger.ms. Read at "
-     "start only."},
+     "transactions per record at low load, at the price of up to this much latency "
+     "(submit to dispatch, finish to result); under load batches fill at once. The window "
+     "is kept by the service, not by the broker: fetches are answered as soon as a record "
+     "is there (consume.fetch.min.bytes, consume.fetch.wait.max.ms). 0 = a batch is what "
+     "one poll returns. Does not apply to the executor. Read at start only."},
+    {"consume.fetch.wait.max.ms", AX_CONF_INT, OFF(consume_fetch_wait_max_ms), "500", 1, 10000,
+     "trigger,callback",
+     "librdkafka's fetch.wait.max.ms of those consumers (unless kafka.* says otherwise): how "
+     "long the broker holds a fetch that finds fewer than consume.fetch.min.bytes. With "
+     "the default minimum of 1 byte a fetch returns as soon as a record is there, so this "
+     "only paces an idle consumer: one fetch per this interval and consumer (the broker "
+     "spent ~12 % of a core on an idle ax when these fetches were answered every 20 and "
+     "50 ms; BENCHMARKS.md, \"The broker's idle fetches\"). Read at start only."},
+    {"consume.fetch.min.bytes", AX_CONF_INT, OFF(consume_fetch_min_bytes), "1", 1, 100 << 20,
+     "trigger,callback",
+     "librdkafka's fetch.min.bytes of those consumers (unless kafka.* says otherwise): the "
+     "broker answers a fetch when this much is there or after consume.fetch.wait.max.ms. "
+     "Above 1, every record may wait up to consume.fetch.wait.max.ms at the broker before "
+     "the service sees it. Read at start only."},
     {"consume.commit.interval.ms", AX_CONF_INT, OFF(consume_commit_interval_ms), "1000", 0,
      60000, "trigger,callback",
      "How often the offsets of processed batches are committed (librdkafka's auto commit of "
