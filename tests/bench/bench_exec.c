@@ -26,9 +26,20 @@
  *                     pg_stat_activity lists, this connection's backend
  *                     excluded), Kafka (when AX_STATE/run/kafka.pid is
  *                     readable), this program, and the whole machine
+ *   cpu_pct_kafka_{jit,gc,work}
+ *                     the broker's CPU split by thread (only when its pid
+ *                     is known): the JVM's JIT compilers ("C1 Compiler*",
+ *                     "C2 Compiler*"), its garbage collector ("GC *",
+ *                     "G1 *"), and the rest (cpu_pct_kafka less those two;
+ *                     it also holds the CPU of threads that ended within the
+ *                     window); every run creates and deletes fresh topics,
+ *                     which keeps the compilers working: _jit is a cost a
+ *                     broker that keeps its topics mostly stops paying
  *   cpu_us_per_job_*  the same CPU, µs per job: trigger, callback, executors
- *                     (summed), the three services; window_epoch_ms: the
- *                     window's start and end, ms since the epoch
+ *                     (summed), the three services, the broker's _work
+ *                     (kafka_work, only when its pid is known);
+ *                     window_epoch_ms: the window's start and end, ms since
+ *                     the epoch
  *   pg_*              commits, WAL records/bytes and WAL syncs per job
  *                     (pg_stat_database, pg_stat_wal deltas; the servers
  *                     flush those statistics about once a second)
@@ -60,6 +71,7 @@
  * process no longer exists (bench-exec-<pid>) are removed at start with
  * their deployment's rows and topics.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -120,6 +132,21 @@ static void nap(int64_t ms) { bench_nap(ms, &g_stop); }
 
 /* ---- /proc --------------------------------------------------------------- */
 
+/* The broker's CPU by thread class: the JVM's JIT compilers (threads named
+ * "C1 CompilerThre", "C2 CompilerThre": comm is cut at 15 characters), its
+ * garbage collector ("GC Thread#N", "G1 Main Marker", "G1 Conc#N",
+ * "G1 Refine#N", "G1 Service") and the rest. Every run creates and deletes
+ * fresh topics, so the compilers may still be busy long after the broker
+ * started: cpu_pct_kafka alone is not the broker's steady-state cost. */
+enum { KT_WORK, KT_JIT, KT_GC, KT_N };
+#define MAX_KTASKS 1024
+
+typedef struct ktask {
+    pid_t tid;
+    int cls;         /* KT_* */
+    long long ticks; /* utime + stime */
+} ktask_t;
+
 typedef struct cpu {
     long long svc[NPROC];
     int npg;
@@ -127,8 +154,105 @@ typedef struct cpu {
     long long pg[256];
     long long kafka, self, mbusy, mtotal;
     pid_t kpid;
+    int nkt; /* the broker's threads in kt, -1: not read */
+    ktask_t kt[MAX_KTASKS];
     int64_t mono_ms;
 } cpu_t;
+
+static int ktask_class(const char *name, size_t len) {
+    static const char *const jit[] = {"C1 Compiler", "C2 Compiler"};
+    static const char *const gc[] = {"GC Thread", "G1 ", "GC "};
+    for (size_t i = 0; i < AX_ARRAY_SIZE(jit); i++)
+        if (len >= strlen(jit[i]) && memcmp(name, jit[i], strlen(jit[i])) == 0)
+            return KT_JIT;
+    for (size_t i = 0; i < AX_ARRAY_SIZE(gc); i++)
+        if (len >= strlen(gc[i]) && memcmp(name, gc[i], strlen(gc[i])) == 0)
+            return KT_GC;
+    return KT_WORK;
+}
+
+/* utime + stime of thread tid of pid in clock ticks and its class, or -1. The
+ * name is between the first '(' and the last ')': it may hold both. */
+static long long task_ticks(pid_t pid, pid_t tid, int *cls) {
+    char path[96], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *name = strchr(buf, '('), *s = strrchr(buf, ')');
+    if (!name || !s || s < name)
+        return -1;
+    name++;
+    *cls = ktask_class(name, (size_t)(s - name));
+    long long ut = -1, st = -1;
+    s++;
+    for (int field = 3; field <= 15 && s; field++) {
+        while (*s == ' ')
+            s++;
+        if (field == 14)
+            ut = strtoll(s, NULL, 10);
+        else if (field == 15)
+            st = strtoll(s, NULL, 10);
+        s = strchr(s, ' ');
+    }
+    return ut < 0 || st < 0 ? -1 : ut + st;
+}
+
+/* Every thread of the broker (c->kpid) with its ticks; c->nkt = -1 when the
+ * list cannot be read whole. */
+static void ktasks_snap(cpu_t *c) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)c->kpid);
+    c->nkt = -1;
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        if (*end || tid <= 0)
+            continue; /* . and .. */
+        if (n == MAX_KTASKS) {
+            closedir(d);
+            return;
+        }
+        int cls;
+        long long t = task_ticks(c->kpid, (pid_t)tid, &cls);
+        if (t < 0)
+            continue; /* ended since readdir */
+        c->kt[n++] = (ktask_t){(pid_t)tid, cls, t};
+    }
+    closedir(d);
+    c->nkt = n;
+}
+
+/* Ticks per class over the window, or -1 when either end was not read: each
+ * thread alive at the end, less its ticks at the start (0 if born since).
+ * Threads that ended within the window are lost: their CPU is in the
+ * process's cpu_pct_kafka (a thread's times join the process's when it ends)
+ * but in no class, so it lands in _work. The JVM retires compiler threads it
+ * added when idle, never the first C1 and C2 ones; with CICompilerCount=2 (a
+ * 2-core machine) there are no others. */
+static void ktasks_delta(const cpu_t *c0, const cpu_t *c1, long long d[KT_N]) {
+    for (int k = 0; k < KT_N; k++)
+        d[k] = c0->nkt < 0 || c1->nkt < 0 ? -1 : 0;
+    if (d[0] < 0)
+        return;
+    for (int i = 0; i < c1->nkt; i++) {
+        long long t0 = 0;
+        for (int j = 0; j < c0->nkt; j++)
+            if (c0->kt[j].tid == c1->kt[i].tid) {
+                t0 = c0->kt[j].ticks <= c1->kt[i].ticks ? c0->kt[j].ticks : c1->kt[i].ticks;
+                break;
+            }
+        d[c1->kt[i].cls] += c1->kt[i].ticks - t0;
+    }
+}
 
 static void cpu_snap(cpu_t *c, const cpu_t *start) {
     for (int i = 0; i < g_nproc; i++)
@@ -151,6 +275,9 @@ static void cpu_snap(cpu_t *c, const cpu_t *start) {
     for (int i = 0; i < c->npg; i++)
         c->pg[i] = proc_ticks(c->pgpid[i]);
     c->kafka = c->kpid ? proc_ticks(c->kpid) : -1;
+    c->nkt = -1;
+    if (c->kpid)
+        ktasks_snap(c);
     c->self = proc_ticks(getpid());
     machine_ticks(&c->mbusy, &c->mtotal);
     c->mono_ms = ax_mono_ms();
@@ -621,11 +748,30 @@ static int run(const char *build, const char *mode, int nexec, long n,
     for (int i = 0; i < c0.npg; i++)
         if (c0.pg[i] >= 0 && c1.pg[i] >= c0.pg[i])
             pgd += c1.pg[i] - c0.pg[i];
+    /* The broker by thread class (only when its pid is known): JIT compilers,
+     * GC, the rest (its whole CPU less those two). */
+    long long kd[KT_N];
+    char kcls[128] = "";
+    ktasks_delta(&c0, &c1, kd);
+    if (c0.kpid && c0.kafka >= 0 && c1.kafka >= 0 && kd[KT_JIT] >= 0) {
+        /* Each thread's ticks and the process's are truncated on their own:
+         * the difference can be a tick or two below 0. */
+        kd[KT_WORK] = c1.kafka - c0.kafka - kd[KT_JIT] - kd[KT_GC];
+        if (kd[KT_WORK] < 0)
+            kd[KT_WORK] = 0;
+    } else {
+        kd[KT_WORK] = kd[KT_JIT] = kd[KT_GC] = -1;
+    }
+    if (c0.kpid)
+        snprintf(kcls, sizeof kcls,
+                 " cpu_pct_kafka_jit=%.0f cpu_pct_kafka_gc=%.0f cpu_pct_kafka_work=%.0f",
+                 bench_pct(kd[KT_JIT], win), bench_pct(kd[KT_GC], win),
+                 bench_pct(kd[KT_WORK], win));
     printf("cpu_pct_trigger=%.0f cpu_pct_callback=%.0f cpu_pct_executors=%s "
-           "cpu_pct_executors_sum=%.0f cpu_pct_postgres=%.0f cpu_pct_kafka=%.0f cpu_pct_bench=%.0f "
-           "machine_busy_pct=%.0f loadavg1_before=%.2f loadavg1_after=%.2f\n",
+           "cpu_pct_executors_sum=%.0f cpu_pct_postgres=%.0f cpu_pct_kafka=%.0f%s "
+           "cpu_pct_bench=%.0f machine_busy_pct=%.0f loadavg1_before=%.2f loadavg1_after=%.2f\n",
            bench_pct(c1.svc[0] - c0.svc[0], win), bench_pct(c1.svc[1] - c0.svc[1], win), exl, ex_sum,
-           bench_pct(pgd, win), c0.kpid ? bench_pct(c1.kafka - c0.kafka, win) : -1.0,
+           bench_pct(pgd, win), c0.kpid ? bench_pct(c1.kafka - c0.kafka, win) : -1.0, kcls,
            bench_pct(c1.self - c0.self, win),
            c1.mtotal > c0.mtotal
                ? (double)(c1.mbusy - c0.mbusy) * 100.0 / (double)(c1.mtotal - c0.mtotal)
@@ -636,12 +782,16 @@ static int run(const char *build, const char *mode, int nexec, long n,
     long long exd = 0;
     for (int i = 2; i < g_nproc; i++)
         exd += c1.svc[i] - c0.svc[i];
+    char kwork[64] = "";
+    if (c0.kpid)
+        snprintf(kwork, sizeof kwork, " cpu_us_per_job_kafka_work=%.1f",
+                 kd[KT_WORK] < 0 ? -1.0 : (double)kd[KT_WORK] * us_tick / (double)n);
     printf("cpu_us_per_job_trigger=%.1f cpu_us_per_job_callback=%.1f cpu_us_per_job_executors=%.1f "
-           "cpu_us_per_job_services=%.1f window_epoch_ms=%lld,%lld\n",
+           "cpu_us_per_job_services=%.1f%s window_epoch_ms=%lld,%lld\n",
            (double)(c1.svc[0] - c0.svc[0]) * us_tick / (double)n,
            (double)(c1.svc[1] - c0.svc[1]) * us_tick / (double)n, (double)exd * us_tick / (double)n,
            (double)(c1.svc[0] - c0.svc[0] + c1.svc[1] - c0.svc[1] + exd) * us_tick / (double)n,
-           (long long)w0, (long long)w1);
+           kwork, (long long)w0, (long long)w1);
     printf("pg_commits_per_job=%.2f pg_wal_records_per_job=%.1f pg_wal_bytes_per_job=%.0f "
            "pg_wal_syncs_per_s=%.0f pg_commits_per_s=%.0f\n",
            (double)(s1.commits - s0.commits) / (double)n,
