@@ -104,8 +104,9 @@ int ax_svc_exit_status(const ax_svc_t *svc);
  * every `ms`; NULL if it could not be made. */
 struct event *ax_svc_every(ax_svc_t *svc, int64_t ms, event_callback_fn fn, void *arg);
 
-/* Before ax_svc_consume: the window (and fetch wait) is `ms`, not
- * consume.linger.ms (the callback's callback.consume.linger.ms). */
+/* Before ax_svc_consume: the batch window is `ms`, not consume.linger.ms
+ * (the callback's callback.consume.linger.ms); the fetches' settings are
+ * consume.fetch.wait.max.ms and consume.fetch.min.bytes either way. */
 void ax_svc_consume_linger(ax_svc_t *svc, int64_t ms);
 
 /* Subscribe `group` to `topic` and hand batches of at most batch_max to fn:

@@ -271,8 +271,8 @@ const ax_conf_def_t ax_conf_table[] = {
      "long the broker holds a fetch that finds fewer than consume.fetch.min.bytes. With "
      "the default minimum of 1 byte a fetch returns as soon as a record is there, so this "
      "only paces an idle consumer: one fetch per this interval and consumer (the broker "
-     "spent ~12 % of a core on an idle ax when these fetches were answered every 20 and "
-     "50 ms; BENCHMARKS.md, \"The broker's idle fetches\"). Read at start only."},
+     "spent ~5.5 % of a core more on an idle ax when these fetches were answered every 20 "
+     "and 50 ms; BENCHMARKS.md, \"The broker's idle fetches\"). Read at start only."},
     {"consume.fetch.min.bytes", AX_CONF_INT, OFF(consume_fetch_min_bytes), "1", 1, 100 << 20,
      "trigger,callback",
      "librdkafka's fetch.min.bytes of those consumers (unless kafka.* says otherwise): the "
