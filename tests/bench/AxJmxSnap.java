@@ -8,6 +8,7 @@
  *                               (summed over the version tag)
  *   msgs_in <count>             BrokerTopicMetrics MessagesInPerSec (all topics)
  *   bytes_in <count>            BrokerTopicMetrics BytesInPerSec
+ *   bytes_out <count>           BrokerTopicMetrics BytesOutPerSec (served to fetches)
  *   cpu_ns <ns>                 the broker JVM's ProcessCpuTime
  *   mono_ns <ns>                this program's System.nanoTime() (the clock)
  *
@@ -72,6 +73,9 @@ public final class AxJmxSnap {
                 .append('\n');
             out.append("bytes_in ")
                 .append(count(c, "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec"))
+                .append('\n');
+            out.append("bytes_out ")
+                .append(count(c, "kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec"))
                 .append('\n');
             Object cpu = c.getAttribute(new ObjectName("java.lang:type=OperatingSystem"),
                                         "ProcessCpuTime");

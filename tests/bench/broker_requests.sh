@@ -22,7 +22,7 @@
 # COMMAND's output goes where it would without this script; its exit status is
 # this script's (the table is printed either way). The counters are
 # kafka.network:type=RequestMetrics,name=RequestsPerSec,request=* (every
-# version summed), BrokerTopicMetrics MessagesInPerSec/BytesInPerSec and
+# version summed), BrokerTopicMetrics MessagesInPerSec/BytesInPerSec/BytesOutPerSec and
 # java.lang:type=OperatingSystem ProcessCpuTime, and the responses with an
 # error (RequestMetrics ErrorsPerSec, error != NONE: rows "error API:ERROR",
 # not in "all requests"), read by AxJmxSnap.java
@@ -87,7 +87,7 @@ awk -v jobs="$jobs" -v idle="$idle" '
       dj = v[base + 2, names[j]] - v[base + 1, names[j]]
       if (dj > di) { t = names[i]; names[i] = names[j]; names[j] = t } }
     for (k in keys) if (iserr[k]) names[++n] = k
-    names[++n] = "all requests"; names[++n] = "msgs_in"; names[++n] = "bytes_in"; names[++n] = "cpu_s"
+    names[++n] = "all requests"; names[++n] = "msgs_in"; names[++n] = "bytes_in"; names[++n] = "bytes_out"; names[++n] = "cpu_s"
     # FetchConsumer and FetchFollower are sub-meters of Fetch (the same
     # requests again): listed, not summed
     for (k in keys) if (isreq[k] && k != "FetchConsumer" && k != "FetchFollower") {

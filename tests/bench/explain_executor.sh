@@ -81,9 +81,11 @@ explain() {
         -c "PREPARE s AS $2" -c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE s($3)" -c "ROLLBACK" 2>&1 |
         sed -E "s/'\{[0-9,]{40,}\}'/'{...}'/g; s/ +\$//" || true
 }
-# run.claim: worker, ids, attempts, lease factor/min/max
+# run.claim: worker, ids, attempts, lease factor/min/max, the ids' least and greatest
+LO=$(psql_ -tAc "SELECT min(x) FROM unnest('$DISPATCHED'::bigint[]) x")
+HI=$(psql_ -tAc "SELECT max(x) FROM unnest('$DISPATCHED'::bigint[]) x")
 explain "claim, 256 dispatched (run.claim)" "$SQL_CLAIM" \
-    "'w1', '$DISPATCHED', '$ATT', 3, 30000, 3600000"
+    "'w1', '$DISPATCHED', '$ATT', 3, 30000, 3600000, $LO, $HI"
 # run.start, run.renew, run.cancel_poll: worker, ids[, lease ms]
 explain "start, 16 (run.start)" "$SQL_START" "'w1', '$LOCKED', 30000"
 explain "lease renewal, 4,016 held (run.renew)" "$SQL_RENEW" "'w1', '$HELD', 30000"

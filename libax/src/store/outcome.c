@@ -102,12 +102,16 @@ AX_STMT(st_finish, "outcome.finish",
     "    exit_code = o.exit_code, error_class = o.error_class,"
     "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false"
     "  FROM old o"
-    /* the rows by their ids as one index scan (the ids in order), joined
-     * to the batch: by the join alone the planner chose, for a batch of a
-     * few hundred on a table of tens of thousands, a hash join over a
-     * sequential scan of the whole table — half of the statement's time
-     * (BENCHMARKS.md, "Issue #13: the finish per row") */
-    "  WHERE i.id = ANY (ARRAY(SELECT k.id FROM old k))"
+    /* the rows within the batch's id range, joined to the batch: by the
+     * join alone the planner chose, for a batch of a few hundred on a
+     * table of tens of thousands, a hash join over a sequential scan of
+     * the whole table — half of the statement's time (BENCHMARKS.md,
+     * "Issue #13: the finish per row"). The range, not id = ANY (the
+     * batch's ids): as the inner side of a nested loop an index scan with
+     * an array key sorts the array again at every rescan, n sorts of n ids
+     * per batch (BENCHMARKS.md, "Issue #13: the array keys rescanned");
+     * scalar bounds cost nothing per rescan */
+    "  WHERE i.id BETWEEN (SELECT min(k.id) FROM old k) AND (SELECT max(k.id) FROM old k)"
     "  AND i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
     "  AND CASE WHEN (o.error_class = 'backlog_full' AND o.worker = 'ax-trigger')"
     "      OR (o.error_class = 'cancelled' AND o.worker = 'axctl')"

@@ -2,8 +2,9 @@
  * run.c — the executor's instance transitions (ax/store_run.h): claim,
  * start, lease renewal, cancel polls, hand-back. Hot path.
  *
- * Every statement finds its rows by primary key (id = ANY) whatever the
- * planner's statistics say: the queues' partial indexes of instance_state
+ * Every statement finds its rows by primary key (id = ANY; the claim's
+ * update, joined to its batch, by id within the batch's range) whatever
+ * the planner's statistics say: the queues' partial indexes of instance_state
  * are on generated columns (queued, flying, active, retrying) that no
  * statement here names, so a state condition next to id = ANY cannot make
  * the planner walk a queue instead. Before the split it could: with
@@ -41,6 +42,15 @@
  * batch's rows by primary key, 5 ms). A concurrent claim still makes it
  * fail: the re-check on the row's latest version compares that version's
  * state with c's.
+ * That guard is now the batch's id range ($7, $8: its least and greatest
+ * id), not id = ANY($2): as the inner side of a nested loop (the plan for
+ * a batch estimated small), an index scan with an array key sorts the
+ * whole array again at every rescan (_bt_preprocess_array_keys, PostgreSQL
+ * 15), so a claim of n rows cost n sorts of n ids — 54 ms for 1,000 rows
+ * against 6.5 with the range, 168 against 12.8 for 2,000, and 13 % of
+ * PostgreSQL's CPU at full load (perf; BENCHMARKS.md, "Issue #13: the
+ * array keys rescanned"). Scalar bounds cost nothing per rescan, and a
+ * plan without the nested loop still reads only the batch's id range.
  * (Every execution is planned for its parameters, force_custom_plan: the
  * estimate came from the statistics, not from a cached plan.) Such
  * statistics are what a quiet hour leaves before a burst, and what every
@@ -59,7 +69,7 @@ AX_STMT(st_claim, "run.claim",
         ")"
         " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
-        " FROM c WHERE i.id = ANY($2::bigint[]) AND i.id = c.id AND i.state = c.state"
+        " FROM c WHERE i.id BETWEEN $7::bigint AND $8::bigint AND i.id = c.id AND i.state = c.state"
         "  AND i.attempt = c.attempt"
         " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'");
 enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE };
@@ -172,11 +182,19 @@ int ax_run_claim(ax_pg_t *pg, const char *worker, const int64_t *ids, const int3
         ax_strbuf_free(&att_a);
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory");
     }
-    ax_num_t f, lo, hi;
+    int64_t id_lo = n ? ids[0] : 0, id_hi = n ? ids[0] : -1;
+    for (size_t i = 1; i < n; i++) {
+        if (ids[i] < id_lo)
+            id_lo = ids[i];
+        if (ids[i] > id_hi)
+            id_hi = ids[i];
+    }
+    ax_num_t f, lo, hi, nlo, nhi;
     const char *p[] = {worker, ids_a.s, att_a.s, ax_num(&f, lease->factor),
-                       ax_num(&lo, lease->min_ms), ax_num(&hi, lease->max_ms)};
+                       ax_num(&lo, lease->min_ms), ax_num(&hi, lease->max_ms),
+                       ax_num(&nlo, id_lo), ax_num(&nhi, id_hi)};
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_claim, 6, p, NULL, NULL, &r, errbuf, errlen);
+    rc = ax_stmt_run(pg, &st_claim, 8, p, NULL, NULL, &r, errbuf, errlen);
     ax_strbuf_free(&ids_a);
     ax_strbuf_free(&att_a);
     if (rc < 0)
