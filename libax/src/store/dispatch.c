@@ -642,14 +642,25 @@ int ax_store_due_candidates(ax_pg_t *pg, const ax_due_plan_t *plan, ax_lane_cand
  * when the update reaches it (finished from SCHEDULED by the callback, a
  * cancel, in the meantime; the update waits for that writer and sees its
  * version) keeps its dispatched_at and is neither marked nor returned
- * (took: the transaction's now() is no earlier dispatch's time). */
+ * (took: the transaction's now() is no earlier dispatch's time).
+ * The batch's id range beside id = ANY keeps the update on the primary
+ * key when the statistics are older than the table, and the definitions
+ * are one primary-key lookup per row (LATERAL ... LIMIT 1): joined, they
+ * were planned as a hash join over a sequential scan of instance_def, 32-47
+ * ms for 1,000 rows of 40,000 against 13-20 (BENCHMARKS.md, "Issue #13:
+ * the array keys rescanned"). */
 AX_STMT(st_due_mark, "dispatch.due_mark",
         "WITH u AS ("
         "  UPDATE instance_state SET dispatched_at = CASE WHEN queued THEN now()"
         "    ELSE dispatched_at END WHERE id = ANY($1::bigint[])"
+        "  AND id BETWEEN (SELECT min(x) FROM unnest($1::bigint[]) x)"
+        "   AND (SELECT max(x) FROM unnest($1::bigint[]) x)"
         "  RETURNING id, attempt, due_at, priority, coalesce(dispatched_at = now(), false) AS took"
         "), " PEND_BATCH("u", "took", "$2::bigint", "$3")
-        " SELECT " DISPATCH_COLS " FROM u JOIN instance_def USING (id) WHERE u.took");
+        " SELECT " DISPATCH_COLS " FROM u, LATERAL (SELECT d.job_name, d.handler_kind, d.command,"
+        "  d.payload, d.timeout_ms, d.nominal_time, d.trace_id, d.idempotency_key,"
+        "  d.executor_group, d.routing_field FROM instance_def d WHERE d.id = u.id LIMIT 1) d"
+        " WHERE u.took");
 
 int ax_store_due_mark(ax_pg_t *pg, const int64_t *ids, size_t n, int64_t epoch,
                       const char *deployment, ax_dispatch_rows_t *out, char *errbuf,
