@@ -26,16 +26,14 @@ typedef struct ax_retention_batch {
     int64_t last_id; /* instances: the last id examined (the next batch's cursor) */
     int64_t last_job;  /* ledger: the last (job_id, nominal time in ms) examined */
     int64_t last_ms;
-    int young;       /* instances: the deployment's last row examined was
-                        created inside the retention (instance_def.scheduled_at,
-                        the insert's now()): every later id was created later
-                        still, so none can have finished before the cut (end
-                        the pass) */
+    int young;       /* instances: the last row examined was created inside
+                        the retention (instance_def.scheduled_at, the insert's
+                        now()): every later id was created later still, so
+                        none can have finished before the cut (end the pass) */
 } ax_retention_batch_t;
 
-/* Examine up to `batch` instances with id > after_id, in id order (of
- * every deployment sharing the database: a bounded walk of the primary
- * key), and delete those of `deployment` FINISHED more than keep_ms ago whose result is
+/* Examine up to `batch` instances of `deployment` with id > after_id, in id
+ * order, and delete those FINISHED more than keep_ms ago whose result is
  * published, that nothing live still needs: no child (shard, probe) live
  * or unpublished, no live parent, no running flow run, not held, not in a
  * Kafka transaction being confirmed. Nothing is deleted unless `lease` is

@@ -23,20 +23,14 @@
 enum { B_DELETED, B_SEEN, B_LAST_ID, B_LAST_MS, B_YOUNG };
 
 AX_STMT(st_instances, "retention.instances",
-        /* the next rows by primary key, of every deployment sharing the
-         * database (only this one's are deleted): with the deployment in
-         * this WHERE, statistics older than the table (an unknown
-         * deployment estimated at one row) made it a sequential scan of
-         * the whole table and a sort, 65-75 ms a batch on 116,000 rows
-         * (BENCHMARKS.md, "Issue #13: the array keys rescanned") */
-        "WITH seen AS (SELECT s.id, s.deployment, s.finished_at, s.active,"
-        "  s.result_published_at FROM instance_state s WHERE s.id > $5::bigint"
+        "WITH seen AS (SELECT s.id, s.finished_at, s.active, s.result_published_at"
+        "  FROM instance_state s WHERE s.id > $5::bigint AND s.deployment = $4"
         "  ORDER BY s.id LIMIT $7::bigint),"
         " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
         /* the ids of the unconfirmed dispatch batches (a few rows) */
         " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch),"
         " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
-        "  WHERE seen.deployment = $4 AND NOT seen.active AND seen.result_published_at IS NOT NULL"
+        "  WHERE NOT seen.active AND seen.result_published_at IS NOT NULL"
         "   AND seen.finished_at < cut.t"
         "   AND NOT EXISTS (SELECT 1 FROM instance_def c JOIN instance_state cs ON cs.id = c.id"
         "    WHERE c.parent_id = d.id AND" LIVE("cs") ")"
@@ -55,15 +49,13 @@ AX_STMT(st_instances, "retention.instances",
          * then new again) */
         " wm AS (DELETE FROM submit_offset o USING cut WHERE o.topic = $4 || 'submit'"
         "  AND o.updated_at < cut.t AND" FENCE "),"
-        " last AS (SELECT max(id) AS id FROM seen),"
-        /* young: this deployment's last row of the batch was created inside
-         * the retention (one index lookup of its definition; a join here
+        " last AS (SELECT max(id) AS id FROM seen)"
+        /* one index lookup of the last row's definition (a join here
          * was planned as a backward scan of the whole primary key) */
-        " mine AS (SELECT max(id) AS id FROM seen WHERE deployment = $4)"
         " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
         "  (SELECT id FROM last), 0,"
         "  coalesce((SELECT d.scheduled_at >= cut.t FROM instance_def d, cut"
-        "   WHERE d.id = (SELECT id FROM mine)), false)");
+        "   WHERE d.id = (SELECT id FROM last)), false)");
 
 /* A job's latest row stays whatever its age: the trigger resumes the
  * schedule, the misfire policy and the overlap check from it. */
