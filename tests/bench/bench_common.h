@@ -28,33 +28,43 @@
 #include "ax/kafka.h"
 
 /* utime + stime in clock ticks, or -1. */
-static inline long long proc_ticks(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+/* utime + stime in clock ticks from a /proc stat file (PATH: /proc/PID/stat
+ * or /proc/PID/task/TID/stat), read into buf, or -1. The command name is
+ * between the first '(' and the last ')' (it may hold both); when name is
+ * not NULL it is pointed at it (inside buf) and *namelen set to its length. */
+static inline long long stat_ticks(const char *path, char *buf, size_t bufsz, const char **name,
+                                   size_t *namelen) {
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    size_t n = fread(buf, 1, bufsz - 1, f);
     fclose(f);
     buf[n] = 0;
-    char *s = strrchr(buf, ')');
-    if (!s)
+    char *open = strchr(buf, '('), *s = strrchr(buf, ')');
+    if (!open || !s || s < open)
         return -1;
-    long long ut = 0, st = 0;
+    if (name) {
+        *name = open + 1;
+        *namelen = (size_t)(s - open - 1);
+    }
+    long long ut = -1, st = -1;
     s++;
-    for (int field = 3; field <= 15; field++) {
-        char *end;
+    for (int field = 3; field <= 15 && s; field++) {
         while (*s == ' ')
             s++;
         if (field == 14)
-            ut = strtoll(s, &end, 10);
+            ut = strtoll(s, NULL, 10);
         else if (field == 15)
-            st = strtoll(s, &end, 10);
+            st = strtoll(s, NULL, 10);
         s = strchr(s, ' ');
-        if (!s && field < 15)
-            return -1;
     }
-    return ut + st;
+    return ut < 0 || st < 0 ? -1 : ut + st;
+}
+
+static inline long long proc_ticks(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    return stat_ticks(path, buf, sizeof buf, NULL, NULL);
 }
 
 static inline void machine_ticks(long long *busy, long long *total) {

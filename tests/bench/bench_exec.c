@@ -171,34 +171,16 @@ static int ktask_class(const char *name, size_t len) {
     return KT_WORK;
 }
 
-/* utime + stime of thread tid of pid in clock ticks and its class, or -1. The
- * name is between the first '(' and the last ')': it may hold both. */
+/* utime + stime of thread tid of pid in clock ticks and its class, or -1. */
 static long long task_ticks(pid_t pid, pid_t tid, int *cls) {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *name = strchr(buf, '('), *s = strrchr(buf, ')');
-    if (!name || !s || s < name)
-        return -1;
-    name++;
-    *cls = ktask_class(name, (size_t)(s - name));
-    long long ut = -1, st = -1;
-    s++;
-    for (int field = 3; field <= 15 && s; field++) {
-        while (*s == ' ')
-            s++;
-        if (field == 14)
-            ut = strtoll(s, NULL, 10);
-        else if (field == 15)
-            st = strtoll(s, NULL, 10);
-        s = strchr(s, ' ');
-    }
-    return ut < 0 || st < 0 ? -1 : ut + st;
+    const char *name;
+    size_t len;
+    long long t = stat_ticks(path, buf, sizeof buf, &name, &len);
+    if (t >= 0)
+        *cls = ktask_class(name, len);
+    return t;
 }
 
 /* Every thread of the broker (c->kpid) with its ticks; c->nkt = -1 when the
