@@ -162,7 +162,26 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
      * plan_cache_mode in pg.options wins, for every statement. */
     pg->plan_fixed = user_options && strstr(user_options, "plan_cache_mode") != NULL;
     pg->plan_local = -1;
-    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s",
+    /* The server's side of the session gets the same keepalives and user
+     * timeout: a backend whose client vanished (its host cut off, packets
+     * dropped, so no FIN or RST arrives) waits for it otherwise as long as
+     * the server's TCP defaults say (two hours), and keeps what its open
+     * transaction holds — a leader's share lock on its lease row made the
+     * standby's takeover wait behind it (216_fence_trigger, 2026-12-02).
+     * Before pg.options, which wins. */
+    char srv[160] = "";
+    {
+        ax_pg_tcp_t d;
+        ax_pg_tcp_defaults(conf, &d);
+        const char *ka = conf_pg(conf, "keepalives");
+        if (!ka || strcmp(ka, "0") != 0)
+            snprintf(srv, sizeof srv,
+                     " -c tcp_keepalives_idle=%d -c tcp_keepalives_interval=%d"
+                     " -c tcp_keepalives_count=%d -c tcp_user_timeout=%lld",
+                     d.keepalives_idle_s, d.keepalives_interval_s, d.keepalives_count,
+                     (long long)d.user_timeout_ms);
+    }
+    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s%s", srv,
                  user_options ? " " : "", user_options ? user_options : "",
                  safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
         ax_pg_destroy(pg);
