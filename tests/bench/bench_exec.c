@@ -331,6 +331,9 @@ static void delete_rows(const char *prefix, const char *job) {
      * (a later run of the same pid recreates the topic from offset 0) */
     sql("DELETE FROM dispatch_batch WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM submit_offset WHERE left(topic, length($1)) = $1", 1, pd, NULL);
+    /* 023_publish_per_batch: the results batches stay, marked published,
+     * until retention deletes their instances */
+    sql("DELETE FROM ax_result_batch WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
     sql("DELETE FROM ax_leader WHERE role = $1", 1, pr, NULL);
     sql("DELETE FROM worker WHERE id LIKE $1", 1, pw, NULL);

@@ -52,10 +52,18 @@ kold=$(sql "SELECT id FROM instance_def WHERE trace_id = '$P-kold'")
 old="$ids,$kold"
 [ "$(sql "SELECT count(*) FROM job_attempt WHERE instance_id IN ($old)")" = 201 ] \
     || fail "expected one attempt per old instance"
+# (unpublished: neither marked alone nor in a results batch marked
+# published, 023_publish_per_batch)
 sql "UPDATE instance_state SET finished_at = now() - interval '1 hour',
-        result_published_at = CASE WHEN id IN ($unpub) THEN NULL ELSE now() - interval '1 hour' END
+        result_published_at = CASE WHEN id IN ($unpub) THEN NULL ELSE now() - interval '1 hour' END,
+        result_batch = CASE WHEN id IN ($unpub) THEN NULL ELSE result_batch END
      WHERE id IN ($old)" >/dev/null
 sql "UPDATE instance_def SET scheduled_at = now() - interval '2 hours' WHERE id IN ($old)" >/dev/null
+# The results batches marked published that hold old instances
+# (023_publish_per_batch): each goes with the last instance naming it.
+batches() { sql "SELECT count(*) FROM ax_result_batch b WHERE b.published_at IS NOT NULL
+                 AND b.ids && '{$old}'::bigint[] ${1:-}"; }
+[ "$(batches)" -ge 1 ] || fail "no published results batch holds the old instances"
 
 # The ledger: job a has six rows, five an hour old; job b three, all old.
 ja="${JOBP}a" jb="${JOBP}b"
@@ -91,6 +99,9 @@ wait_for 60 "the old ledger rows deleted" fires
     || fail "attempts of deleted instances remain"
 [ "$(sql "SELECT count(*) FROM submission WHERE submit_key = 'idem:$P-kold'")" = 0 ] \
     || fail "the deleted instance's submission key remains"
+orphans() { [ "$(batches "AND NOT EXISTS (SELECT 1 FROM instance_state s
+                     WHERE s.id = ANY(b.ids) AND s.result_batch = b.id)")" = 0 ]; }
+wait_for 30 "the published results batches of deleted instances deleted" orphans
 # What must stay, stayed; the views show it.
 [ "$(sql "SELECT count(*) FROM instance WHERE id IN ($unpub)")" = 20 ] || fail "unpublished instances deleted"
 [ "$(sql "SELECT count(*) FROM job_attempt WHERE instance_id IN ($unpub)")" = 20 ] || fail "their attempts deleted"

@@ -17,10 +17,16 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
     return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", what);
 }
 
+/* Not published with its whole batch (023_publish_per_batch): an
+ * instance's own result_published_at is set only when it was marked alone. */
+#define NOT_BATCH_PUBLISHED(s)                                                                 \
+    " AND (" s ".result_batch IS NULL OR NOT EXISTS (SELECT 1 FROM ax_result_batch rb"         \
+    "  WHERE rb.id = " s ".result_batch AND rb.published_at IS NOT NULL))"
+
 AX_STMT(st_add_finished, "outbox.add_finished",
     "INSERT INTO ax_result_outbox (deployment, instance_id)"
     " SELECT deployment, id FROM instance_state WHERE id = ANY($1::bigint[])"
-    "  AND state = 'FINISHED' AND result_published_at IS NULL"
+    "  AND state = 'FINISHED' AND result_published_at IS NULL" NOT_BATCH_PUBLISHED("instance_state")
     " ON CONFLICT DO NOTHING");
 
 int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
@@ -36,26 +42,32 @@ int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char
     return rc;
 }
 
-/* The oldest outbox entries, up to $2: the ids of the oldest
+/* The oldest outbox entries: the ids of the oldest unpublished
  * ax_result_batch rows (020_result_batch: a row per finishing statement)
- * whose counts reach $2, and a previous release's ax_result_outbox rows
- * (additive). */
+ * until their counts reach $2 — whole rows, never a part of one, so that
+ * the mark can mark each row published as one (023_publish_per_batch) —
+ * and up to $2 of a previous release's ax_result_outbox rows (additive).
+ * The instance's columns straight from the two tables: a row of a batch
+ * not yet published has its own result_published_at NULL unless a
+ * recovery marked it alone. */
 AX_STMT(st_pending, "outbox.pending",
     "WITH bt AS MATERIALIZED (SELECT b.ids FROM (SELECT ids, sum(n) OVER (ORDER BY id) - n AS before"
-    "  FROM ax_result_batch WHERE deployment = $1) b WHERE b.before < $2::int),"
+    "  FROM ax_result_batch WHERE deployment = $1 AND published_at IS NULL) b"
+    "  WHERE b.before < $2::int),"
     " o AS MATERIALIZED (SELECT DISTINCT x.instance_id FROM ("
     "  (SELECT instance_id FROM ax_result_outbox WHERE deployment = $1"
     "   ORDER BY instance_id LIMIT $2::int)"
-    "  UNION ALL SELECT unnest(ids) FROM bt) x ORDER BY x.instance_id LIMIT $2::int)"
-    "SELECT o.instance_id, i.id IS NOT NULL, i.job_name, i.outcome, i.attempt, i.exit_code,"
-    "  i.error_class, i.error, coalesce(i.output, ''), i.trace_id, i.idempotency_key,"
-    "  (extract(epoch FROM i.nominal_time) * 1000)::bigint,"
-    "  (extract(epoch FROM i.scheduled_at) * 1000)::bigint,"
-    "  (extract(epoch FROM i.locked_at) * 1000)::bigint,"
-    "  (extract(epoch FROM i.running_at) * 1000)::bigint,"
-    "  (extract(epoch FROM i.finished_at) * 1000)::bigint"
-    " FROM o LEFT JOIN instance i ON i.id = o.instance_id"
-    "  AND i.state = 'FINISHED' AND i.result_published_at IS NULL"
+    "  UNION ALL SELECT unnest(ids) FROM bt) x)"
+    "SELECT o.instance_id, s.id IS NOT NULL, d.job_name, s.outcome, s.attempt, s.exit_code,"
+    "  s.error_class, s.error, coalesce(s.output, ''), d.trace_id, d.idempotency_key,"
+    "  (extract(epoch FROM d.nominal_time) * 1000)::bigint,"
+    "  (extract(epoch FROM d.scheduled_at) * 1000)::bigint,"
+    "  (extract(epoch FROM s.locked_at) * 1000)::bigint,"
+    "  (extract(epoch FROM s.running_at) * 1000)::bigint,"
+    "  (extract(epoch FROM s.finished_at) * 1000)::bigint"
+    " FROM o LEFT JOIN (instance_state s JOIN instance_def d ON d.id = s.id)"
+    "  ON s.id = o.instance_id AND s.state = 'FINISHED' AND s.result_published_at IS NULL"
+    NOT_BATCH_PUBLISHED("s")
     " ORDER BY o.instance_id");
 enum { OB_ID, OB_PRESENT, OB_JOB, OB_OUTCOME, OB_ATTEMPTS, OB_EXIT, OB_ERROR_CLASS, OB_ERROR,
        OB_OUTPUT, OB_TRACE, OB_IDEM, OB_NOMINAL, OB_SCHEDULED, OB_LOCKED, OB_RUNNING,
@@ -124,38 +136,50 @@ void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n) {
 }
 
 /* One statement (atomic): the instances leave the outbox and are marked
- * published, and the reconciled offsets advance. An ax_result_batch row
- * whose ids are all marked is deleted, one marked in part keeps the rest;
- * only the rows whose id range meets the marked ids are opened, and their
- * ids are looked up in a hash of the marked ones (not compared pairwise).
- * The mark takes no row
- * lock before its update (a SELECT ... FOR UPDATE wrote one more WAL record
- * per row, BENCHMARKS.md "Issue #13"): a FINISHED, unpublished row is
- * updated by the lock-holding publisher alone, one statement at a time. */
+ * published, and the reconciled offsets advance. An unpublished
+ * ax_result_batch row whose ids are all marked is marked published as a
+ * whole when its finish stamped its id on its instances (stamped,
+ * 023_publish_per_batch: the views show its published_at as theirs), or
+ * else (a previous release's finish) deleted, its instances marked one by
+ * one; a row marked in part keeps the rest, the marked ones marked one by
+ * one. Every other id (a previous release's ax_result_outbox, a recovery)
+ * is marked one by one. Only the rows whose id range meets the marked ids
+ * are opened, and their ids are looked up in a hash of the marked ones
+ * (not compared pairwise). The per-instance update takes no row lock
+ * before it (a SELECT ... FOR UPDATE wrote one more WAL record per row,
+ * BENCHMARKS.md "Issue #13"): a FINISHED, unpublished row is updated by
+ * the lock-holding publisher alone, one statement at a time. */
 #define SQL_MARK(count) \
     "WITH d AS (DELETE FROM ax_result_outbox WHERE deployment = $1" \
     "  AND instance_id = ANY($2::bigint[])" \
     "), pa AS MATERIALIZED (SELECT unnest($2::bigint[]) AS id" \
     "), rng AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM pa" \
-    "), bt AS MATERIALIZED (SELECT b.id, b.n, ARRAY(SELECT x.v" \
+    "), bt AS MATERIALIZED (SELECT b.id, b.n, b.stamped, b.ids, ARRAY(SELECT x.v" \
     "   FROM unnest(b.ids) WITH ORDINALITY x(v, k) WHERE x.v NOT IN (SELECT id FROM pa)" \
     "   ORDER BY x.k) AS rest" \
-    "  FROM ax_result_batch b, rng WHERE b.deployment = $1" \
+    "  FROM ax_result_batch b, rng WHERE b.deployment = $1 AND b.published_at IS NULL" \
     "   AND b.max_id >= rng.lo AND b.min_id <= rng.hi" \
+    "), whole AS MATERIALIZED (SELECT bt.id, bt.n, bt.ids FROM bt" \
+    "  WHERE bt.stamped AND cardinality(bt.rest) = 0" \
+    "), bp AS (UPDATE ax_result_batch b SET published_at = now() FROM whole" \
+    "  WHERE b.id = whole.id" \
     "), bd AS (DELETE FROM ax_result_batch b USING bt WHERE b.id = bt.id" \
-    "  AND cardinality(bt.rest) = 0" \
+    "  AND NOT bt.stamped AND cardinality(bt.rest) = 0" \
     "), bu AS (UPDATE ax_result_batch b SET ids = bt.rest, n = cardinality(bt.rest)," \
     "  min_id = bt.rest[1], max_id = bt.rest[cardinality(bt.rest)] FROM bt" \
     "  WHERE b.id = bt.id AND cardinality(bt.rest) BETWEEN 1 AND bt.n - 1" \
+    "), one AS MATERIALIZED (SELECT pa.id FROM pa WHERE pa.id NOT IN" \
+    "  (SELECT unnest(whole.ids) FROM whole)" \
     "), m AS (UPDATE instance_state SET result_published_at = now()" \
-    "  WHERE id = ANY($2::bigint[]) AND state = 'FINISHED' AND result_published_at IS NULL" \
+    "  WHERE id = ANY(ARRAY(SELECT id FROM one)) AND state = 'FINISHED'" \
+    "  AND result_published_at IS NULL" NOT_BATCH_PUBLISHED("instance_state") \
     "  RETURNING id" \
     "), o AS (INSERT INTO ax_results_offset (topic, partition, next_offset)" \
     "  SELECT $3, p, n FROM unnest($4::int[], $5::bigint[]) AS x(p, n)" \
     "  ON CONFLICT (topic, partition) DO UPDATE" \
     "  SET next_offset = greatest(ax_results_offset.next_offset, excluded.next_offset)," \
     "    updated_at = now()" \
-    ") SELECT " count " FROM m"
+    ") SELECT (SELECT " count " FROM m) + coalesce((SELECT sum(n) FROM whole), 0)"
 /* The same statement, named for pg_stat_activity by who sends it: the
  * publisher after its Kafka commit, or a recovery. pg_stat_statements
  * ignores comments (it keys a statement by its parse tree), so the two

@@ -67,13 +67,14 @@ AX_STMT(st_finish, "outcome.finish",
      * the CAS is the UPDATE's own condition, re-checked on the latest
      * version, and holds_slot (what the finish gives back) is part of it,
      * so a row changed since this read is left alone. */
-    "  SELECT u.*, i.holds_slot, i.job_id, i.running_at"
+    "  SELECT u.*, i.holds_slot, i.job_id, i.running_at, i.deployment"
     /* one primary-key lookup per entry of the batch: the LIMIT keeps the
      * lookup a subquery, so the batch is always the outer side (as a
      * join, the batch's unnest could be planned as the inner side of a
      * nested loop, rescanned per row); array_position() here scanned the
      * whole array once per row */
-    "  FROM u, LATERAL (SELECT i.id, i.holds_slot, i.job_id, i.running_at FROM instance_state i"
+    "  FROM u, LATERAL (SELECT i.id, i.holds_slot, i.job_id, i.running_at, i.deployment"
+    "    FROM instance_state i"
     "    WHERE i.id = u.id AND i.attempt = u.attempt"
     /* an instance cut by the trigger's backlog cap, or cancelled by axctl
      * before it was claimed, is finished from SCHEDULED */
@@ -82,6 +83,13 @@ AX_STMT(st_finish, "outcome.finish",
     "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "    LIMIT 1) i"
     "    ORDER BY i.id"
+    /* the id of the results batch row each deployment's instances ended
+     * for good go into (ob below), taken first so that the update can
+     * write it on their state rows (023_publish_per_batch: the publisher
+     * then marks the batch row published, not each instance) */
+    "), bid AS MATERIALIZED ("
+    "  SELECT x.deployment, nextval(pg_get_serial_sequence('ax_result_batch', 'id')) AS id"
+    "  FROM (SELECT DISTINCT deployment FROM old WHERE retry_ms IS NULL) x"
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,
      * for the trigger to dispatch; otherwise FINISHED */
@@ -100,7 +108,9 @@ AX_STMT(st_finish, "outcome.finish",
     "    locked_at = CASE WHEN o.retry_ms IS NULL THEN i.locked_at END,"
     "    running_at = CASE WHEN o.retry_ms IS NULL THEN i.running_at END,"
     "    exit_code = o.exit_code, error_class = o.error_class,"
-    "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false"
+    "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false,"
+    "    result_batch = CASE WHEN o.retry_ms IS NULL"
+    "      THEN (SELECT b.id FROM bid b WHERE b.deployment = o.deployment) END"
     "  FROM old o"
     /* the rows within the batch's id range, joined to the batch: by the
      * join alone the planner chose, for a batch of a few hundred on a
@@ -124,9 +134,11 @@ AX_STMT(st_finish, "outcome.finish",
      * row per statement and deployment holding the ids (020_result_batch:
      * a row per instance, inserted here and deleted by the mark, was
      * three WAL records per job) */
-    "  INSERT INTO ax_result_batch (deployment, min_id, max_id, n, ids)"
-    "  SELECT f.deployment, min(f.id), max(f.id), count(*), array_agg(f.id ORDER BY f.id)"
-    "  FROM fin f WHERE f.retry_ms IS NULL GROUP BY f.deployment"
+    "  INSERT INTO ax_result_batch (id, deployment, min_id, max_id, n, ids, stamped)"
+    "  OVERRIDING SYSTEM VALUE"
+    "  SELECT b.id, f.deployment, min(f.id), max(f.id), count(*), array_agg(f.id ORDER BY f.id),"
+    "    true FROM fin f JOIN bid b ON b.deployment = f.deployment"
+    "  WHERE f.retry_ms IS NULL GROUP BY b.id, f.deployment"
     /* The attempt insert skips a row that exists instead of ON CONFLICT DO
      * NOTHING, whose speculative insertion writes one more WAL record per
      * row (BENCHMARKS.md, issue #13): the CAS above holds each instance's

@@ -17,20 +17,26 @@
     " EXISTS (SELECT 1 FROM ax_leader WHERE role = $1 AND holder = $2"                         \
     "  AND epoch = $3::bigint AND expires_at > now())"
 
+/* Published: marked alone, or with its whole batch (023_publish_per_batch). */
+#define PUBLISHED(s)                                                                           \
+    " (" s ".result_published_at IS NOT NULL OR EXISTS (SELECT 1 FROM ax_result_batch rb"      \
+    "  WHERE rb.id = " s ".result_batch AND rb.published_at IS NOT NULL))"
+
 /* A live or unpublished instance: its own row and its family stay. */
-#define LIVE(s) " (" s ".active OR " s ".result_published_at IS NULL)"
+#define LIVE(s) " (" s ".active OR NOT" PUBLISHED(s) ")"
 
 enum { B_DELETED, B_SEEN, B_LAST_ID, B_LAST_MS, B_YOUNG };
 
 AX_STMT(st_instances, "retention.instances",
-        "WITH seen AS (SELECT s.id, s.finished_at, s.active, s.result_published_at"
+        "WITH seen AS (SELECT s.id, s.finished_at, s.active, s.result_published_at,"
+        "  s.result_batch"
         "  FROM instance_state s WHERE s.id > $5::bigint AND s.deployment = $4"
         "  ORDER BY s.id LIMIT $7::bigint),"
         " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
         /* the ids of the unconfirmed dispatch batches (a few rows) */
         " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch),"
         " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
-        "  WHERE NOT seen.active AND seen.result_published_at IS NOT NULL"
+        "  WHERE NOT seen.active AND" PUBLISHED("seen")
         "   AND seen.finished_at < cut.t"
         "   AND NOT EXISTS (SELECT 1 FROM instance_def c JOIN instance_state cs ON cs.id = c.id"
         "    WHERE c.parent_id = d.id AND" LIVE("cs") ")"
@@ -43,6 +49,14 @@ AX_STMT(st_instances, "retention.instances",
         "   AND NOT EXISTS (SELECT 1 FROM pend WHERE pend.id = d.id)"
         "   AND" FENCE "),"
         " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
+        /* a published results batch goes with the last of its instances
+         * (those it still lists and that still name it; one a recovery
+         * marked alone has its own time) */
+        " rbd AS (DELETE FROM ax_result_batch b WHERE b.id IN (SELECT seen.result_batch"
+        "   FROM seen JOIN gone ON gone.id = seen.id)"
+        "  AND b.deployment = $4 AND b.published_at IS NOT NULL"
+        "  AND NOT EXISTS (SELECT 1 FROM instance_state s WHERE s.id = ANY(b.ids)"
+        "   AND s.result_batch = b.id AND s.id NOT IN (SELECT id FROM gone))),"
         /* the deployment's submit-topic watermarks that stood still for the
          * retention (018_hot_writes: a Kafka position's dedupe lasts as
          * long as a submission key's; a topic recreated from offset 0 is
