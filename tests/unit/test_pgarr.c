@@ -303,10 +303,45 @@ static void test_tcp_defaults(void **st) {
     ax_conf_free(&c);
 }
 
+/* The user's pg.* TCP values replace the defaults for both sides of the
+ * session; pg.keepalives = 0 turns keepalives off; a value that is not a
+ * whole number is refused by name before anything connects (it would go
+ * into the server's session options too). */
+static void test_tcp_effective(void **st) {
+    (void)st;
+    char err[256];
+    ax_conf_t c;
+    ax_conf_init(&c);
+    ax_pg_tcp_t d, e;
+    ax_pg_tcp_defaults(&c, &d);
+    assert_int_equal(ax_pg_tcp_effective(&c, &e), 1);
+    assert_memory_equal(&d, &e, sizeof d);
+    assert_int_equal(ax_conf_set(&c, "pg.keepalives_idle", "7", "test", err, sizeof err), 0);
+    assert_int_equal(ax_conf_set(&c, "pg.tcp_user_timeout", "12000", "test", err, sizeof err), 0);
+    assert_int_equal(ax_pg_tcp_effective(&c, &e), 1);
+    assert_int_equal(e.keepalives_idle_s, 7);
+    assert_int_equal(e.user_timeout_ms, 12000);
+    assert_int_equal(e.keepalives_interval_s, d.keepalives_interval_s);
+    assert_int_equal(e.keepalives_count, d.keepalives_count);
+    ax_pg_t *pg = ax_pg_new(&c, "test", err, sizeof err);
+    assert_non_null(pg);
+    ax_pg_destroy(pg);
+    assert_int_equal(ax_conf_set(&c, "pg.keepalives", "0", "test", err, sizeof err), 0);
+    assert_int_equal(ax_pg_tcp_effective(&c, &e), 0);
+    assert_int_equal(ax_conf_set(&c, "pg.keepalives_count", "3 -c work_mem=1TB", "test", err,
+                                 sizeof err),
+                     0);
+    err[0] = 0;
+    assert_null(ax_pg_new(&c, "test", err, sizeof err));
+    assert_non_null(strstr(err, "pg.keepalives_count"));
+    ax_conf_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strbuf_add),
         cmocka_unit_test(test_tcp_defaults),
+        cmocka_unit_test(test_tcp_effective),
         cmocka_unit_test(test_pgarr_empty_and_ints),
         cmocka_unit_test(test_pgarr_text),
         cmocka_unit_test(test_pgarr_reuse),

@@ -42,6 +42,13 @@ typedef struct ax_pg_tcp {
     int connect_timeout_s;
 } ax_pg_tcp_t;
 void ax_pg_tcp_defaults(const ax_conf_t *conf, ax_pg_tcp_t *out);
+/* What a session gets: the defaults, each replaced by the user's pg.*
+ * value where set (ax_pg_new checks them: whole numbers). Both sides of
+ * the session use them: the client through libpq's keywords, the server
+ * through the session's options (tcp_keepalives_*, tcp_user_timeout).
+ * Returns whether keepalives are on (pg.keepalives = 0 turns them off, on
+ * both sides). */
+int ax_pg_tcp_effective(const ax_conf_t *conf, ax_pg_tcp_t *out);
 
 /* Checks every pg.* key against libpq's keywords; nothing is connected yet. */
 ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *errbuf,

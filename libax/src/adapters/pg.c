@@ -48,9 +48,25 @@ static int pg_keyword_known(const char *kw) {
 
 /* libpq checks pg.sslmode only when it connects, and a service would then
  * retry a typo forever as "unreachable": check it with the keywords. */
+/* The TCP keywords whose values are counts (seconds, milliseconds): also
+ * passed to the server's side of the session (ax_pg_tcp_effective). */
+static const char *const tcp_int_kw[] = {"keepalives", "keepalives_idle", "keepalives_interval",
+                                         "keepalives_count", "tcp_user_timeout",
+                                         "connect_timeout"};
+
+/* A count: digits only, at most 9 of them. */
+static int is_count(const char *v) {
+    size_t n = strspn(v, "0123456789");
+    return n > 0 && n <= 9 && v[n] == '\0';
+}
+
 static int pg_value_ok(const char *kw, const char *value, char *errbuf, size_t errlen) {
     static const char *const modes[] = {"disable",   "allow",       "prefer",
                                         "require",   "verify-ca",   "verify-full"};
+    for (size_t i = 0; i < sizeof tcp_int_kw / sizeof *tcp_int_kw; i++)
+        if (strcmp(kw, tcp_int_kw[i]) == 0 && !is_count(value))
+            return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
+                             "pg.%s: '%s' is not a whole number of at most 9 digits", kw, value);
     if (strcmp(kw, "sslmode") != 0)
         return 0;
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
@@ -82,23 +98,42 @@ static const char *conf_pg(const ax_conf_t *conf, const char *kw) {
     return NULL;
 }
 
+int ax_pg_tcp_effective(const ax_conf_t *conf, ax_pg_tcp_t *out) {
+    ax_pg_tcp_defaults(conf, out);
+    const char *x;
+    int keep = !(x = conf_pg(conf, "keepalives")) || atoi(x) != 0;
+    if ((x = conf_pg(conf, "tcp_user_timeout")))
+        out->user_timeout_ms = atoll(x);
+    if ((x = conf_pg(conf, "keepalives_idle")))
+        out->keepalives_idle_s = atoi(x);
+    if ((x = conf_pg(conf, "keepalives_interval")))
+        out->keepalives_interval_s = atoi(x);
+    if ((x = conf_pg(conf, "keepalives_count")))
+        out->keepalives_count = atoi(x);
+    if ((x = conf_pg(conf, "connect_timeout")))
+        out->connect_timeout_s = atoi(x);
+    return keep;
+}
+
+typedef struct tcp_eff {
+    ax_pg_tcp_t v;
+    int keep;
+} tcp_eff_t;
+
 /* The TCP defaults pg.* does not set, appended at keys[*k]. */
-static void tcp_defaults(ax_pg_t *pg, const ax_conf_t *conf, size_t *k) {
-    ax_pg_tcp_t d;
-    ax_pg_tcp_defaults(conf, &d);
-    const char *ka = conf_pg(conf, "keepalives");
-    int keep = !ka || strcmp(ka, "0") != 0;
+static void tcp_defaults(ax_pg_t *pg, const ax_conf_t *conf, const tcp_eff_t *e, size_t *k) {
+    const ax_pg_tcp_t *d = &e->v;
     const struct {
         const char *kw;
         long long v;
         int on;
     } def[TCP_KEYS] = {
-        {"tcp_user_timeout", (long long)d.user_timeout_ms, 1},
-        {"keepalives", 1, keep},
-        {"keepalives_idle", d.keepalives_idle_s, keep},
-        {"keepalives_interval", d.keepalives_interval_s, keep},
-        {"keepalives_count", d.keepalives_count, keep},
-        {"connect_timeout", d.connect_timeout_s, 1},
+        {"tcp_user_timeout", (long long)d->user_timeout_ms, 1},
+        {"keepalives", 1, e->keep},
+        {"keepalives_idle", d->keepalives_idle_s, e->keep},
+        {"keepalives_interval", d->keepalives_interval_s, e->keep},
+        {"keepalives_count", d->keepalives_count, e->keep},
+        {"connect_timeout", d->connect_timeout_s, 1},
     };
     for (size_t i = 0; i < TCP_KEYS; i++) {
         if (!def[i].on || conf_pg(conf, def[i].kw) || !pg_keyword_known(def[i].kw))
@@ -142,7 +177,9 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     }
     pg->keys[k] = "application_name";
     pg->values[k++] = application_name;
-    tcp_defaults(pg, conf, &k);
+    tcp_eff_t tcp;
+    tcp.keep = ax_pg_tcp_effective(conf, &tcp.v);
+    tcp_defaults(pg, conf, &tcp, &k);
     /* Every session says which deployment (topic.prefix) it belongs to, so
      * rows it creates default to it (job.deployment, job_instance). */
     const char *pfx = conf->topic_prefix ? conf->topic_prefix : "";
@@ -163,24 +200,20 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     pg->plan_fixed = user_options && strstr(user_options, "plan_cache_mode") != NULL;
     pg->plan_local = -1;
     /* The server's side of the session gets the same keepalives and user
-     * timeout: a backend whose client vanished (its host cut off, packets
-     * dropped, so no FIN or RST arrives) waits for it otherwise as long as
-     * the server's TCP defaults say (two hours), and keeps what its open
-     * transaction holds — a leader's share lock on its lease row made the
-     * standby's takeover wait behind it (216_fence_trigger, 2026-12-02).
-     * Before pg.options, which wins. */
+     * timeout as the client's (ax_pg_tcp_effective): a backend whose client
+     * vanished (its host cut off, packets dropped, so no FIN or RST
+     * arrives) waits for it otherwise as long as the server's TCP defaults
+     * say (two hours), and keeps what its open transaction holds — a
+     * leader's share lock on its lease row made the standby's takeover wait
+     * behind it (216_fence_trigger, 2026-12-02). Before pg.options, which
+     * wins. */
     char srv[160] = "";
-    {
-        ax_pg_tcp_t d;
-        ax_pg_tcp_defaults(conf, &d);
-        const char *ka = conf_pg(conf, "keepalives");
-        if (!ka || strcmp(ka, "0") != 0)
-            snprintf(srv, sizeof srv,
-                     " -c tcp_keepalives_idle=%d -c tcp_keepalives_interval=%d"
-                     " -c tcp_keepalives_count=%d -c tcp_user_timeout=%lld",
-                     d.keepalives_idle_s, d.keepalives_interval_s, d.keepalives_count,
-                     (long long)d.user_timeout_ms);
-    }
+    if (tcp.keep)
+        snprintf(srv, sizeof srv,
+                 " -c tcp_keepalives_idle=%d -c tcp_keepalives_interval=%d"
+                 " -c tcp_keepalives_count=%d -c tcp_user_timeout=%lld",
+                 tcp.v.keepalives_idle_s, tcp.v.keepalives_interval_s, tcp.v.keepalives_count,
+                 (long long)tcp.v.user_timeout_ms);
     if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s%s", srv,
                  user_options ? " " : "", user_options ? user_options : "",
                  safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
