@@ -59,6 +59,14 @@
  * turn (ax_kafka_chunk_hint), as a client batching its records would,
  * instead of each to its key's (trace id) partition, as axctl submit does
  * (default: submit.partition.chunk of the configuration, 128; 0: by key).
+ * --reuse-topics: the topic prefix is bench.reuse.p<P>. (P: --partitions),
+ * its topics (created when missing), consumer groups and submit-topic
+ * watermarks are left for the next run, which resumes from the committed
+ * offsets (the rows of the run are deleted as always; results are told
+ * apart by instance id): the broker then works as for a long-lived
+ * deployment, not on nine new topics and their fresh index files per run
+ * (BENCHMARKS.md, "Issue #13: the publish mark per batch"). One such run
+ * at a time (the bench lock).
  * --metrics-port BASE: each service gets metrics.listen=127.0.0.1:BASE+i
  * (0 trigger, 1 callback, 2.. the executors; before --set, which wins), so
  * a scraper started once finds every run's endpoints (default 0: none).
@@ -102,7 +110,8 @@ static void on_signal(int sig) {
 }
 
 static ax_pg_t *g_pg;
-static char g_prefix[64]; /* bench.<pid>. */
+static char g_prefix[64]; /* bench.<pid>., or bench.reuse.p<P>. with --reuse-topics */
+static int g_reuse; /* --reuse-topics: the topics and groups outlive the run */
 static char g_job[64];    /* bench-exec-<pid> */
 static int64_t g_job_id;
 
@@ -330,7 +339,10 @@ static void delete_rows(const char *prefix, const char *job) {
     /* 018_hot_writes: the pending batches and the submit topic's watermarks
      * (a later run of the same pid recreates the topic from offset 0) */
     sql("DELETE FROM dispatch_batch WHERE deployment = $1", 1, pd, NULL);
-    sql("DELETE FROM submit_offset WHERE left(topic, length($1)) = $1", 1, pd, NULL);
+    /* kept when the topics are (--reuse-topics): a submission the trigger
+     * reads again is then known, not new */
+    if (!g_reuse || strncmp(prefix, "bench.reuse.", 12) != 0)
+        sql("DELETE FROM submit_offset WHERE left(topic, length($1)) = $1", 1, pd, NULL);
     /* 023_publish_per_batch: the results batches stay, marked published,
      * until retention deletes their instances */
     sql("DELETE FROM ax_result_batch WHERE deployment = $1", 1, pd, NULL);
@@ -349,7 +361,8 @@ static void cleanup(const ax_conf_t *conf) {
         fprintf(stderr, "bench_exec: cleanup: rows deleted in %lld ms\n",
                 (long long)(ax_mono_ms() - t0));
     }
-    delete_kafka(conf, g_prefix);
+    if (!g_reuse)
+        delete_kafka(conf, g_prefix);
 }
 
 /* Runs whose benchmark process is gone. */
@@ -545,7 +558,8 @@ static int wait_published(int64_t above, long want, long stall_s, int64_t *ret_d
 
 static const char usage[] =
     "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W] [--timeout S]\n"
-    "                  [--submit-chunk K] [--metrics-port BASE] BUILD_DIR MODE EXECUTORS N [RATE]\n"
+    "                  [--submit-chunk K] [--metrics-port BASE] [--reuse-topics]\n"
+    "                  BUILD_DIR MODE EXECUTORS N [RATE]\n"
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
     "--config and --set are passed on to the services (except topic.prefix).\n";
 
@@ -838,6 +852,8 @@ int main(int argc, char **argv) {
             g_submit_chunk = atol(argv[++ai]);
         else if (strcmp(argv[ai], "--metrics-port") == 0 && ai + 1 < argc)
             g_metrics_port = atoi(argv[++ai]);
+        else if (strcmp(argv[ai], "--reuse-topics") == 0)
+            g_reuse = 1;
         else {
             fprintf(stderr, "%s", usage);
             return 2;
@@ -863,7 +879,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[512];
-    snprintf(g_prefix, sizeof g_prefix, "bench.%d.", (int)getpid());
+    if (g_reuse)
+        snprintf(g_prefix, sizeof g_prefix, "bench.reuse.p%d.", partitions);
+    else
+        snprintf(g_prefix, sizeof g_prefix, "bench.%d.", (int)getpid());
     snprintf(g_job, sizeof g_job, "bench-exec-%d", (int)getpid());
     if (ax_conf_set(&conf, "topic.prefix", g_prefix, "bench_exec", err, sizeof err) < 0) {
         fprintf(stderr, "bench_exec: %s\n", err);
