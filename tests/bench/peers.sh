@@ -10,6 +10,9 @@
 #   AX_CONFIG=/path/ax.conf PEERS_DSN=postgres://u:p@host:port/peers \
 #     tests/bench/peers.sh BUILD_DIR [N] [ROUNDS]
 #
+# BENCH_ARGS: more bench_exec options, e.g. BENCH_ARGS=--reuse-topics (the
+# broker's steady state: the same topics every run).
+#
 # Run it alone (the machine-wide benchmark lock where one exists):
 # every figure moves with what else the machine does.
 set -u
@@ -19,7 +22,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 peers=${PEERS_RUN:-$here/../../../shared/peers/run.sh}
 [ -x "$peers" ] || { echo "peers.sh: no $peers (set PEERS_RUN)" >&2; exit 2; }
 ax() { # ax EXECUTORS [RATE]
-    "$build/tests/bench_exec" --config "$AX_CONFIG" "$build" noop "$1" "$n" ${2:+"$2"} 2>/dev/null |
+    # shellcheck disable=SC2086 # BENCH_ARGS: words
+    "$build/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$build" noop "$1" "$n" ${2:+"$2"} 2>/dev/null |
         grep -E '^(completed|sched_fin|cpu_pct|pg_commits|outcomes)'
 }
 for i in $(seq 1 "$rounds"); do
