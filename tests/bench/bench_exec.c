@@ -341,7 +341,7 @@ static void delete_rows(const char *prefix, const char *job) {
     sql("DELETE FROM dispatch_batch WHERE deployment = $1", 1, pd, NULL);
     /* kept when the topics are (--reuse-topics): a submission the trigger
      * reads again is then known, not new */
-    if (!g_reuse || strncmp(prefix, "bench.reuse.", 12) != 0)
+    if (strncmp(prefix, "bench.reuse.", 12) != 0)
         sql("DELETE FROM submit_offset WHERE left(topic, length($1)) = $1", 1, pd, NULL);
     /* 023_publish_per_batch: the results batches stay, marked published,
      * until retention deletes their instances */

@@ -46,8 +46,6 @@ static int pg_keyword_known(const char *kw) {
     return found;
 }
 
-/* libpq checks pg.sslmode only when it connects, and a service would then
- * retry a typo forever as "unreachable": check it with the keywords. */
 /* The TCP keywords whose values are counts (seconds, milliseconds): also
  * passed to the server's side of the session (ax_pg_tcp_effective). */
 static const char *const tcp_int_kw[] = {"keepalives", "keepalives_idle", "keepalives_interval",
@@ -60,6 +58,9 @@ static int is_count(const char *v) {
     return n > 0 && n <= 9 && v[n] == '\0';
 }
 
+/* libpq checks pg.sslmode and the TCP counts only when it connects, and a
+ * service would then retry a typo forever as "unreachable" (and a count
+ * goes into the session's options too): check them with the keywords. */
 static int pg_value_ok(const char *kw, const char *value, char *errbuf, size_t errlen) {
     static const char *const modes[] = {"disable",   "allow",       "prefer",
                                         "require",   "verify-ca",   "verify-full"};
@@ -115,24 +116,20 @@ int ax_pg_tcp_effective(const ax_conf_t *conf, ax_pg_tcp_t *out) {
     return keep;
 }
 
-typedef struct tcp_eff {
-    ax_pg_tcp_t v;
-    int keep;
-} tcp_eff_t;
-
-/* The TCP defaults pg.* does not set, appended at keys[*k]. */
-static void tcp_defaults(ax_pg_t *pg, const ax_conf_t *conf, const tcp_eff_t *e, size_t *k) {
-    const ax_pg_tcp_t *d = &e->v;
+/* The TCP settings pg.* does not set (d: ax_pg_tcp_effective's), appended
+ * at keys[*k]. */
+static void tcp_defaults(ax_pg_t *pg, const ax_conf_t *conf, const ax_pg_tcp_t *d, int keep,
+                         size_t *k) {
     const struct {
         const char *kw;
         long long v;
         int on;
     } def[TCP_KEYS] = {
         {"tcp_user_timeout", (long long)d->user_timeout_ms, 1},
-        {"keepalives", 1, e->keep},
-        {"keepalives_idle", d->keepalives_idle_s, e->keep},
-        {"keepalives_interval", d->keepalives_interval_s, e->keep},
-        {"keepalives_count", d->keepalives_count, e->keep},
+        {"keepalives", 1, keep},
+        {"keepalives_idle", d->keepalives_idle_s, keep},
+        {"keepalives_interval", d->keepalives_interval_s, keep},
+        {"keepalives_count", d->keepalives_count, keep},
         {"connect_timeout", d->connect_timeout_s, 1},
     };
     for (size_t i = 0; i < TCP_KEYS; i++) {
@@ -177,9 +174,9 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     }
     pg->keys[k] = "application_name";
     pg->values[k++] = application_name;
-    tcp_eff_t tcp;
-    tcp.keep = ax_pg_tcp_effective(conf, &tcp.v);
-    tcp_defaults(pg, conf, &tcp, &k);
+    ax_pg_tcp_t tcp;
+    int keep = ax_pg_tcp_effective(conf, &tcp);
+    tcp_defaults(pg, conf, &tcp, keep, &k);
     /* Every session says which deployment (topic.prefix) it belongs to, so
      * rows it creates default to it (job.deployment, job_instance). */
     const char *pfx = conf->topic_prefix ? conf->topic_prefix : "";
@@ -208,12 +205,12 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
      * behind it (216_fence_trigger, 2026-12-02). Before pg.options, which
      * wins. */
     char srv[160] = "";
-    if (tcp.keep)
+    if (keep)
         snprintf(srv, sizeof srv,
                  " -c tcp_keepalives_idle=%d -c tcp_keepalives_interval=%d"
                  " -c tcp_keepalives_count=%d -c tcp_user_timeout=%lld",
-                 tcp.v.keepalives_idle_s, tcp.v.keepalives_interval_s, tcp.v.keepalives_count,
-                 (long long)tcp.v.user_timeout_ms);
+                 tcp.keepalives_idle_s, tcp.keepalives_interval_s, tcp.keepalives_count,
+                 (long long)tcp.user_timeout_ms);
     if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s%s", srv,
                  user_options ? " " : "", user_options ? user_options : "",
                  safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
