@@ -63,7 +63,8 @@
  * its topics (created when missing), consumer groups and submit-topic
  * watermarks are left for the next run, which resumes from the committed
  * offsets (the rows of the run are deleted as always; results are told
- * apart by instance id): the broker then works as for a long-lived
+ * apart by instance id; this program commits its results consumer's
+ * positions at the end): the broker then works as for a long-lived
  * deployment, not on nine new topics and their fresh index files per run
  * (BENCHMARKS.md, "Issue #13: the publish mark per batch"). One such run
  * at a time (the bench lock).
@@ -504,6 +505,29 @@ static int results_poll(int timeout_ms) {
     }
 }
 
+/* --reuse-topics: the results consumer's positions committed, so that the
+ * next run starts after this run's results instead of reading the topic's
+ * whole history again at its start (the group has no offsets otherwise:
+ * auto-commit is off in ax_kafka_consumer_new). */
+static void results_commit(void) {
+    rd_kafka_topic_partition_list_t *a = NULL, *c = NULL;
+    if (rd_kafka_assignment(g_rc, &a) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        rd_kafka_position(g_rc, a) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        (c = rd_kafka_topic_partition_list_new(a->cnt))) {
+        for (int i = 0; i < a->cnt; i++)
+            if (a->elems[i].offset >= 0)
+                rd_kafka_topic_partition_list_add(c, a->elems[i].topic, a->elems[i].partition)
+                    ->offset = a->elems[i].offset;
+        rd_kafka_resp_err_t e = c->cnt ? rd_kafka_commit(g_rc, c, 0) : RD_KAFKA_RESP_ERR_NO_ERROR;
+        if (e)
+            fprintf(stderr, "bench_exec: results offsets not committed: %s\n", rd_kafka_err2str(e));
+    }
+    if (c)
+        rd_kafka_topic_partition_list_destroy(c);
+    if (a)
+        rd_kafka_topic_partition_list_destroy(a);
+}
+
 /* Wait until results for `want` instances with id > `above` were read and
  * PostgreSQL has them published. Gives up after `stall_s` seconds without
  * progress. *ret_done_mono: when the last result was read. */
@@ -926,6 +950,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_exec: interrupted\n");
     fflush(stdout);
     if (g_rc) {
+        if (g_reuse)
+            results_commit();
         rd_kafka_consumer_close(g_rc);
         rd_kafka_destroy(g_rc);
     }
