@@ -156,6 +156,10 @@ static int ingest_missing(trigger_t *t, ingest_row_t *rows, size_t from, size_t 
     return rc;
 }
 
+static int key_cmp(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Insert rows [from, to) that are pending; sets their state. Returns 0,
  * or <0 (AX_ERR_INVALID: the statement refused the data). */
 static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to, char *err,
@@ -169,19 +173,28 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
     free(in);
     if (rc < 0 || !used)
         return rc;
-    /* Inserted, duplicate (same submit_key seen before), or unknown job.
-     * The statement returns its rows in input order as a rule: the search
-     * for each row starts after the last match, so a batch costs O(n)
-     * comparisons, not O(n^2) (any order stays correct). */
-    size_t k0 = 0, nout = out.rows.n;
-    for (size_t i = from; i < to; i++)
-        for (size_t j = 0; j < nout && !rows[i].state; j++) {
-            size_t k = (k0 + j) % nout;
-            if (out.submit_key[k] && strcmp(out.submit_key[k], rows[i].submit_key) == 0) {
-                rows[i].state = 2;
-                k0 = k + 1;
-            }
-        }
+    /* Inserted, duplicate (same submit_key seen before), or unknown job:
+     * a row is inserted when the statement returned its submit key. The
+     * returned keys are sorted and each row's looked up (O(n log n)): the
+     * statement's order is its plan's (a hash join's buckets), and a
+     * search from the last match was O(n^2), a third of the trigger's CPU
+     * under load (BENCHMARKS.md, "Issue #13: the ingest's key lookup"). */
+    const char **keys = malloc((out.rows.n + 1) * sizeof *keys);
+    if (!keys) {
+        ax_ingest_out_free(&out);
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "ingest: out of memory");
+    }
+    size_t nkeys = 0;
+    for (size_t k = 0; k < out.rows.n; k++)
+        if (out.submit_key[k])
+            keys[nkeys++] = out.submit_key[k];
+    qsort(keys, nkeys, sizeof *keys, key_cmp);
+    for (size_t i = from; i < to; i++) {
+        const char *key = rows[i].submit_key;
+        if (!rows[i].state && bsearch(&key, keys, nkeys, sizeof *keys, key_cmp))
+            rows[i].state = 2;
+    }
+    free(keys);
     ax_ingest_out_free(&out);
     return ingest_missing(t, rows, from, to, err, errlen);
 }
