@@ -28,6 +28,11 @@ lock_for() { # lock_for SECONDS: hold lane_status locked in the background
 
 start_svc trigger@1 "${COMMON[@]}" --set worker.id=t1 --set db.statement.timeout.ms=500
 wait_for 20 "t1 leads" leader_is t1
+# t1's start-up done (its consumer in the group) before t2 starts: the two
+# starting at once on a busy machine (the sanitizer build) once held t1's
+# loop 2 s before the lock was even taken, and it stepped down (CI,
+# 2026-12-02)
+wait_for 20 "t1's consumer joined" grep -q "partition(s) assigned" "$WORK/ax-trigger@1.log"
 start_svc trigger@2 "${COMMON[@]}" "${T2[@]}"
 e1=$(holder | cut -d' ' -f2)
 sleep 1

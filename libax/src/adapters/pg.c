@@ -211,8 +211,25 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
                  " -c tcp_keepalives_count=%d -c tcp_user_timeout=%lld",
                  tcp.keepalives_idle_s, tcp.keepalives_interval_s, tcp.keepalives_count,
                  (long long)tcp.user_timeout_ms);
-    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s%s", srv,
-                 user_options ? " " : "", user_options ? user_options : "",
+    /* A client that stops between two statements of its transaction (the
+     * process stopped: SIGSTOP, a paused VM, swap) keeps a healthy TCP
+     * connection, so keepalives never end it, and its transaction holds
+     * its locks for as long as it is stopped: a leader stopped inside a
+     * transaction kept the share lock of its lease re-read, and the
+     * standby's takeover waited behind it (080_leader, 2026-12-02). The
+     * server ends a session idle in a transaction after the lease-derived
+     * timeout (ax_pg_tcp_defaults: half the shortest lease, 1-30 s). No
+     * service waits for anything else inside a transaction but the
+     * leader's dispatch producing into a full Kafka queue (a slow broker):
+     * that batch then fails like after a lost connection and is retried.
+     * Before pg.options, which wins. */
+    char idle[64];
+    ax_pg_tcp_t dflt;
+    ax_pg_tcp_defaults(conf, &dflt);
+    snprintf(idle, sizeof idle, " -c idle_in_transaction_session_timeout=%lld",
+             (long long)dflt.user_timeout_ms);
+    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s%s%s", srv,
+                 idle, user_options ? " " : "", user_options ? user_options : "",
                  safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
         ax_pg_destroy(pg);
         return NULL;
