@@ -10,25 +10,20 @@
 create_topics 2
 LEASE=(--set trigger.lease.ms=3000)
 ROLE=$(topic trigger)
-holder() { sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
-leader_is() { [ "$(holder | cut -d' ' -f1)" = "$1" ]; }
 
 start_svc trigger@1 "${LEASE[@]}" --set worker.id=t1
 wait_for 20 "t1 leads" leader_is t1
 start_svc trigger@2 "${LEASE[@]}" --set worker.id=t2
 start_svc executor
 start_svc callback
-axctl job create "${JOBP}tick" --fixed-rate 200 -- true >/dev/null
-JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
-fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID"; }
-more_than() { [ "$(fired)" -gt "$1" ]; }
+tick_job
 wait_for 20 "fires under t1" more_than 10
-e1=$(holder | cut -d' ' -f2)
+e1=$(leader_holder | cut -d' ' -f2)
 
 log "pausing leader t1 (epoch $e1)"
 kill -STOP "${SVC_PID[trigger@1]}"
 wait_for 20 "t2 takes over" leader_is t2
-e2=$(holder | cut -d' ' -f2)
+e2=$(leader_holder | cut -d' ' -f2)
 [ "$e2" -gt "$e1" ] || fail "epoch did not increase ($e1 -> $e2)"
 took=$(sql "SELECT acquired_at FROM ax_leader WHERE role = '$ROLE'")
 n=$(fired); wait_for 20 "fires under t2" more_than $((n + 10))
@@ -42,7 +37,7 @@ stale=$(sql "SELECT count(*) FROM job_fire WHERE job_id = $JID AND epoch = $e1 A
 log "killing leader t2 (SIGKILL)"
 stop_svc trigger@2 KILL
 wait_for 20 "t1 takes over again" leader_is t1
-e3=$(holder | cut -d' ' -f2)
+e3=$(leader_holder | cut -d' ' -f2)
 [ "$e3" -gt "$e2" ] || fail "epoch did not increase ($e2 -> $e3)"
 n=$(fired); wait_for 20 "fires under t1 again" more_than $((n + 10))
 sql "UPDATE job SET enabled = false WHERE id = $JID"

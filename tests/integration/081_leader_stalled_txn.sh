@@ -17,8 +17,6 @@
 create_topics 2
 LEASE=(--set trigger.lease.ms=3000)
 ROLE=$(topic trigger)
-holder() { sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
-leader_is() { [ "$(holder | cut -d' ' -f1)" = "$1" ]; }
 # a trigger's statement waiting for a lock on job_fire
 fire_waits() {
     [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
@@ -34,12 +32,9 @@ trigger_idle_in_txn() {
 start_svc trigger@1 "${LEASE[@]}" --set worker.id=t1
 wait_for 20 "t1 leads" leader_is t1
 start_svc trigger@2 "${LEASE[@]}" --set worker.id=t2
-axctl job create "${JOBP}tick" --fixed-rate 200 -- true >/dev/null
-JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
-fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID"; }
-more_than() { [ "$(fired)" -gt "$1" ]; }
+tick_job
 wait_for 20 "fires under t1" more_than 3
-e1=$(holder | cut -d' ' -f2)
+e1=$(leader_holder | cut -d' ' -f2)
 
 log "job_fire locked: t1's next fire transaction waits inside"
 psql -X -q -v ON_ERROR_STOP=1 -c "BEGIN; LOCK TABLE job_fire IN EXCLUSIVE MODE;
@@ -53,7 +48,7 @@ stopped_at=$(date +%s)
 wait_for 10 "t1's session idle in its transaction" trigger_idle_in_txn
 wait_for 20 "t2 takes over" leader_is t2
 log "t2 leads $(( $(date +%s) - stopped_at )) s after the lock went"
-e2=$(holder | cut -d' ' -f2)
+e2=$(leader_holder | cut -d' ' -f2)
 [ "$e2" -gt "$e1" ] || fail "epoch did not increase ($e1 -> $e2)"
 trigger_idle_in_txn && fail "a trigger's session is still idle in a transaction"
 took=$(sql "SELECT acquired_at FROM ax_leader WHERE role = '$ROLE'")
@@ -62,7 +57,7 @@ n=$(fired); wait_for 20 "fires under t2" more_than $((n + 5))
 log "resuming t1"
 kill -CONT "${SVC_PID[trigger@1]}"
 wait_for 15 "t1 notices it lost the lease" grep -q "leadership lost" "$WORK/ax-trigger@1.log"
-leader_is t2 || fail "t2 lost the lead: $(holder)"
+leader_is t2 || fail "t2 lost the lead: $(leader_holder)"
 stale=$(sql "SELECT count(*) FROM job_fire WHERE job_id = $JID AND epoch = $e1 AND decided_at >= '$took'")
 [ "$stale" = 0 ] || fail "$stale fire(s) recorded under the stale epoch $e1 after the takeover"
 sql "UPDATE job SET enabled = false WHERE id = $JID" >/dev/null

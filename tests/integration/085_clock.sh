@@ -17,10 +17,7 @@ start_svc callback
 # The job starts once the trigger leads: fires decided late because the
 # trigger was still starting (a loaded machine: seconds) are not the clock's.
 wait_for 30 "the trigger to lead" grep -q "leader (epoch" "$WORK/ax-trigger.log"
-axctl job create "${JOBP}tick" --fixed-rate 250 -- true >/dev/null
-JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
-fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID"; }
-more_than() { [ "$(fired)" -gt "$1" ]; }
+tick_job 250
 wait_for 20 "fires" more_than 8
 
 log "trigger's wall clock +2 h"

@@ -12,18 +12,13 @@ source "$(dirname "$0")/lib.sh"
 create_topics 2
 LEASE=(--set trigger.lease.ms=30000)
 ROLE=$(topic trigger)
-holder() { sql "SELECT split_part(holder, '/', 1) FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
-leader_is() { [ "$(holder)" = "$1" ]; }
 
 start_svc trigger@1 "${LEASE[@]}" --set worker.id=t1
 wait_for 20 "t1 leads" leader_is t1
 start_svc trigger@2 "${LEASE[@]}" --set worker.id=t2
 start_svc executor
 start_svc callback
-axctl job create "${JOBP}tick" --fixed-rate 300 -- true >/dev/null
-JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
-fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID"; }
-more_than() { [ "$(fired)" -gt "$1" ]; }
+tick_job 300
 wait_for 20 "fires under t1" more_than 5
 
 log "fencing t1's transactional producer ($ROLE)"

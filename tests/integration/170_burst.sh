@@ -17,18 +17,15 @@
 . "$(dirname "$0")/lib.sh"
 N=${BURST_N:-50000}
 create_topics 4
-ROLE=$(topic trigger)
 PLUGDIR=$(cd "$AX_BIN/plugins" 2>/dev/null && pwd) || fail "no $AX_BIN/plugins (build the plugins)"
 J="${JOBP}noop"
 sql "INSERT INTO job (name, handler_kind, command, timeout_ms, retry_max)
      VALUES ('$J', 'plugin', ARRAY['$PLUGDIR/ax-noop.so'], 60000, 0)" >/dev/null
-holder() { sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
-leader_is() { [ "$(holder | cut -d' ' -f1)" = "$1" ]; }
 
 LAG=(--set trigger.lag.high=1000 --set trigger.lag.low=300 --set log.level=info)
 start_svc trigger@1 "${LAG[@]}" --set worker.id=t1
 wait_for 20 "t1 leads" leader_is t1
-e0=$(holder | cut -d' ' -f2)
+e0=$(leader_holder | cut -d' ' -f2)
 start_svc trigger@2 "${LAG[@]}" --set worker.id=t2
 start_svc executor
 start_svc callback
@@ -60,7 +57,7 @@ all_done() {
     local d; d=$(done_n)
     [ "$d" -ge "$N" ] && return 0
     # leadership must hold all along, not only at the end
-    leader_is t1 || { echo "$(holder) with $d of $N finished" >"$WORK/moved"; return 0; }
+    leader_is t1 || { echo "$(leader_holder) with $d of $N finished" >"$WORK/moved"; return 0; }
     return 1
 }
 wait_for 150 "all $N instances finished" all_done
@@ -71,8 +68,8 @@ bad=$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID AND (outcome <>
 drain=$(sql "SELECT (extract(epoch FROM max(finished_at)) * 1000)::bigint - $start_ms FROM job_instance WHERE job_id = $JID")
 log "drained in $drain ms"
 
-leader_is t1 || fail "t1 no longer leads: $(holder)"
-[ "$(holder | cut -d' ' -f2)" = "$e0" ] || fail "the epoch changed from $e0 to $(holder | cut -d' ' -f2)"
+leader_is t1 || fail "t1 no longer leads: $(leader_holder)"
+[ "$(leader_holder | cut -d' ' -f2)" = "$e0" ] || fail "the epoch changed from $e0 to $(leader_holder | cut -d' ' -f2)"
 for f in "$WORK"/ax-trigger@1.log "$WORK"/ax-trigger@2.log; do
     if grep -E "leadership lost|starved|leader \(epoch" "$f" | grep -v "leader (epoch $e0): scheduling"; then
         fail "$(basename "$f"): leadership changed hands"

@@ -23,20 +23,15 @@ create_topics 2
 netns_host a
 netns_host b
 ROLE=$(topic trigger)
-holder() { sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader WHERE role = '$ROLE' AND expires_at > now()"; }
-leader_is() { [ "$(holder | cut -d' ' -f1)" = "$1" ]; }
 
 start_svc_in a trigger@1 --set trigger.lease.ms=$LEASE --set worker.id=t1
 wait_for 30 "t1 leads" leader_is t1
 start_svc_in b trigger@2 --set trigger.lease.ms=$LEASE --set worker.id=t2
 start_svc executor
 start_svc callback
-axctl job create "${JOBP}tick" --fixed-rate 200 -- true >/dev/null
-JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
-fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID"; }
-more_than() { [ "$(fired)" -gt "$1" ]; }
+tick_job
 wait_for 30 "fires under t1" more_than 10
-e1=$(holder | cut -d' ' -f2)
+e1=$(leader_holder | cut -d' ' -f2)
 
 log "1. hosts a and b partitioned from each other"
 # (the relays listen on each pair's host side)
@@ -46,20 +41,20 @@ netns_reaches a "${NETNS_HOSTIP[b]}" "$PGPORT" && fail "host a still reaches hos
 netns_reaches b "${NETNS_HOSTIP[a]}" "$PGPORT" && fail "host b still reaches host a's pair"
 n=$(fired)
 sleep $((2 * LEASE / 1000))
-[ "$(holder)" = "t1 $e1" ] || log "leadership moved while only the triggers' hosts were partitioned: $(holder) (a starved loop steps down)"
+[ "$(leader_holder)" = "t1 $e1" ] || log "leadership moved while only the triggers' hosts were partitioned: $(leader_holder) (a starved loop steps down)"
 more_than $((n + 10)) || fail "fires stopped while the triggers' hosts were partitioned"
 netns_heal a
 netns_heal b
 
-has_leader() { [ -n "$(holder)" ]; }
+has_leader() { [ -n "$(leader_holder)" ]; }
 wait_for 30 "a leader" has_leader
-read -r L e1 <<<"$(holder)"
+read -r L e1 <<<"$(leader_holder)"
 [ "$L" = t1 ] && { LH=a SH=b S=t2 LN=1; } || { LH=b SH=a S=t1 LN=2; }
 log "2. host $LH (the leader $L's) cut off from PostgreSQL, not from Kafka"
 netns_cut "$LH" pg
 T_CUT=$(date +%s%3N)
 wait_for 30 "$S takes over" leader_is "$S"
-e2=$(holder | cut -d' ' -f2)
+e2=$(leader_holder | cut -d' ' -f2)
 [ "$e2" -gt "$e1" ] || fail "epoch did not increase ($e1 -> $e2)"
 took=$(sql "SELECT acquired_at FROM ax_leader WHERE role = '$ROLE'")
 T_TOOK=$(sql "SELECT (extract(epoch FROM acquired_at) * 1000)::bigint FROM ax_leader WHERE role = '$ROLE'")

@@ -84,6 +84,22 @@ start_all() { start_svc trigger "$@"; start_svc executor "$@"; start_svc callbac
 # and they are deleted on exit, so no other test's trigger fires them.
 JOBP="it-${T}-$$-"
 
+# The trigger leader of this test's deployment: "worker epoch" of the
+# unexpired lease (empty when none), and whether worker $1 holds it.
+leader_holder() {
+    sql "SELECT split_part(holder, '/', 1) || ' ' || epoch FROM ax_leader
+         WHERE role = '$(topic trigger)' AND expires_at > now()"
+}
+leader_is() { [ "$(leader_holder | cut -d' ' -f1)" = "$1" ]; }
+# tick_job [MS]: a job firing `true` every MS ms (200), its id in JID;
+# fired: its fires so far, more_than N: more than N of them.
+tick_job() {
+    axctl job create "${JOBP}tick" --fixed-rate "${1:-200}" -- true >/dev/null
+    JID=$(sql "SELECT id FROM job WHERE name = '${JOBP}tick'")
+}
+fired() { sql "SELECT count(*) FROM job_fire WHERE job_id = $JID"; }
+more_than() { [ "$(fired)" -gt "$1" ]; }
+
 # Functions run at exit after the services stopped (helpers/netns.sh adds
 # the removal of its namespaces and relays).
 IT_ON_EXIT=()
