@@ -1,0 +1,27 @@
+-- 024_state_fillfactor: instance_state's pages keep room for three versions
+-- of every row (fillfactor 25, was 40 since 016; issue #13, BENCHMARKS.md,
+-- "Issue #13: fillfactor 25").
+--
+-- The rows of a page are inserted by one ingest statement and claimed, then
+-- started (RUNNING), by one statement each, milliseconds apart. A row is
+-- ~230 bytes (~260 with its header and line pointer), and the claim's and
+-- RUNNING's versions are wider than the inserted one (worker, locked_at,
+-- running_at, the lease). At 40 a page holds ~12 inserted rows, room for a
+-- second version of each but not a third: RUNNING's update found room only
+-- where on-access pruning had already removed the inserted versions, which
+-- it cannot while any transaction older than the claim's commit is open
+-- (always, under load). Measured at full load (bench_exec noop 1 40000,
+-- three alternating pairs): 1.50-1.58 HOT updates per job of the 2 that
+-- can be HOT, RUNNING 2.4-2.5 WAL records per row (a new heap tuple and
+-- index entries) and the claim 1.7-1.8; at 25, 2.00-2.05 HOT per job (every
+-- claim and RUNNING), both 1.0 record per row, PostgreSQL's backend CPU
+-- 93-102 -> 85-87 us per job. 30 left 2-6 % of them non-HOT.
+--
+-- The price is room: a page holds ~8 rows instead of ~12, so the table
+-- takes ~1.6 times the pages for the same rows (about 1 kB per retained
+-- instance instead of 640 bytes; retention bounds the rows).
+--
+-- Additive: a storage parameter only, no rewrite (pages written from now on
+-- use it), no lock beyond a moment's SHARE UPDATE EXCLUSIVE; a previous
+-- release runs on it unchanged.
+ALTER TABLE instance_state SET (fillfactor = 25);
