@@ -9,8 +9,8 @@
  * committed offset (OffsetFetch; the group's start when it has none).
  * It runs on its own client handle with the executors' group.id, which
  * never joins the group, so it neither blocks the trigger's loop nor
- * disturbs the executors. The loop picks each sample up (lag_tick) and,
- * while this trigger leads:
+ * disturbs the executors. Each sample wakes the loop (an eventfd), which
+ * picks it up (lag_tick) and, while this trigger leads:
  *
  *   - feeds the hysteresis of each lane (ax_lane_sample) and recomputes the
  *     release plan (ax_lane_plan) the due scan and the fire path follow;
@@ -19,14 +19,24 @@
  *   - fails the newest instances of jobs beyond their backlog cap
  *     (backlog.c).
  *
+ * While a lane is held back (over its high mark, instances deferred, or the
+ * due scan left due instances for want of room) the monitor samples five
+ * times as often (trigger.lag.interval.ms / 5, not below 50 ms) and each
+ * sample rescans: room opens as the executors drain, and a lane drained
+ * between two slow samples left them idle (BENCHMARKS.md, "Issue #13: the
+ * lag samples").
+ *
  * A lag sample that fails (broker down) keeps the last plan; after three
  * failed intervals in a row every lane counts as not over, so an outage
  * of the monitor never holds work back for good.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ax/alert.h"
 #include "ax/codec.h"
@@ -46,7 +56,10 @@ struct lagmon {
     int stop, started;
     rd_kafka_t *rk;
     char prefix[256]; /* <topic.prefix>dispatch */
-    int64_t interval_ms;
+    int64_t interval_ms, fast_ms;
+    int pressed; /* a lane is held back: sample every fast_ms (set by the loop) */
+    int efd;     /* written after each sample: wakes the loop */
+    struct event *ev_wake;
     /* the last sample, under mu */
     int64_t lag[AX_PRIORITIES];
     uint64_t seq;
@@ -157,10 +170,15 @@ static void *monitor(void *arg) {
             snprintf(m->err, sizeof m->err, "%s", err);
         }
         m->seq++;
+        uint64_t one = 1;
+        if (write(m->efd, &one, sizeof one) < 0) {
+            /* the counter is full: a wake-up is pending anyway */
+        }
+        int64_t wait_ms = m->pressed ? m->fast_ms : m->interval_ms;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t ns = ts.tv_nsec + m->interval_ms % 1000 * 1000000;
-        ts.tv_sec += m->interval_ms / 1000 + ns / 1000000000;
+        int64_t ns = ts.tv_nsec + wait_ms % 1000 * 1000000;
+        ts.tv_sec += wait_ms / 1000 + ns / 1000000000;
         ts.tv_nsec = ns % 1000000000;
         if (!m->stop)
             pthread_cond_timedwait(&m->cv, &m->mu, &ts);
@@ -171,6 +189,16 @@ static void *monitor(void *arg) {
     return NULL;
 }
 
+/* A sample is there: pick it up now, not at the next tick. */
+static void on_wake(evutil_socket_t fd, short what, void *arg) {
+    trigger_t *t = arg;
+    uint64_t v;
+    if (read(fd, &v, sizeof v) < 0 && errno != EAGAIN)
+        ax_warn("lag monitor: eventfd: %s", strerror(errno));
+    if (lag_tick(t))
+        arm_scan(t, 0);
+}
+
 int lag_start(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
     char err[512], group[300];
@@ -179,11 +207,27 @@ int lag_start(trigger_t *t) {
         return -1;
     m->t = t;
     m->interval_ms = svc->conf.trigger_lag_interval_ms;
+    m->fast_ms = m->interval_ms / 5 < 50 ? (m->interval_ms < 50 ? m->interval_ms : 50)
+                                         : m->interval_ms / 5;
+    m->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    m->ev_wake = m->efd < 0 ? NULL
+                            : event_new(svc->base, m->efd, EV_READ | EV_PERSIST, on_wake, t);
+    if (!m->ev_wake || event_add(m->ev_wake, NULL) < 0) {
+        ax_error("lag monitor: eventfd: %s", strerror(errno));
+        if (m->ev_wake)
+            event_free(m->ev_wake);
+        if (m->efd >= 0)
+            close(m->efd);
+        free(m);
+        return -1;
+    }
     ax_conf_topic(&svc->conf, "dispatch", m->prefix, sizeof m->prefix);
     ax_conf_topic(&svc->conf, "executor", group, sizeof group);
     m->rk = ax_kafka_consumer_new(&svc->conf, group, "ax-trigger-lag", err, sizeof err);
     if (!m->rk) {
         ax_error("lag monitor: %s", err);
+        event_free(m->ev_wake);
+        close(m->efd);
         free(m);
         return -1;
     }
@@ -191,6 +235,8 @@ int lag_start(trigger_t *t) {
     pthread_cond_init(&m->cv, NULL);
     if (pthread_create(&m->thr, NULL, monitor, m) != 0) {
         rd_kafka_destroy(m->rk);
+        event_free(m->ev_wake);
+        close(m->efd);
         free(m);
         return -1;
     }
@@ -223,6 +269,8 @@ void lag_stop(trigger_t *t) {
         pthread_join(m->thr, NULL);
     rd_kafka_consumer_close(m->rk);
     rd_kafka_destroy(m->rk);
+    event_free(m->ev_wake);
+    close(m->efd);
     pthread_mutex_destroy(&m->mu);
     pthread_cond_destroy(&m->cv);
     free(m);
@@ -340,6 +388,9 @@ int lag_tick(trigger_t *t) {
                          t->lane_target);
             rescan = 1;
         }
+        /* due work waited for room: this sample may have some */
+        if (t->room_starved)
+            rescan = 1;
     }
     if (now - m->last_status_ms >= 1000) {
         m->last_status_ms = now;
@@ -349,6 +400,18 @@ int lag_tick(trigger_t *t) {
         for (int p = 1; p < AX_PRIORITIES; p++)
             if (t->deferred[p] && t->lane_min_age_ms[p] > 0 && t->lane_min_age_ms[p] != INT64_MAX)
                 rescan = 1;
+    }
+    /* held back: sample faster (told at once when it starts) */
+    int pressed = t->room_starved;
+    for (int p = 1; p < AX_PRIORITIES; p++)
+        if (t->lanes[p].over || t->deferred[p])
+            pressed = 1;
+    if (pressed != m->pressed) {
+        pthread_mutex_lock(&m->mu);
+        m->pressed = pressed;
+        if (pressed)
+            pthread_cond_signal(&m->cv);
+        pthread_mutex_unlock(&m->mu);
     }
     return rescan;
 }

@@ -82,6 +82,8 @@ static int due_pick(trigger_t *t, ax_dispatch_rows_t *out, char *err, size_t err
     if (rc == 0 && n) {
         size_t k = ax_lane_pick(c, n, svc->conf.trigger_aging_ms, room,
                                 (size_t)svc->conf.trigger_batch);
+        /* candidates left behind short of a full batch: their lanes' room */
+        t->room_starved = k < n && k < (size_t)svc->conf.trigger_batch;
         int64_t *ids = malloc((k + 1) * sizeof *ids);
         for (size_t i = 0; ids && i < k; i++)
             ids[i] = c[i].id;
@@ -138,8 +140,10 @@ static int64_t next_scan_ms(trigger_t *t, int last_batch) {
         next = due;
     /* Due work the last batch could not take (its lane has no room until
      * the next lag sample, or rows locked elsewhere): not before then. */
-    if (last_batch == 0 && next <= 0)
-        next = svc->conf.trigger_lag_interval_ms;
+    if (last_batch == 0 && next <= 0) {
+        next = svc->conf.trigger_lag_interval_ms; /* the next lag sample rescans sooner */
+        t->room_starved = 1;
+    }
     return next;
 }
 

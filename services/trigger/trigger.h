@@ -102,6 +102,7 @@ typedef struct trigger {
     int64_t lane_sent[AX_PRIORITIES]; /* produced per lane since the last lag sample */
     int64_t part_seq; /* dispatch records produced without a routing field (their chunks) */
     int lag_ok;               /* the lag monitor's samples are current */
+    int room_starved;         /* the last due scan left due instances for want of lane room */
     int64_t coalesced;        /* timers moved onto the coarse tick */
     int64_t fire_rate;        /* fires per second over the last second */
     int64_t rate_fired, rate_at_ms;

@@ -106,7 +106,9 @@ const ax_conf_def_t ax_conf_table[] = {
     {"trigger.lag.interval.ms", AX_CONF_INT, OFF(trigger_lag_interval_ms), "500", 50, 60000,
      "trigger",
      "How often the leader reads the executor group's lag per priority lane (end offsets "
-     "against committed offsets of the lane topics)."},
+     "against committed offsets of the lane topics). While a lane is held back (over its "
+     "high mark, deferred instances, or due instances waiting for room) five times as "
+     "often, but not more often than every 50 ms."},
     {"trigger.lag.high", AX_CONF_INT, OFF(trigger_lag_high), "10000", 1, I64MAX, "trigger",
      "High mark of a lane's lag, messages: at or above it, due instances of that priority "
      "(P1-P4; P0 never) are deferred: kept SCHEDULED in PostgreSQL, not produced."},
