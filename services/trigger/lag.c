@@ -207,8 +207,8 @@ int lag_start(trigger_t *t) {
         return -1;
     m->t = t;
     m->interval_ms = svc->conf.trigger_lag_interval_ms;
-    m->fast_ms = m->interval_ms / 5 < 50 ? (m->interval_ms < 50 ? m->interval_ms : 50)
-                                         : m->interval_ms / 5;
+    /* the interval is at least 50 ms (ax_conf_table) */
+    m->fast_ms = m->interval_ms / 5 > 50 ? m->interval_ms / 5 : 50;
     m->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     m->ev_wake = m->efd < 0 ? NULL
                             : event_new(svc->base, m->efd, EV_READ | EV_PERSIST, on_wake, t);
@@ -337,11 +337,28 @@ void lane_direct(const trigger_t *t, int direct[AX_PRIORITIES]) {
                                lane_room(t, p) >= t->svc.conf.trigger_batch);
 }
 
+/* The monitor samples every fast_ms while `pressed` (told at once when it
+ * starts), else every interval. */
+static void set_pressed(struct lagmon *m, int pressed) {
+    if (pressed == m->pressed) /* only the loop writes it */
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->pressed = pressed;
+    if (pressed)
+        pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
 int lag_tick(trigger_t *t) {
     struct lagmon *m = t->lag;
     ax_svc_t *svc = &t->svc;
-    if (!m || !lead_active(t))
+    if (!m)
         return 0;
+    if (!lead_active(t)) { /* a standby holds nothing back: the slow pace */
+        t->room_starved = 0;
+        set_pressed(m, 0);
+        return 0;
+    }
     int rescan = 0;
     int64_t now = ax_mono_ms();
     int64_t lag[AX_PRIORITIES];
@@ -401,17 +418,11 @@ int lag_tick(trigger_t *t) {
             if (t->deferred[p] && t->lane_min_age_ms[p] > 0 && t->lane_min_age_ms[p] != INT64_MAX)
                 rescan = 1;
     }
-    /* held back: sample faster (told at once when it starts) */
+    /* held back: sample faster */
     int pressed = t->room_starved;
     for (int p = 1; p < AX_PRIORITIES; p++)
         if (t->lanes[p].over || t->deferred[p])
             pressed = 1;
-    if (pressed != m->pressed) {
-        pthread_mutex_lock(&m->mu);
-        m->pressed = pressed;
-        if (pressed)
-            pthread_cond_signal(&m->cv);
-        pthread_mutex_unlock(&m->mu);
-    }
+    set_pressed(m, pressed);
     return rescan;
 }

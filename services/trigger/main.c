@@ -32,6 +32,9 @@ static const char usage[] =
 static void on_lead(evutil_socket_t fd, short what, void *arg) { lead_tick(arg); }
 static void on_tick(evutil_socket_t fd, short what, void *arg) { sched_tick(arg); }
 static void on_hold(evutil_socket_t fd, short what, void *arg) { hold_tick(arg); }
+/* Each lag sample wakes the loop itself (lag.c); this timer is the
+ * fallback that keeps lane_status and the backlog caps going while a
+ * sample hangs on the broker (up to its 5 s timeouts). */
 static void on_lag(evutil_socket_t fd, short what, void *arg) {
     if (lag_tick(arg))
         arm_scan(arg, 0);

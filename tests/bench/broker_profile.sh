@@ -48,7 +48,8 @@ jcmd=$java_home/bin/jcmd jfr=$java_home/bin/jfr
 as_user() { if [[ $(id -un) == "$user" ]]; then "$@"; else runuser -u "$user" -- "$@"; fi; }
 
 scratch=$(mktemp -d /tmp/broker_profile.XXXXXX)
-chmod 0777 "$scratch"
+# the broker's JVM writes the recording into it
+[[ $(id -un) == "$user" ]] || chown "$user" "$scratch"
 trap 'as_user "$jcmd" "$pid" JFR.stop name=axprof >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 rec=$scratch/broker.jfr
 as_user "$jcmd" "$pid" JFR.start name=axprof settings=profile >/dev/null

@@ -12,10 +12,10 @@ THREADS.json (`jfr print --json --events jdk.ThreadCPULoad`): every thread's
 mean CPU over the recording, in % of one core (JFR reports each thread's
 share of the whole machine; times the CPU count), pools summed.
 """
-import os
 import argparse
 import collections
 import json
+import os
 import sys
 
 # Areas: a sample counts toward the first whose substring any frame has.
