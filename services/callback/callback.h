@@ -36,6 +36,7 @@
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "ax/service.h"
+#include "ax/store_outbox.h"
 #include "ax/store_outcome.h"
 
 /* ---- the results publisher (publish.c, recover.c) ---------------------------------- */
@@ -99,6 +100,16 @@ typedef struct publisher {
      * was last begun, and the results ended since */
     int64_t last_pub_ms, unpublished;
     int64_t part_seq; /* records produced (their chunks: produce.partition.chunk) */
+    /* Results carried: the whole batch rows (ax_result_batch) this process
+     * finished while it was the publisher, as the finish statement returned
+     * them, so the next transaction need not read them back (publish.c). */
+    struct pub_carry {
+        int64_t batch;
+        ax_outbox_row_t *rows;
+        size_t n;
+    } *carry;
+    size_t ncarry, capcarry, carry_rows, carry_bytes;
+    int64_t carried, read; /* results produced from memory / read from the outbox */
 } publisher_t;
 
 /* ---- the service ------------------------------------------------------------------- */
@@ -162,6 +173,12 @@ void cb_pub_tick(callback_t *cb);
  * window (callback.publish.interval.ms) is over or a full transaction is
  * waiting, else leave it to the window's end (the publisher's timer). */
 void cb_pub_after_batch(callback_t *cb, int64_t ended);
+/* 1 when the results of the next finish should be carried: this process
+ * is the publisher, recovered, with room for them. */
+int cb_pub_carrying(const callback_t *cb);
+/* After the finish's commit: take f's results (whole batch rows) into the
+ * publisher's memory. */
+void cb_pub_carry(callback_t *cb, ax_outcome_finished_t *f);
 
 /* recover.c. One slice of the recovery: 1 when the topic was read to its
  * end (need_recover cleared), 0 to go on at the next turn, < 0 on failure. */

@@ -13,12 +13,13 @@
 #include "callback.h"
 
 struct cmetrics {
-    ax_metric_t *outcomes, *retries, *stale, *published, *budget, *budget_used;
-    int64_t last_retried, last_stale, last_published;
+    ax_metric_t *outcomes, *retries, *stale, *published, *source, *budget, *budget_used;
+    int64_t last_retried, last_stale, last_published, last_carried, last_read;
     struct event *ev;
 };
 
 static const char *const outcomes[] = {"SUCCESS", "FAILED", "TIMEOUT", "CANCELLED", NULL};
+static const char *const sources[] = {"carried", "outbox", NULL};
 
 static uint64_t grown(int64_t now, int64_t *last) {
     uint64_t d = now > *last ? (uint64_t)(now - *last) : 0;
@@ -32,6 +33,8 @@ static void on_metrics(evutil_socket_t fd, short what, void *arg) {
     ax_metric_add(m->retries, 0, grown(cb->retried, &m->last_retried));
     ax_metric_add(m->stale, 0, grown(cb->stale, &m->last_stale));
     ax_metric_add(m->published, 0, grown(cb->published, &m->last_published));
+    ax_metric_add(m->source, 0, grown(cb->pub.carried, &m->last_carried));
+    ax_metric_add(m->source, 1, grown(cb->pub.read, &m->last_read));
     ax_metric_set(m->budget, 0, (double)cb->svc.conf.callback_retry_budget);
 }
 
@@ -52,6 +55,11 @@ void cm_init(callback_t *cb) {
     m->published = ax_metrics_counter(reg, "ax_callback_results_published_total",
                                       "Final outcomes published on the results topic.", NULL,
                                       NULL);
+    m->source = ax_metrics_counter(reg, "ax_callback_results_source_total",
+                                   "Results the publisher produced, by where it took them "
+                                   "from: carried from this process's own finish, or read "
+                                   "from the outbox.",
+                                   "source", sources);
     m->budget = ax_metrics_gauge(reg, "ax_callback_retry_budget",
                                  "Retries that may be pending at once (callback.retry.budget).",
                                  NULL, NULL);

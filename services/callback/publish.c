@@ -35,6 +35,8 @@
 #define PUB_IDLE_S "10s"
 enum { PUB_BATCH = 5000, PUB_ROUNDS = 8, PUB_TICK_MS = 100, PUB_TRY_MS = 1000,
        PUB_PING_MS = 1000, PUB_HUNG_MS = 90000 };
+/* Results carried at most (beyond it, the outbox is read back) */
+enum { CARRY_MAX_ROWS = PUB_BATCH * PUB_ROUNDS, CARRY_MAX_BYTES = 64 << 20 };
 
 static const char cut_both[] = "result output and error cut: the results topic refused the record";
 
@@ -128,6 +130,134 @@ static void pub_cut_forget(publisher_t *pb, int64_t id) {
         }
 }
 
+/* ---- results carried from the finish ------------------------------------------------ */
+
+/* The publisher reads each result it publishes from the outbox: the
+ * instance's state and definition rows (outbox.pending), about 10 µs of
+ * PostgreSQL's time per job. The finish statement of this very process
+ * had those columns at hand, so while this process is the publisher it
+ * asks for them (outcome.finish's 'r' rows) and keeps them after the
+ * commit — whole ax_result_batch rows only — and the pending read returns
+ * such a batch as its id alone. Results finished by another callback
+ * process, or while this one was not ready, are read as before.
+ * Memory is only a cache of what is durable in PostgreSQL: it is dropped
+ * whenever the publisher stops or must recover from the topic (a recovery
+ * may mark some of a batch's instances alone), and the outbox then says
+ * what is left. */
+
+static size_t row_bytes(const ax_outbox_row_t *o) {
+    return sizeof *o + (o->res.output ? strlen(o->res.output) : 0) +
+           (o->res.error ? strlen(o->res.error) : 0);
+}
+
+/* Carried batch k leaves the carry: its rows freed, or `moved` elsewhere. */
+static void pub_carry_drop(publisher_t *pb, size_t k, int moved) {
+    struct pub_carry *c = &pb->carry[k];
+    for (size_t i = 0; i < c->n; i++)
+        pb->carry_bytes -= row_bytes(&c->rows[i]);
+    pb->carry_rows -= c->n;
+    if (moved)
+        free(c->rows);
+    else
+        ax_outbox_rows_free(c->rows, c->n);
+    memmove(c, c + 1, (pb->ncarry - k - 1) * sizeof *c);
+    pb->ncarry--;
+}
+
+static void pub_carry_clear(publisher_t *pb) {
+    while (pb->ncarry)
+        pub_carry_drop(pb, pb->ncarry - 1, 0);
+    pb->carry_rows = pb->carry_bytes = 0;
+}
+
+int cb_pub_carrying(const callback_t *cb) {
+    const publisher_t *pb = &cb->pub;
+    return pb->holder && pb->txp && !pb->need_recover && !atomic_load(&pb->lock_lost) &&
+           pb->carry_rows < CARRY_MAX_ROWS && pb->carry_bytes < CARRY_MAX_BYTES;
+}
+
+/* A batch row's results, moved out of f (in order of the statement). */
+static int pub_carry_batch(publisher_t *pb, ax_outcome_finished_t *f, int64_t batch) {
+    size_t n = 0, bytes = 0;
+    for (size_t i = 0; i < f->nresults; i++)
+        n += f->results[i].batch == batch;
+    if (pb->ncarry == pb->capcarry) {
+        size_t cap = pb->capcarry ? pb->capcarry * 2 : 16;
+        struct pub_carry *v = realloc(pb->carry, cap * sizeof *v);
+        if (!v)
+            return AX_ERR_NOMEM;
+        pb->carry = v;
+        pb->capcarry = cap;
+    }
+    ax_outbox_row_t *rows = calloc(n, sizeof *rows);
+    if (!rows)
+        return AX_ERR_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < f->nresults; i++) {
+        ax_outcome_result_t *o = &f->results[i];
+        if (o->batch != batch)
+            continue;
+        rows[k].present = o->present;
+        rows[k].res = o->res;
+        bytes += row_bytes(&rows[k++]);
+        memset(&o->res, 0, sizeof o->res);
+        o->batch = 0; /* taken */
+    }
+    pb->carry[pb->ncarry++] = (struct pub_carry){batch, rows, n};
+    pb->carry_rows += n;
+    pb->carry_bytes += bytes;
+    return 0;
+}
+
+void cb_pub_carry(callback_t *cb, ax_outcome_finished_t *f) {
+    publisher_t *pb = &cb->pub;
+    if (!f->nresults || !cb_pub_carrying(cb))
+        return;
+    for (size_t i = 0; i < f->nresults; i++)
+        if (f->results[i].batch > 0 && pub_carry_batch(pb, f, f->results[i].batch) < 0)
+            return; /* out of memory: the rest is read from the outbox */
+}
+
+/* The rows to publish: the outbox's, then the carried batches it named
+ * (moved out of the carry). A carried batch it did not name although a
+ * later carried one was named is published or gone: dropped. */
+static ax_outbox_row_t *pub_rows(publisher_t *pb, ax_outbox_pending_t *pend, size_t *ret_n) {
+    size_t n = pend->n;
+    for (size_t k = 0; k < pb->ncarry; k++)
+        for (size_t j = 0; j < pend->ncarried; j++)
+            if (pend->carried[j] == pb->carry[k].batch)
+                n += pb->carry[k].n;
+    ax_outbox_row_t *rows = realloc(pend->rows, (n ? n : 1) * sizeof *rows);
+    if (!rows)
+        return NULL;
+    pend->rows = NULL;
+    size_t at = pend->n;
+    pend->n = 0;
+    int64_t last = 0;
+    for (size_t j = 0; j < pend->ncarried; j++)
+        last = pend->carried[j] > last ? pend->carried[j] : last;
+    for (size_t k = 0; k < pb->ncarry;) {
+        struct pub_carry *c = &pb->carry[k];
+        int named = 0;
+        for (size_t j = 0; j < pend->ncarried && !named; j++)
+            named = pend->carried[j] == c->batch;
+        if (named) {
+            memcpy(rows + at, c->rows, c->n * sizeof *rows);
+            at += c->n;
+            pb->carried += (int64_t)c->n;
+            pub_carry_drop(pb, k, 1);
+        } else if (c->batch < last || (pend->ncarried == 0 && at < PUB_BATCH)) {
+            ax_warn("results batch %lld carried but no longer pending; dropped",
+                    (long long)c->batch);
+            pub_carry_drop(pb, k, 0);
+        } else {
+            k++;
+        }
+    }
+    *ret_n = at;
+    return rows;
+}
+
 /* ---- the lock ------------------------------------------------------------------------ */
 
 /* The lock connection's keeper (see publisher_t). */
@@ -159,6 +289,7 @@ static void pub_drop(callback_t *cb, const char *why) {
         pb->txp = NULL;
     }
     cb_recover_end(pb);
+    pub_carry_clear(pb);
     if (!pb->holder)
         return;
     ax_warn("results publisher: %s; no longer publishing", why);
@@ -240,6 +371,8 @@ static int pub_ready(callback_t *cb) {
     publisher_t *pb = &cb->pub;
     if (pb->holder && atomic_load(&pb->lock_lost))
         pub_drop(cb, "the PostgreSQL session holding the lock is gone");
+    if (pb->need_recover || !pb->holder)
+        pub_carry_clear(pb); /* the outbox (after the recovery) says what is left */
     if (!pb->holder && !pub_take_lock(cb))
         return 0;
     if (!pub_producer(cb))
@@ -416,16 +549,30 @@ static int pub_mark(callback_t *cb, const ax_outbox_row_t *rows, size_t nrows, i
  * outbox rows handled (0: the outbox is empty), or < 0. */
 static int pub_batch(callback_t *cb) {
     char err[1024];
-    ax_outbox_row_t *rows = NULL;
-    size_t nrows = 0;
-    int rc = ax_store_outbox_pending(cb->svc.pg, cb->svc.conf.topic_prefix, PUB_BATCH, &rows,
-                                     &nrows, err, sizeof err);
+    publisher_t *pb = &cb->pub;
+    ax_outbox_pending_t pend;
+    int64_t *cids = malloc((pb->ncarry ? pb->ncarry : 1) * sizeof *cids);
+    if (!cids)
+        return AX_ERR_NOMEM;
+    for (size_t k = 0; k < pb->ncarry; k++)
+        cids[k] = pb->carry[k].batch;
+    int rc = ax_store_outbox_pending(cb->svc.pg, cb->svc.conf.topic_prefix, PUB_BATCH, cids,
+                                     pb->ncarry, &pend, err, sizeof err);
+    free(cids);
     if (rc < 0) {
         ax_warn("results: %s", err);
         return rc;
     }
-    if (nrows == 0)
+    pb->read += (int64_t)pend.n;
+    size_t nrows = 0;
+    ax_outbox_row_t *rows = pub_rows(pb, &pend, &nrows);
+    ax_outbox_pending_free(&pend);
+    if (!rows)
+        return AX_ERR_NOMEM;
+    if (nrows == 0) {
+        free(rows);
         return 0;
+    }
     int64_t *ids = malloc(nrows * sizeof *ids);
     if (!ids) {
         ax_outbox_rows_free(rows, nrows);
@@ -537,6 +684,8 @@ void cb_pub_fini(callback_t *cb) {
         pthread_mutex_destroy(&pb->lock_mu);
     }
     cb_recover_end(pb);
+    pub_carry_clear(pb);
+    free(pb->carry);
     if (pb->txp)
         rd_kafka_destroy(pb->txp);
     ax_pg_destroy(pb->lockpg);

@@ -130,6 +130,8 @@ expect 'sum(ax_executor_handler_seconds_bucket{kind="command",le="+Inf"})' $((11
 expect 'sum(ax_callback_outcomes_total{outcome="SUCCESS"})' $((100 + NF))
 expect 'sum(ax_callback_outcomes_total{outcome="FAILED"})' 10
 expect 'sum(ax_callback_results_published_total)' $((110 + NF))
+# each published result was taken once, from memory or from the outbox
+expect 'sum(ax_callback_results_source_total)' $((110 + NF))
 expect 'sum(ax_dlq_messages_total)' 0
 # The store's figures: the claim statement ran, without errors, in every batch.
 expect 'sum(ax_store_statement_calls_total{job="executor",statement="run.claim"}) > bool 0' 1

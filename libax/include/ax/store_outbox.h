@@ -35,9 +35,21 @@ typedef struct ax_outbox_row {
     ax_result_t res; /* res.instance_id always set */
 } ax_outbox_row_t;
 
-/* The first `limit` rows of the deployment's outbox, in instance order. */
+/* The first `limit` rows of the deployment's outbox, in instance order.
+ * The batch rows (ax_result_batch) whose ids are in carried[0..ncarried)
+ * — results the caller holds already — are not read: their ids come back
+ * in ret->carried, in batch order, when they are among those first
+ * `limit` rows. Free with ax_outbox_pending_free. */
+typedef struct ax_outbox_pending {
+    ax_outbox_row_t *rows;
+    size_t n;
+    int64_t *carried;
+    size_t ncarried;
+} ax_outbox_pending_t;
 int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,
-                            ax_outbox_row_t **ret, size_t *ret_n, char *errbuf, size_t errlen);
+                            const int64_t *carried, size_t ncarried, ax_outbox_pending_t *ret,
+                            char *errbuf, size_t errlen);
+void ax_outbox_pending_free(ax_outbox_pending_t *p);
 void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n);
 
 /* Who marks: the publisher after its Kafka commit, or a recovery that

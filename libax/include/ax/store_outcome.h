@@ -67,6 +67,15 @@ typedef struct ax_outcome_flow {
     int ok;              /* with SUCCESS */
 } ax_outcome_flow_t;
 
+/* An instance ended for good, its result as ax_store_outbox_pending would
+ * read it after the commit (the strings malloc'd), and the results batch
+ * row (ax_result_batch) the statement put it in. */
+typedef struct ax_outcome_result {
+    int64_t batch;
+    int present; /* as ax_outbox_row_t's */
+    ax_result_t res;
+} ax_outcome_result_t;
+
 typedef struct ax_outcome_finished {
     ax_outcome_ended_t *ended; /* the results that ended their attempt (others were stale) */
     size_t nended;
@@ -76,13 +85,17 @@ typedef struct ax_outcome_finished {
     size_t nchildren;
     ax_outcome_jobstat_t *jobs;
     size_t njobs;
+    ax_outcome_result_t *results; /* only when asked for; the caller may take them (zero
+                                     what it takes) */
+    size_t nresults;
 } ax_outcome_finished_t;
 
 /* Persist in[0..n) (n > 0) in one statement: each result's instance CAS'd
  * to FINISHED (or SCHEDULED for a retry) if it is still at that attempt,
  * its job_attempt row, and what ended for good into the results outbox.
- * Stale and duplicate results match nothing. *ret describes what changed. */
-int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n,
+ * Stale and duplicate results match nothing. *ret describes what changed;
+ * with `results`, ret->results holds the results of what ended for good. */
+int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, int results,
                             ax_outcome_finished_t *ret, char *errbuf, size_t errlen);
 void ax_outcome_finished_free(ax_outcome_finished_t *f);
 

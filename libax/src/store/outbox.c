@@ -49,84 +49,110 @@ int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char
  * and up to $2 of a previous release's ax_result_outbox rows (additive).
  * The instance's columns straight from the two tables: a row of a batch
  * not yet published has its own result_published_at NULL unless a
- * recovery marked it alone. */
+ * recovery marked it alone.
+ * A batch row whose results the publisher carries ($3: it finished them
+ * itself, and the finish statement returned them, services/callback/
+ * publish.c) is not read row by row: it comes back as one row, its id in
+ * the last column (the instance's columns NULL), still counted against
+ * $2 and in id order with the others. Reading a result here costs two
+ * primary-key lookups and its columns, about 10 µs of PostgreSQL's time
+ * per job (BENCHMARKS.md, "Issue #13: results carried"). */
 AX_STMT(st_pending, "outbox.pending",
-    "WITH bt AS MATERIALIZED (SELECT b.ids FROM (SELECT ids, sum(n) OVER (ORDER BY id) - n AS before"
+    "WITH bt AS MATERIALIZED (SELECT b.id, b.ids FROM (SELECT id, ids,"
+    "  sum(n) OVER (ORDER BY id) - n AS before"
     "  FROM ax_result_batch WHERE deployment = $1 AND published_at IS NULL) b"
     "  WHERE b.before < $2::int),"
     " o AS MATERIALIZED (SELECT DISTINCT x.instance_id FROM ("
     "  (SELECT instance_id FROM ax_result_outbox WHERE deployment = $1"
     "   ORDER BY instance_id LIMIT $2::int)"
-    "  UNION ALL SELECT unnest(ids) FROM bt) x)"
+    "  UNION ALL SELECT unnest(ids) FROM bt WHERE bt.id <> ALL($3::bigint[])) x)"
     "SELECT o.instance_id, s.id IS NOT NULL, d.job_name, s.outcome, s.attempt, s.exit_code,"
     "  s.error_class, s.error, coalesce(s.output, ''), d.trace_id, d.idempotency_key,"
     "  (extract(epoch FROM d.nominal_time) * 1000)::bigint,"
     "  (extract(epoch FROM d.scheduled_at) * 1000)::bigint,"
     "  (extract(epoch FROM s.locked_at) * 1000)::bigint,"
     "  (extract(epoch FROM s.running_at) * 1000)::bigint,"
-    "  (extract(epoch FROM s.finished_at) * 1000)::bigint"
+    "  (extract(epoch FROM s.finished_at) * 1000)::bigint, NULL::bigint"
     " FROM o LEFT JOIN (instance_state s JOIN instance_def d ON d.id = s.id)"
     "  ON s.id = o.instance_id AND s.state = 'FINISHED' AND s.result_published_at IS NULL"
     NOT_BATCH_PUBLISHED("s")
-    " ORDER BY o.instance_id");
-enum { OB_ID, OB_PRESENT, OB_JOB, OB_OUTCOME, OB_ATTEMPTS, OB_EXIT, OB_ERROR_CLASS, OB_ERROR,
-       OB_OUTPUT, OB_TRACE, OB_IDEM, OB_NOMINAL, OB_SCHEDULED, OB_LOCKED, OB_RUNNING,
-       OB_FINISHED };
+    " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    "  NULL, NULL, NULL, NULL, bt.id FROM bt WHERE bt.id = ANY($3::bigint[])"
+    " ORDER BY 1");
+enum { OB_ID, OB_PRESENT, OB_JOB, OB_FINISHED = OB_JOB + AX_RESULT_NCOLS - 1, OB_CARRIED };
 
-static int outbox_row(const PGresult *r, int i, ax_outbox_row_t *o) {
-    ax_result_t *res = &o->res;
-    res->instance_id = ax_pg_int(r, i, OB_ID);
-    o->present = ax_pg_bool(r, i, OB_PRESENT);
-    if (!o->present)
-        return 0;
-    res->attempts = (int32_t)ax_pg_int(r, i, OB_ATTEMPTS);
-    res->exit_code = (int32_t)ax_pg_int(r, i, OB_EXIT);
-    res->exit_code_set = !PQgetisnull(r, i, OB_EXIT);
-    ax_outcome_parse(PQgetvalue(r, i, OB_OUTCOME), &res->outcome);
-    res->nominal_time_ms = ax_pg_int(r, i, OB_NOMINAL);
-    res->scheduled_at_ms = ax_pg_int(r, i, OB_SCHEDULED);
-    res->locked_at_ms = ax_pg_int(r, i, OB_LOCKED);
-    res->running_at_ms = ax_pg_int(r, i, OB_RUNNING);
-    res->finished_at_ms = ax_pg_int(r, i, OB_FINISHED);
+int ax__result_row(const PGresult *r, int i, int c, ax_result_t *res) {
+    enum { JOB, OUTCOME, ATTEMPTS, EXIT, ERROR_CLASS, ERROR, OUTPUT, TRACE, IDEM, NOMINAL,
+           SCHEDULED, LOCKED, RUNNING, FINISHED };
+    res->attempts = (int32_t)ax_pg_int(r, i, c + ATTEMPTS);
+    res->exit_code = (int32_t)ax_pg_int(r, i, c + EXIT);
+    res->exit_code_set = !PQgetisnull(r, i, c + EXIT);
+    ax_outcome_parse(PQgetvalue(r, i, c + OUTCOME), &res->outcome);
+    res->nominal_time_ms = ax_pg_int(r, i, c + NOMINAL);
+    res->scheduled_at_ms = ax_pg_int(r, i, c + SCHEDULED);
+    res->locked_at_ms = ax_pg_int(r, i, c + LOCKED);
+    res->running_at_ms = ax_pg_int(r, i, c + RUNNING);
+    res->finished_at_ms = ax_pg_int(r, i, c + FINISHED);
     /* output, trace id and idempotency key are never NULL here ("" then) */
-    res->job = ax_pg_strdup(r, i, OB_JOB);
-    res->error_class = ax_pg_strdup(r, i, OB_ERROR_CLASS);
-    res->error = ax_pg_strdup(r, i, OB_ERROR);
-    res->output = strdup(PQgetvalue(r, i, OB_OUTPUT));
-    res->trace_id = strdup(PQgetvalue(r, i, OB_TRACE));
-    res->idempotency_key = strdup(PQgetvalue(r, i, OB_IDEM));
-    if ((!res->job && !PQgetisnull(r, i, OB_JOB)) ||
-        (!res->error_class && !PQgetisnull(r, i, OB_ERROR_CLASS)) ||
-        (!res->error && !PQgetisnull(r, i, OB_ERROR)) || !res->output || !res->trace_id ||
+    res->job = ax_pg_strdup(r, i, c + JOB);
+    res->error_class = ax_pg_strdup(r, i, c + ERROR_CLASS);
+    res->error = ax_pg_strdup(r, i, c + ERROR);
+    res->output = strdup(PQgetvalue(r, i, c + OUTPUT));
+    res->trace_id = strdup(PQgetvalue(r, i, c + TRACE));
+    res->idempotency_key = strdup(PQgetvalue(r, i, c + IDEM));
+    if ((!res->job && !PQgetisnull(r, i, c + JOB)) ||
+        (!res->error_class && !PQgetisnull(r, i, c + ERROR_CLASS)) ||
+        (!res->error && !PQgetisnull(r, i, c + ERROR)) || !res->output || !res->trace_id ||
         !res->idempotency_key)
         return AX_ERR_NOMEM;
     return 0;
 }
 
+static int outbox_row(const PGresult *r, int i, ax_outbox_row_t *o) {
+    o->res.instance_id = ax_pg_int(r, i, OB_ID);
+    o->present = ax_pg_bool(r, i, OB_PRESENT);
+    return o->present ? ax__result_row(r, i, OB_JOB, &o->res) : 0;
+}
+
 int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,
-                            ax_outbox_row_t **ret, size_t *ret_n, char *errbuf, size_t errlen) {
-    *ret = NULL;
-    *ret_n = 0;
+                            const int64_t *carried, size_t ncarried, ax_outbox_pending_t *ret,
+                            char *errbuf, size_t errlen) {
+    memset(ret, 0, sizeof *ret);
     ax_num_t nl;
-    const char *p[] = {deployment, ax_num(&nl, limit)};
-    PGresult *r = NULL;
-    int rc = ax_stmt_run(pg, &st_pending, 2, p, NULL, NULL, &r, errbuf, errlen);
-    if (rc < 0)
-        return rc;
-    int rows = PQntuples(r);
-    ax_outbox_row_t *v = rows ? calloc((size_t)rows, sizeof *v) : NULL;
-    if (rows && !v)
-        rc = AX_ERR_NOMEM;
-    for (int i = 0; rc == 0 && i < rows; i++)
-        rc = outbox_row(r, i, &v[i]);
-    PQclear(r);
-    if (rc < 0) {
-        ax_outbox_rows_free(v, (size_t)rows);
+    ax_strbuf_t cb = {0};
+    if (ax_pgarr_ints(&cb, carried, ncarried) < 0) {
+        ax_strbuf_free(&cb);
         return nomem(errbuf, errlen, st_pending.name);
     }
-    *ret = v;
-    *ret_n = (size_t)rows;
+    const char *p[] = {deployment, ax_num(&nl, limit), cb.s};
+    PGresult *r = NULL;
+    int rc = ax_stmt_run(pg, &st_pending, 3, p, NULL, NULL, &r, errbuf, errlen);
+    ax_strbuf_free(&cb);
+    if (rc < 0)
+        return rc;
+    size_t rows = (size_t)PQntuples(r);
+    ret->rows = rows ? calloc(rows, sizeof *ret->rows) : NULL;
+    ret->carried = rows ? calloc(rows, sizeof *ret->carried) : NULL;
+    if (rows && (!ret->rows || !ret->carried))
+        rc = AX_ERR_NOMEM;
+    for (int i = 0; rc == 0 && i < (int)rows; i++) {
+        if (!PQgetisnull(r, i, OB_CARRIED))
+            ret->carried[ret->ncarried++] = ax_pg_int(r, i, OB_CARRIED);
+        else
+            rc = outbox_row(r, i, &ret->rows[ret->n++]);
+    }
+    PQclear(r);
+    if (rc < 0) {
+        ax_outbox_pending_free(ret);
+        return nomem(errbuf, errlen, st_pending.name);
+    }
     return 0;
+}
+
+void ax_outbox_pending_free(ax_outbox_pending_t *p) {
+    ax_outbox_rows_free(p->rows, p->n);
+    free(p->carried);
+    memset(p, 0, sizeof *p);
 }
 
 void ax_outbox_rows_free(ax_outbox_row_t *v, size_t n) {

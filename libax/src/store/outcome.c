@@ -50,7 +50,10 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
  *   'i', instance, retried        every result that ended its attempt
  *   'f', instance, success        flow stages that ended for good
  *   'c', instance, ''             shards that ended for good
- *   's', job, "slots,n,ok,bad[,mean_ms]"   per job, for "outcome.jobs" */
+ *   's', job, "slots,n,ok,bad[,mean_ms]"   per job, for "outcome.jobs"
+ *   'r', instance, NULL, batch, result columns   when asked for ($11) */
+/* The result columns of the 'r' rows, NULL in the others. */
+#define FIN_NONE ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
 AX_STMT(st_finish, "outcome.finish",
     "WITH u AS ("
     "  SELECT * FROM unnest($1::bigint[], $2::int[], $3::ax_outcome[], $4::int[], $5::text[],"
@@ -128,7 +131,8 @@ AX_STMT(st_finish, "outcome.finish",
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, o.attempt, o.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, o.holds_slot, o.job_id, o.running_at, o.worker,"
-    "    o.started_ms, o.retry_ms, i.deployment"
+    "    o.started_ms, o.retry_ms, i.deployment, i.output, i.locked_at AS locked,"
+    "    i.running_at AS ran, i.finished_at AS fin_at"
     "), ob AS ("
     /* ended for good: to be published (the outbox, same transaction), one
      * row per statement and deployment holding the ids (020_result_batch:
@@ -154,11 +158,15 @@ AX_STMT(st_finish, "outcome.finish",
     "    to_timestamp(f.started_ms / 1000.0), f.finished_at FROM fin f"
     "  WHERE NOT EXISTS (SELECT 1 FROM job_attempt a WHERE a.instance_id = f.id"
     "   AND a.attempt = f.attempt)"
+    "), fd AS MATERIALIZED ("
+    /* the instances ended for good with their definitions: flow stage and
+     * shard parent links, and what their results carry */
+    "  SELECT fin.*, d.id AS def, d.flow_run_id, d.parent_id, d.job_name, d.trace_id,"
+    "    d.idempotency_key, d.nominal_time, d.scheduled_at FROM fin"
+    "  LEFT JOIN instance_def d ON d.id = fin.id WHERE fin.retry_ms IS NULL"
     "), links AS ("
-    /* flow stage and shard parent links, for the instances ended for good */
-    "  SELECT d.id, d.flow_run_id, d.parent_id, fin.outcome FROM fin"
-    "  JOIN instance_def d ON d.id = fin.id WHERE fin.retry_ms IS NULL"
-    "  AND (d.flow_run_id IS NOT NULL OR d.parent_id IS NOT NULL)"
+    "  SELECT id, flow_run_id, parent_id, outcome FROM fd"
+    "  WHERE flow_run_id IS NOT NULL OR parent_id IS NOT NULL"
     "), s AS ("
     /* an instance cut by the backlog cap never ran: not a run, not a
      * failure of the job (its circuit stays as it is) */
@@ -171,15 +179,27 @@ AX_STMT(st_finish, "outcome.finish",
     "    avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
     "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
     ")"
-    " SELECT 'i', id::text, (retry_ms IS NOT NULL)::text FROM fin"
-    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text FROM links"
+    /* $11: the results themselves, as the outbox would read them after
+     * the commit (outbox.pending's columns), with their batch row: the
+     * publisher carries them instead (services/callback/publish.c) */
+    " SELECT 'r', fd.id::text, (fd.def IS NOT NULL)::text, b.id, fd.job_name, fd.outcome::text, fd.attempt,"
+    "   fd.exit_code, fd.error_class, fd.error, coalesce(fd.output, ''), fd.trace_id,"
+    "   fd.idempotency_key, (extract(epoch FROM fd.nominal_time) * 1000)::bigint,"
+    "   (extract(epoch FROM fd.scheduled_at) * 1000)::bigint,"
+    "   (extract(epoch FROM fd.locked) * 1000)::bigint,"
+    "   (extract(epoch FROM fd.ran) * 1000)::bigint,"
+    "   (extract(epoch FROM fd.fin_at) * 1000)::bigint"
+    "   FROM fd JOIN bid b ON b.deployment = fd.deployment WHERE $11::boolean"
+    " UNION ALL SELECT 'i', id::text, (retry_ms IS NOT NULL)::text" FIN_NONE " FROM fin"
+    " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text" FIN_NONE " FROM links"
     "   WHERE flow_run_id IS NOT NULL"
-    " UNION ALL SELECT 'c', id::text, '' FROM links WHERE parent_id IS NOT NULL"
+    " UNION ALL SELECT 'c', id::text, ''" FIN_NONE " FROM links WHERE parent_id IS NOT NULL"
     /* per job: slots given back, results, successes, failures, mean run
      * time — applied by sql_jobs just before the commit */
-    " UNION ALL SELECT 's', job_id::text, concat_ws(',', slots, n, ok, bad, mean_ms) FROM s");
+    " UNION ALL SELECT 's', job_id::text, concat_ws(',', slots, n, ok, bad, mean_ms)" FIN_NONE
+    " FROM s");
 
-enum { FIN_KIND, FIN_ID, FIN_VAL };
+enum { FIN_KIND, FIN_ID, FIN_VAL, FIN_BATCH, FIN_RESULT };
 enum { FIN_ARGS = AX__FIN_ARGS };
 
 int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n) {
@@ -226,7 +246,8 @@ static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
     f->flows = calloc(rows + 1, sizeof *f->flows);
     f->children = calloc(rows + 1, sizeof *f->children);
     f->jobs = calloc(rows + 1, sizeof *f->jobs);
-    if (!f->ended || !f->flows || !f->children || !f->jobs)
+    f->results = calloc(rows + 1, sizeof *f->results);
+    if (!f->ended || !f->flows || !f->children || !f->jobs || !f->results)
         return AX_ERR_NOMEM;
     for (int i = 0; i < (int)rows; i++) {
         const char *val = PQgetvalue(r, i, FIN_VAL);
@@ -245,16 +266,28 @@ static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
             f->jobs[f->njobs].job_id = id;
             ax__outcome_parse_jobstat(val, &f->jobs[f->njobs++]);
             break;
+        case 'r': {
+            ax_outcome_result_t *o = &f->results[f->nresults++];
+            o->batch = ax_pg_int(r, i, FIN_BATCH);
+            o->res.instance_id = id;
+            /* without its definition (cannot be): only leaves the outbox,
+             * as outbox.pending reads it */
+            o->present = strcmp(val, "true") == 0;
+            if (o->present && ax__result_row(r, i, FIN_RESULT, &o->res) < 0)
+                return AX_ERR_NOMEM;
+            break;
+        }
         }
     }
     return 0;
 }
 
-int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n,
+int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, int results,
                             ax_outcome_finished_t *ret, char *errbuf, size_t errlen) {
     memset(ret, 0, sizeof *ret);
     ax_strbuf_t a[FIN_ARGS];
-    const char *p[FIN_ARGS];
+    const char *p[FIN_ARGS + 1];
+    p[FIN_ARGS] = results ? "t" : "f";
     int rc = ax__outcome_finish_params(a, in, n);
     for (int k = 0; k < FIN_ARGS; k++)
         p[k] = a[k].s;
@@ -263,7 +296,7 @@ int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n,
         return nomem(errbuf, errlen, st_finish.name);
     }
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_finish, FIN_ARGS, p, NULL, NULL, &r, errbuf, errlen);
+    rc = ax_stmt_run(pg, &st_finish, FIN_ARGS + 1, p, NULL, NULL, &r, errbuf, errlen);
     arrs_free(a, FIN_ARGS);
     if (rc < 0)
         return rc;
@@ -283,6 +316,9 @@ void ax_outcome_finished_free(ax_outcome_finished_t *f) {
     free(f->flows);
     free(f->children);
     free(f->jobs);
+    for (size_t i = 0; f->results && i < f->nresults; i++)
+        ax_result_clear(&f->results[i].res);
+    free(f->results);
     memset(f, 0, sizeof *f);
 }
 

@@ -18,6 +18,7 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
+#include "ax/codec.h"
 #include "ax/common.h"
 #include "adapters/pg_raw.h"
 #include "ax/store.h"
@@ -64,6 +65,15 @@ const char *ax_num(ax_num_t *n, int64_t v);
 const char *ax_pg_str(const PGresult *r, int row, int col); /* NULL if NULL */
 char *ax_pg_strdup(const PGresult *r, int row, int col);    /* malloc'd; NULL if NULL */
 int ax_pg_bool(const PGresult *r, int row, int col);        /* 1 for 't' */
+
+/* A result as the results topic carries it, from AX_RESULT_NCOLS columns
+ * of row `row` starting at col0 (AX_RESULT_COLS' order: job, outcome,
+ * attempt, exit code, error class, error, output, trace id, idempotency
+ * key, then nominal, scheduled, locked, running and finished in ms);
+ * instance_id untouched. Read by the outbox's pending rows and by the
+ * finish statement's carried results (outbox.c). 0 or AX_ERR_NOMEM. */
+enum { AX_RESULT_NCOLS = 14 };
+int ax__result_row(const PGresult *r, int row, int col0, ax_result_t *res);
 
 /* Adapter internals the runner needs (libax/src/adapters/pg.c). */
 unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id);
