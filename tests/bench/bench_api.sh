@@ -49,12 +49,12 @@ if [ "$have" -lt "$N" ]; then
          CROSS JOIN LATERAL (SELECT now() - (($N - g) * interval '10 ms') AS t) ts" >/dev/null
     # job_instance is a view over instance_def and instance_state (migration
     # 016): vacuum (the visibility map, for index-only scans) and analyze those
-    for t in instance_def instance_state job_attempt; do sql "VACUUM ANALYZE $t" >/dev/null; done
+    for t in instance_def instance_state job_attempt_log; do sql "VACUUM ANALYZE $t" >/dev/null; done
 fi
 total=$(sql "SELECT count(*) FROM job_instance")
 ID=$(sql "SELECT max(id) - 1000 FROM job_instance WHERE job_name = 'bench-api-b'")
 # the instance page's instance has its attempts (two: a failure, then the success)
-sql "INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
+sql "INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
      SELECT id, a, worker, CASE WHEN a = 1 THEN 'FAILED' ELSE 'SUCCESS' END::ax_outcome, a - 1,
             running_at, finished_at FROM job_instance, generate_series(1, 2) a WHERE id = $ID
      ON CONFLICT DO NOTHING" >/dev/null

@@ -498,7 +498,7 @@ static void cleanup(const ax_conf_t *conf) {
         int64_t t0 = ax_mono_ms();
         delete_rows(g_prefix, g_job);
         /* The next run should not pay for this one's dead rows. */
-        sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt, job", 0, NULL, NULL);
+        sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, job", 0, NULL, NULL);
         fprintf(stderr, "bench_callback: cleanup: rows deleted in %lld ms\n",
                 (long long)(ax_mono_ms() - t0));
     }
@@ -603,7 +603,7 @@ static int setup(long n, int fail_pct) {
     /* The same starting state for every run: statistics, visibility map
      * and hint bits set, no checkpoint pending (its full-page images). */
     t0 = ax_mono_ms();
-    if (sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt, job", 0, NULL, NULL) < 0)
+    if (sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, job", 0, NULL, NULL) < 0)
         return -1;
     if (sql("CHECKPOINT", 0, NULL, NULL) < 0)
         fprintf(stderr, "bench_callback: no CHECKPOINT (needs pg_checkpoint); continuing\n");

@@ -358,7 +358,7 @@ static void cleanup(const ax_conf_t *conf) {
         int64_t t0 = ax_mono_ms();
         delete_rows(g_prefix, g_job);
         /* The next run should not pay for this one's dead rows. */
-        sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt, dispatch_pending, job", 0, NULL, NULL);
+        sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, dispatch_pending, job", 0, NULL, NULL);
         fprintf(stderr, "bench_exec: cleanup: rows deleted in %lld ms\n",
                 (long long)(ax_mono_ms() - t0));
     }

@@ -155,7 +155,7 @@ static void cleanup(const ax_conf_t *conf) {
     if (g_pg) {
         int64_t t0 = ax_mono_ms();
         delete_rows(g_prefix, g_job, (int)getpid());
-        sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt, dispatch_pending, job", 0, NULL, NULL);
+        sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, dispatch_pending, job", 0, NULL, NULL);
         fprintf(stderr, ME ": cleanup: rows deleted in %lld ms\n",
                 (long long)(ax_mono_ms() - t0));
     }

@@ -52,7 +52,7 @@ psql_ -c "ALTER TABLE instance_state SET (autovacuum_enabled = off)" \
       -c "ALTER TABLE instance_def SET (autovacuum_enabled = off)"
 trap 'psql_ -c "ALTER TABLE instance_state RESET (autovacuum_enabled)" \
             -c "ALTER TABLE instance_def RESET (autovacuum_enabled)" >/dev/null' EXIT
-psql_ -c "TRUNCATE dispatch_pending, instance_def, instance_state, job_attempt, submission CASCADE"
+psql_ -c "TRUNCATE dispatch_pending, instance_def, instance_state, job_attempt_log, submission CASCADE"
 psql_ -c "DELETE FROM job WHERE name = 'xe'" \
       -c "INSERT INTO job (name, handler_kind, command, timeout_ms) VALUES ('xe', 'plugin', ARRAY['/x.so'], 60000)"
 load 0 10000 "due_at, state, outcome, finished_at, dispatched_at" \

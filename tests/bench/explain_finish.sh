@@ -25,9 +25,9 @@ SQL_MARK=$("$HERE/store_sql.py" outbox.mark_published)
 
 [[ -z ${GENERIC:-} ]] || export PGOPTIONS="-c plan_cache_mode=force_generic_plan"
 # the rows go at the end (ids the sequence never gave out must not stay)
-trap 'psql_ -c "TRUNCATE instance_def, instance_state, job_attempt, ax_result_batch, ax_result_outbox" \
+trap 'psql_ -c "TRUNCATE instance_def, instance_state, job_attempt_log, ax_result_batch, ax_result_outbox" \
             -c "DELETE FROM job WHERE name = '"'xf'"'" >/dev/null' EXIT
-psql_ -c "TRUNCATE instance_def, instance_state, job_attempt, ax_result_batch, ax_result_outbox" \
+psql_ -c "TRUNCATE instance_def, instance_state, job_attempt_log, ax_result_batch, ax_result_outbox" \
       -c "DELETE FROM job WHERE name = 'xf'" \
       -c "INSERT INTO job (name, handler_kind, command, timeout_ms) VALUES ('xf', 'plugin', ARRAY['noop'], 60000)" >/dev/null
 # $1 first id, $2 rows, $3 instance_state columns, $4 their values (g = 1..$2)
@@ -42,14 +42,14 @@ load() {
 }
 load 0 20000 "due_at, state, outcome, finished_at, dispatched_at, locked_at, running_at, worker, result_published_at, exit_code" \
     "now() - interval '1 hour', 'FINISHED', 'SUCCESS', now(), now(), now(), now(), 'exec0', now(), 0"
-psql_ -c "INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
+psql_ -c "INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
           SELECT id, 1, 'exec0', 'SUCCESS', 0, now(), now() FROM instance_state" >/dev/null
 # the batch: dispatched, claimed (LOCKED) and started (RUNNING) as the executor does, HOT
 load 20000 "$B" "due_at, dispatched_at" "now(), now()"
 psql_ -c "UPDATE instance_state SET state = 'LOCKED', worker = 'exec0', locked_at = clock_timestamp(),
             lease_expires_at = now() + interval '30 s', holds_slot = true WHERE id > 20000" \
       -c "UPDATE instance_state SET state = 'RUNNING', running_at = clock_timestamp() WHERE id > 20000" \
-      -c "ANALYZE instance_def, instance_state, job_attempt" >/dev/null
+      -c "ANALYZE instance_def, instance_state, job_attempt_log" >/dev/null
 arr() { psql_ -tAc "SELECT '{' || string_agg($1, ',') || '}' FROM generate_series(20001, 20000 + $B) g"; }
 IDS=$(arr "g::text"); ONES=$(arr "'1'"); OUT=$(arr "'SUCCESS'"); ZERO=$(arr "'0'")
 NUL=$(arr "'NULL'"); EMPTY=$(arr "'\"\"'"); W=$(arr "'exec0'"); MS=$(arr "(extract(epoch FROM now()) * 1000)::bigint::text")

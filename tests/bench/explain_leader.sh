@@ -52,7 +52,7 @@ psql_ -c "ALTER TABLE instance_state SET (autovacuum_enabled = off)" \
       -c "ALTER TABLE instance_def SET (autovacuum_enabled = off)"
 trap 'psql_ -c "ALTER TABLE instance_state RESET (autovacuum_enabled)" \
             -c "ALTER TABLE instance_def RESET (autovacuum_enabled)" >/dev/null' EXIT
-psql_ -c "TRUNCATE dispatch_pending, instance_def, instance_state, job_attempt, submission CASCADE"
+psql_ -c "TRUNCATE dispatch_pending, instance_def, instance_state, job_attempt_log, submission CASCADE"
 # history the statistics were taken from: finished instances only
 load 0 10000 "due_at, state, outcome, finished_at, dispatched_at" \
     "now() - interval '1 hour', 'FINISHED', 'SUCCESS', now(), now()"

@@ -48,9 +48,9 @@ preload() {
            SELECT id, '$DEP', 'FINISHED', 'SUCCESS', now() - interval '2 days', now() - interval '2 days',
                   now() - interval '2 days', now() - interval '2 days', now() - interval '2 days',
                   now() - interval '2 days', 'w', 0, '' FROM d)
-         INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
+         INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
            SELECT id, 1, 'w', 'SUCCESS', 0, now() - interval '2 days', now() - interval '2 days' FROM d" >/dev/null
-    sql "VACUUM ANALYZE instance_def, instance_state, job_attempt" >/dev/null
+    sql "VACUUM ANALYZE instance_def, instance_state, job_attempt_log" >/dev/null
 }
 left() { sql "SELECT count(*) FROM instance_state WHERE deployment = '$DEP'"; }
 

@@ -22,7 +22,7 @@
 #   rss_mb_*        VmRSS of ax-trigger, ax-callback, each ax-executor
 #   busy_pct        the machine's CPU busy over the interval, load1
 #   rows/size       n_live_tup and pg_total_relation_size (MB) of
-#                   instance_def, instance_state, job_attempt, job_fire,
+#                   instance_def, instance_state, job_attempt_log, job_fire,
 #                   ax_result_outbox, ax_result_batch, idempotency_claim, submission (whole
 #                   tables of the database: only this run writes them if the
 #                   database is the run's own)
@@ -65,7 +65,7 @@ purge() {
     done
     sql "DELETE FROM dispatch_pending WHERE deployment = '$DEP'" >/dev/null
     sql "DELETE FROM job WHERE name = '$JOB'" >/dev/null
-    sql "VACUUM (ANALYZE) instance_def, instance_state, job_attempt, submission" >/dev/null
+    sql "VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, submission" >/dev/null
 }
 stop_bench() {
     [ -n "$BPID" ] || return 0
@@ -105,7 +105,7 @@ cpu_line() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - 
 tables() {
     sql "SELECT string_agg(relname || '=' || n_live_tup || '/' ||
                 round(pg_total_relation_size(relid) / 1048576.0, 1) || 'MB', ' ' ORDER BY relname)
-         FROM pg_stat_user_tables WHERE relname IN ('instance_def', 'instance_state', 'job_attempt',
+         FROM pg_stat_user_tables WHERE relname IN ('instance_def', 'instance_state', 'job_attempt_log',
               'job_fire', 'ax_result_outbox', 'ax_result_batch', 'idempotency_claim', 'submission')"
 }
 

@@ -112,6 +112,14 @@ AX_STMT(st_finish, "outcome.finish",
     "    running_at = CASE WHEN o.retry_ms IS NULL THEN i.running_at END,"
     "    exit_code = o.exit_code, error_class = o.error_class,"
     "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false,"
+    /* the final attempt is recorded here, not as a job_attempt_log row
+     * (025_final_attempt_in_state; the view job_attempt shows both) —
+     * unless the log holds that attempt already (a size probe's row) */
+    "    attempt_worker = CASE WHEN o.retry_ms IS NULL AND NOT EXISTS (SELECT 1"
+    "      FROM job_attempt_log a WHERE a.instance_id = o.id AND a.attempt = o.attempt)"
+    "      THEN o.worker END,"
+    "    attempt_started_at = CASE WHEN o.retry_ms IS NULL"
+    "      THEN to_timestamp(o.started_ms / 1000.0) END,"
     "    result_batch = CASE WHEN o.retry_ms IS NULL"
     "      THEN (SELECT b.id FROM bid b WHERE b.deployment = o.deployment) END"
     "  FROM old o"
@@ -143,7 +151,11 @@ AX_STMT(st_finish, "outcome.finish",
     "  SELECT b.id, f.deployment, min(f.id), max(f.id), count(*), array_agg(f.id ORDER BY f.id),"
     "    true FROM fin f JOIN bid b ON b.deployment = f.deployment"
     "  WHERE f.retry_ms IS NULL GROUP BY b.id, f.deployment"
-    /* The attempt insert skips a row that exists instead of ON CONFLICT DO
+    /* An attempt that did not end its instance (a retry) gets its row in
+     * job_attempt_log; the final one is on the state row (above: per job a
+     * heap tuple, a primary-key entry and, later, the retention's delete
+     * fewer; BENCHMARKS.md, "Issue #13: the final attempt on the state
+     * row"). The insert skips a row that exists instead of ON CONFLICT DO
      * NOTHING, whose speculative insertion writes one more WAL record per
      * row (BENCHMARKS.md, issue #13): the CAS above holds each instance's
      * state row, so no other finish inserts the same key concurrently
@@ -152,12 +164,12 @@ AX_STMT(st_finish, "outcome.finish",
      * again one result at a time, services/callback/consume.c, in a new
      * snapshot that sees the row and skips it). */
     "), att AS ("
-    "  INSERT INTO job_attempt (instance_id, attempt, worker, outcome, exit_code, error_class,"
-    "    error, started_at, finished_at)"
+    "  INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome, exit_code,"
+    "    error_class, error, started_at, finished_at)"
     "  SELECT f.id, f.attempt, f.worker, f.outcome, f.exit_code, f.error_class, f.error,"
     "    to_timestamp(f.started_ms / 1000.0), f.finished_at FROM fin f"
-    "  WHERE NOT EXISTS (SELECT 1 FROM job_attempt a WHERE a.instance_id = f.id"
-    "   AND a.attempt = f.attempt)"
+    "  WHERE f.retry_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM job_attempt_log a"
+    "   WHERE a.instance_id = f.id AND a.attempt = f.attempt)"
     "), fd AS MATERIALIZED ("
     /* the instances ended for good with their definitions: flow stage and
      * shard parent links, and what their results carry */
@@ -567,7 +579,7 @@ AX_STMT(st_probes_split, "outcome.probes_split",
         " p AS (SELECT x.* FROM x JOIN instance_state i ON i.id = x.id"
         "  AND i.state IN ('LOCKED', 'RUNNING') AND i.shard_mode = 'probe'"
         "  AND i.shards_pending IS NULL FOR UPDATE OF i),"
-        " a AS (INSERT INTO job_attempt (instance_id, attempt, worker, outcome,"
+        " a AS (INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome,"
         "  error_class, error, started_at, finished_at)"
         "  SELECT p.id, i.attempt, p.worker, 'SUCCESS', 'probe',"
         "   'size probe: ' || p.n || ' shard(s)', to_timestamp(p.started_ms / 1000.0),"
