@@ -35,6 +35,15 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PEERS=$(dirname "${PEERS_RUN:-$HERE/../../../shared/peers/run.sh}")
 cp "$PEERS/pgboss_bench.mjs" "$P/"
 p() { psql "$DSN" -X -q -v ON_ERROR_STOP=1 -tA "$@"; }
+# infra's cluster does not preload the extension (a cost on every statement
+# of a deployment that does not look at it): say how, rather than fail below
+case ",$(p -c "SHOW shared_preload_libraries" | tr -d ' ')," in
+*,pg_stat_statements,*) ;;
+*) echo "$(basename "$0"): pg_stat_statements is not in shared_preload_libraries; as a superuser:" >&2
+   echo "  ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'; then restart PostgreSQL" >&2
+   echo "  (infra/lib.sh: ax_pg_stop; ax_pg_start)" >&2
+   exit 2 ;;
+esac
 p -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 || true
 # the postmaster: the parent of a backend of ours
 PM=$(printf 'SELECT pg_backend_pid() AS bp \\gset\n\\setenv BP :bp\n\\! ps -o ppid= -p "$BP"\n' | p | tr -d ' ')

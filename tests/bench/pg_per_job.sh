@@ -28,6 +28,15 @@ export PGHOST=$(cfg pg.host) PGPORT=$(cfg pg.port) PGUSER=$(cfg pg.user) PGDATAB
 export PGPASSWORD=$(cfg pg.password)
 [[ -n $PGPASSWORD ]] || { pf=$(cfg pg.password_file); [[ -z $pf ]] || PGPASSWORD=$(cat "$pf"); }
 p() { psql -X -q -v ON_ERROR_STOP=1 -tA "$@"; }
+# infra's cluster does not preload the extension (a cost on every statement
+# of a deployment that does not look at it): say how, rather than fail below
+case ",$(p -c "SHOW shared_preload_libraries" | tr -d ' ')," in
+*,pg_stat_statements,*) ;;
+*) echo "$(basename "$0"): pg_stat_statements is not in shared_preload_libraries; as a superuser:" >&2
+   echo "  ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'; then restart PostgreSQL" >&2
+   echo "  (infra/lib.sh: ax_pg_stop; ax_pg_start)" >&2
+   exit 2 ;;
+esac
 p -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 p -c "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)" >/dev/null
 p -c "SELECT pg_stat_reset()" >/dev/null
