@@ -1,7 +1,8 @@
 /*
  * finish.c — persisting a batch of results in one transaction: the finish
- * statement (CAS FINISHED fenced by instance and attempt, the job_attempt
- * rows, the results outbox), what the ended instances advance (flows.c),
+ * statement (CAS FINISHED fenced by instance and attempt, the attempts —
+ * the final one on the state row, a retried one in job_attempt_log — the
+ * results outbox), what the ended instances advance (flows.c),
  * then the job rows (slots, run statistics, the circuit breaker) as the
  * last statement before the commit.
  */

@@ -218,43 +218,83 @@ void cb_pub_carry(callback_t *cb, ax_outcome_finished_t *f) {
             return; /* out of memory: the rest is read from the outbox */
 }
 
+static int id_cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* The rows to publish: the outbox's, then the carried batches it named
- * (moved out of the carry). A carried batch it did not name although a
- * later carried one was named is published or gone: dropped. */
-static ax_outbox_row_t *pub_rows(publisher_t *pb, ax_outbox_pending_t *pend, size_t *ret_n) {
+ * (moved out of the carry); *ret_carried of them carried. A named batch
+ * whose row holds a different number of ids than carried (a mark or a
+ * recovery changed it: cannot be while this process publishes) is dropped
+ * and read from the outbox next time; an outbox row of an instance a named
+ * batch carries is left out (one result, one record). A carried batch the
+ * outbox did not name although a later carried one was named is published
+ * or gone: dropped. */
+static ax_outbox_row_t *pub_rows(publisher_t *pb, ax_outbox_pending_t *pend, size_t *ret_n,
+                                 size_t *ret_carried) {
     size_t n = pend->n;
-    for (size_t k = 0; k < pb->ncarry; k++)
-        for (size_t j = 0; j < pend->ncarried; j++)
-            if (pend->carried[j] == pb->carry[k].batch)
-                n += pb->carry[k].n;
-    ax_outbox_row_t *rows = realloc(pend->rows, (n ? n : 1) * sizeof *rows);
-    if (!rows)
-        return NULL;
-    pend->rows = NULL;
-    size_t at = pend->n;
-    pend->n = 0;
     int64_t last = 0;
     for (size_t j = 0; j < pend->ncarried; j++)
         last = pend->carried[j] > last ? pend->carried[j] : last;
     for (size_t k = 0; k < pb->ncarry;) {
         struct pub_carry *c = &pb->carry[k];
+        size_t j = 0;
+        while (j < pend->ncarried && pend->carried[j] != c->batch)
+            j++;
+        if (j < pend->ncarried && pend->carried_n[j] == (int64_t)c->n) {
+            n += c->n;
+            k++;
+            continue;
+        }
+        if (j < pend->ncarried || c->batch < last || (pend->ncarried == 0 && n < PUB_BATCH)) {
+            ax_warn("results batch %lld carried but %s; read from the outbox", (long long)c->batch,
+                    j < pend->ncarried ? "changed since" : "no longer pending");
+            pub_carry_drop(pb, k, 0);
+            continue;
+        }
+        k++;
+    }
+    /* the carried ids, sorted, to leave the outbox's copies out */
+    int64_t *cids = malloc((n - pend->n + 1) * sizeof *cids);
+    ax_outbox_row_t *rows = realloc(pend->rows, (n ? n : 1) * sizeof *rows);
+    if (!cids || !rows) {
+        free(cids);
+        if (rows)
+            pend->rows = rows;
+        return NULL;
+    }
+    pend->rows = NULL;
+    size_t at = pend->n, nc = 0;
+    pend->n = 0;
+    for (size_t k = 0; k < pb->ncarry;) {
+        struct pub_carry *c = &pb->carry[k];
         int named = 0;
         for (size_t j = 0; j < pend->ncarried && !named; j++)
             named = pend->carried[j] == c->batch;
-        if (named) {
-            memcpy(rows + at, c->rows, c->n * sizeof *rows);
-            at += c->n;
-            pb->carried += (int64_t)c->n;
-            pub_carry_drop(pb, k, 1);
-        } else if (c->batch < last || (pend->ncarried == 0 && at < PUB_BATCH)) {
-            ax_warn("results batch %lld carried but no longer pending; dropped",
-                    (long long)c->batch);
-            pub_carry_drop(pb, k, 0);
-        } else {
+        if (!named) {
             k++;
+            continue;
         }
+        for (size_t i = 0; i < c->n; i++)
+            cids[nc++] = c->rows[i].res.instance_id;
+        memcpy(rows + at, c->rows, c->n * sizeof *rows);
+        at += c->n;
+        pub_carry_drop(pb, k, 1);
     }
-    *ret_n = at;
+    qsort(cids, nc, sizeof *cids, id_cmp);
+    size_t db = at - nc, keep = 0;
+    for (size_t i = 0; i < at; i++) {
+        if (i < db && nc &&
+            bsearch(&rows[i].res.instance_id, cids, nc, sizeof *cids, id_cmp)) {
+            ax_result_clear(&rows[i].res);
+            continue;
+        }
+        rows[keep++] = rows[i];
+    }
+    free(cids);
+    *ret_n = keep;
+    *ret_carried = nc;
     return rows;
 }
 
@@ -563,9 +603,8 @@ static int pub_batch(callback_t *cb) {
         ax_warn("results: %s", err);
         return rc;
     }
-    pb->read += (int64_t)pend.n;
-    size_t nrows = 0;
-    ax_outbox_row_t *rows = pub_rows(pb, &pend, &nrows);
+    size_t nrows = 0, ncarried = 0;
+    ax_outbox_row_t *rows = pub_rows(pb, &pend, &nrows, &ncarried);
     ax_outbox_pending_free(&pend);
     if (!rows)
         return AX_ERR_NOMEM;
@@ -598,6 +637,10 @@ static int pub_batch(callback_t *cb) {
         pub_failed(cb, rc, produced, err);
     else
         rc = pub_mark(cb, rows, nrows, ids);
+    if (rc == 0) { /* published: where each came from */
+        pb->carried += (int64_t)ncarried;
+        pb->read += (int64_t)(nrows - ncarried);
+    }
     free(ids);
     ax_outbox_rows_free(rows, nrows);
     return rc < 0 ? AX_ERR_IO : (int)nrows;

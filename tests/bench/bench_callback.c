@@ -74,7 +74,7 @@
  *
  * Cleanup on every way out (also SIGINT/SIGTERM/SIGHUP of the benchmark):
  * the callback gets SIGTERM (SIGKILL after 30 s), then every instance of
- * the deployment (its job_attempt rows cascade) and the job are deleted, and
+ * the deployment (its attempt rows cascade) and the job are deleted, and
  * the topics and consumer groups of the prefix. What an earlier run left
  * behind (a job bench-cb-<pid> whose process is gone) is removed at start.
  */
@@ -475,7 +475,7 @@ static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
 /* ---- database rows ---------------------------------------------------------- */
 
 /* Everything a run of `prefix` (job `job`) left in the database: the
- * instances (job_attempt rows cascade), what the results outbox still holds
+ * instances (attempt rows cascade), what the results outbox still holds
  * of them, the results topic's reconciled offsets, the job, its counters
  * untouched. */
 static void delete_rows(const char *prefix, const char *job) {

@@ -61,7 +61,7 @@
  *
  * Cleanup on every way out (also SIGINT/SIGTERM/SIGHUP of the benchmark):
  * the services get SIGTERM (SIGKILL after 30 s), then the job, every
- * instance of the deployment (job_attempt rows cascade), its
+ * instance of the deployment (attempt rows cascade), its
  * dispatch_pending and lane_status rows, leader row and worker rows are
  * deleted, the topics (lanes included) and consumer groups too. Jobs of an
  * earlier run whose benchmark process no longer exists (bench-flood-<pid>)

@@ -60,14 +60,16 @@ explain() { # title, prepare types, sql, args, commit?
         -c "EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) EXECUTE s($4)" -c "${5:-ROLLBACK}" |
         grep -v '^BEGIN\|^PREPARE\|^ROLLBACK\|^COMMIT'
 }
-FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[]"
-FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL'"
+# $11: the results returned for the publisher to carry (the publisher's own
+# finish; false in every other callback process)
+FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[], boolean"
+FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}"
 case $WHAT in
 finish) explain finish "$FT" "$SQL_FIN" "$FA" ;;
 pending|mark|all)
     [[ $WHAT == all ]] && explain finish "$FT" "$SQL_FIN" "$FA"
     psql_ -c "PREPARE s($FT) AS $SQL_FIN" -c "EXECUTE s($FA)" >/dev/null
-    [[ $WHAT == mark ]] || explain pending "text, int" "$SQL_PEND" "'ax.', 5000"
+    [[ $WHAT == mark ]] || explain pending "text, int, bigint[]" "$SQL_PEND" "'ax.', 5000, '{}'"
     [[ $WHAT == pending ]] || explain mark "text, bigint[], text, int[], bigint[]" "$SQL_MARK" \
         "'ax.', '$IDS', 'r', '{0}', '{$B}'" ;;
 esac

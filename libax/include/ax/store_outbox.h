@@ -38,12 +38,13 @@ typedef struct ax_outbox_row {
 /* The first `limit` rows of the deployment's outbox, in instance order.
  * The batch rows (ax_result_batch) whose ids are in carried[0..ncarried)
  * — results the caller holds already — are not read: their ids come back
- * in ret->carried, in batch order, when they are among those first
- * `limit` rows. Free with ax_outbox_pending_free. */
+ * in ret->carried (and the ids each holds now in ret->carried_n), in batch
+ * order, when they are among those first `limit` rows. Free with
+ * ax_outbox_pending_free. */
 typedef struct ax_outbox_pending {
     ax_outbox_row_t *rows;
     size_t n;
-    int64_t *carried;
+    int64_t *carried, *carried_n;
     size_t ncarried;
 } ax_outbox_pending_t;
 int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,

@@ -92,7 +92,8 @@ typedef struct ax_outcome_finished {
 
 /* Persist in[0..n) (n > 0) in one statement: each result's instance CAS'd
  * to FINISHED (or SCHEDULED for a retry) if it is still at that attempt,
- * its job_attempt row, and what ended for good into the results outbox.
+ * its attempt (on the state row when final, else a job_attempt_log row),
+ * and what ended for good into the results outbox.
  * Stale and duplicate results match nothing. *ret describes what changed;
  * with `results`, ret->results holds the results of what ended for good. */
 int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, int results,

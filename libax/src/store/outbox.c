@@ -23,10 +23,14 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
     " AND (" s ".result_batch IS NULL OR NOT EXISTS (SELECT 1 FROM ax_result_batch rb"         \
     "  WHERE rb.id = " s ".result_batch AND rb.published_at IS NOT NULL))"
 
+/* Only an instance in no results batch: one the finish ended (a size probe
+ * of its parent in the same consumed batch as its final result) is in its
+ * batch row already, published with it — an outbox row beside it would
+ * have it produced twice when the publisher carries the batch. */
 AX_STMT(st_add_finished, "outbox.add_finished",
     "INSERT INTO ax_result_outbox (deployment, instance_id)"
     " SELECT deployment, id FROM instance_state WHERE id = ANY($1::bigint[])"
-    "  AND state = 'FINISHED' AND result_published_at IS NULL" NOT_BATCH_PUBLISHED("instance_state")
+    "  AND state = 'FINISHED' AND result_published_at IS NULL AND result_batch IS NULL"
     " ON CONFLICT DO NOTHING");
 
 int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
@@ -52,13 +56,14 @@ int ax_store_outbox_add_finished(ax_pg_t *pg, const int64_t *ids, size_t n, char
  * recovery marked it alone.
  * A batch row whose results the publisher carries ($3: it finished them
  * itself, and the finish statement returned them, services/callback/
- * publish.c) is not read row by row: it comes back as one row, its id in
- * the last column (the instance's columns NULL), still counted against
- * $2 and in id order with the others. Reading a result here costs two
+ * publish.c) is not read row by row: it comes back as one row, its id and
+ * its count of ids (n) in the last two columns (the instance's columns
+ * NULL; after the instance rows), still counted against $2. Reading a
+ * result here costs two
  * primary-key lookups and its columns, about 10 µs of PostgreSQL's time
  * per job (BENCHMARKS.md, "Issue #13: results carried"). */
 AX_STMT(st_pending, "outbox.pending",
-    "WITH bt AS MATERIALIZED (SELECT b.id, b.ids FROM (SELECT id, ids,"
+    "WITH bt AS MATERIALIZED (SELECT b.id, b.ids, b.n FROM (SELECT id, ids, n,"
     "  sum(n) OVER (ORDER BY id) - n AS before"
     "  FROM ax_result_batch WHERE deployment = $1 AND published_at IS NULL) b"
     "  WHERE b.before < $2::int),"
@@ -72,14 +77,15 @@ AX_STMT(st_pending, "outbox.pending",
     "  (extract(epoch FROM d.scheduled_at) * 1000)::bigint,"
     "  (extract(epoch FROM s.locked_at) * 1000)::bigint,"
     "  (extract(epoch FROM s.running_at) * 1000)::bigint,"
-    "  (extract(epoch FROM s.finished_at) * 1000)::bigint, NULL::bigint"
+    "  (extract(epoch FROM s.finished_at) * 1000)::bigint, NULL::bigint, NULL::int"
     " FROM o LEFT JOIN (instance_state s JOIN instance_def d ON d.id = s.id)"
     "  ON s.id = o.instance_id AND s.state = 'FINISHED' AND s.result_published_at IS NULL"
     NOT_BATCH_PUBLISHED("s")
     " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    "  NULL, NULL, NULL, NULL, bt.id FROM bt WHERE bt.id = ANY($3::bigint[])"
+    "  NULL, NULL, NULL, NULL, bt.id, bt.n FROM bt WHERE bt.id = ANY($3::bigint[])"
     " ORDER BY 1");
-enum { OB_ID, OB_PRESENT, OB_JOB, OB_FINISHED = OB_JOB + AX_RESULT_NCOLS - 1, OB_CARRIED };
+enum { OB_ID, OB_PRESENT, OB_JOB, OB_FINISHED = OB_JOB + AX_RESULT_NCOLS - 1, OB_CARRIED,
+       OB_CARRIED_N };
 
 int ax__result_row(const PGresult *r, int i, int c, ax_result_t *res) {
     enum { JOB, OUTCOME, ATTEMPTS, EXIT, ERROR_CLASS, ERROR, OUTPUT, TRACE, IDEM, NOMINAL,
@@ -133,12 +139,14 @@ int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,
     size_t rows = (size_t)PQntuples(r);
     ret->rows = rows ? calloc(rows, sizeof *ret->rows) : NULL;
     ret->carried = rows ? calloc(rows, sizeof *ret->carried) : NULL;
-    if (rows && (!ret->rows || !ret->carried))
+    ret->carried_n = rows ? calloc(rows, sizeof *ret->carried_n) : NULL;
+    if (rows && (!ret->rows || !ret->carried || !ret->carried_n))
         rc = AX_ERR_NOMEM;
     for (int i = 0; rc == 0 && i < (int)rows; i++) {
-        if (!PQgetisnull(r, i, OB_CARRIED))
+        if (!PQgetisnull(r, i, OB_CARRIED)) {
+            ret->carried_n[ret->ncarried] = ax_pg_int(r, i, OB_CARRIED_N);
             ret->carried[ret->ncarried++] = ax_pg_int(r, i, OB_CARRIED);
-        else
+        } else
             rc = outbox_row(r, i, &ret->rows[ret->n++]);
     }
     PQclear(r);
@@ -152,6 +160,7 @@ int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,
 void ax_outbox_pending_free(ax_outbox_pending_t *p) {
     ax_outbox_rows_free(p->rows, p->n);
     free(p->carried);
+    free(p->carried_n);
     memset(p, 0, sizeof *p);
 }
 

@@ -139,7 +139,8 @@ AX_STMT(st_finish, "outcome.finish",
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, o.attempt, o.outcome, i.exit_code, i.error_class, i.error,"
     "    clock_timestamp() AS finished_at, o.holds_slot, o.job_id, o.running_at, o.worker,"
-    "    o.started_ms, o.retry_ms, i.deployment, i.output, i.locked_at AS locked,"
+    "    o.started_ms, o.retry_ms, i.deployment, CASE WHEN $11::boolean THEN i.output END AS output,"
+    "    i.locked_at AS locked,"
     "    i.running_at AS ran, i.finished_at AS fin_at"
     "), ob AS ("
     /* ended for good: to be published (the outbox, same transaction), one
