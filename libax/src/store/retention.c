@@ -27,25 +27,16 @@
 
 enum { B_DELETED, B_SEEN, B_LAST_ID, B_LAST_MS, B_YOUNG };
 
-/* The batch is the next $7 rows of instance_state in primary-key order,
- * of every deployment (this one's are picked out in `gone`): a walk of the
- * primary key whatever the statistics say. With the deployment in the
- * scan's condition, statistics that knew no row of it (a deployment new
- * since the last ANALYZE, every bench_exec run after its cleanup's) made
- * the planner sort a sequential scan of the whole table for each batch:
- * 22 of the statement's 26 ms with 30,000 rows (auto_explain, BENCHMARKS.md
- * "Issue #13: the retention sweep's walk"), once a second while nothing is
- * old enough to go, and it grows with the table. */
 AX_STMT(st_instances, "retention.instances",
         "WITH seen AS (SELECT s.id, s.finished_at, s.active, s.result_published_at,"
-        "  s.result_batch, s.deployment"
-        "  FROM instance_state s WHERE s.id > $5::bigint"
+        "  s.result_batch"
+        "  FROM instance_state s WHERE s.id > $5::bigint AND s.deployment = $4"
         "  ORDER BY s.id LIMIT $7::bigint),"
         " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
         /* the ids of the unconfirmed dispatch batches (a few rows) */
         " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch),"
         " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
-        "  WHERE seen.deployment = $4 AND NOT seen.active AND" PUBLISHED("seen")
+        "  WHERE NOT seen.active AND" PUBLISHED("seen")
         "   AND seen.finished_at < cut.t"
         "   AND NOT EXISTS (SELECT 1 FROM instance_def c JOIN instance_state cs ON cs.id = c.id"
         "    WHERE c.parent_id = d.id AND" LIVE("cs") ")"
