@@ -92,8 +92,11 @@ print("ready", flush=True)
 s.serve_forever()
 EOF
 for h in a b; do
-    netns_exec "$h" python3 "$WORK/slowd.py" "$h" "$HPORT" "$WORK/http.jsonl" "$((SLEEP_MS / 1000))" \
-        >"$WORK/slowd-$h.log" 2>&1 &
+    # ip netns exec execs the server, so $! is the server itself (through
+    # the netns_exec function it was a subshell: killing it at the end left
+    # the server running)
+    ip netns exec "$(netns_ns "$h")" python3 "$WORK/slowd.py" "$h" "$HPORT" "$WORK/http.jsonl" \
+        "$((SLEEP_MS / 1000))" >"$WORK/slowd-$h.log" 2>&1 &
     SVC_PID[slowd@$h]=$!
 done
 wait_for 10 "the slow HTTP servers" bash -c "grep -q ready '$WORK/slowd-a.log' && grep -q ready '$WORK/slowd-b.log'"
