@@ -13,6 +13,7 @@
 #include "trigger.h"
 
 #define RETENTION_REWIND 60
+#define RETENTION_STRIDE 64
 
 /* One batch of instances: 1 go on, 0 the pass is over (cursor back to
  * the start), -1 error. */
@@ -20,15 +21,26 @@ static int instances_batch(trigger_t *t, const ax_lease_key_t *k) {
     ax_svc_t *svc = &t->svc;
     char err[512];
     ax_retention_batch_t b;
+    int64_t batch = svc->conf.retention_batch;
+    if (t->ret_inst_walk < 1)
+        t->ret_inst_walk = 1;
     if (ax_store_retention_instances(svc->pg, k, svc->conf.topic_prefix, t->ret_inst_after,
-                                     svc->conf.retention_finished_ms, svc->conf.retention_batch,
-                                     &b, err, sizeof err) < 0) {
+                                     svc->conf.retention_finished_ms, batch,
+                                     batch * t->ret_inst_walk, &b, err, sizeof err) < 0) {
         ax_warn("retention (instances): %s", err);
         return -1;
     }
     t->ret_inst_deleted += b.deleted;
-    if (b.seen < svc->conf.retention_batch) { /* the end of the table */
+    /* Rows of other deployments (sharing the database, the ids one
+     * sequence) are walked past in ever longer strides, up to
+     * RETENTION_STRIDE batches a statement; a batch that held rows of this
+     * deployment walks one batch again. */
+    t->ret_inst_walk = b.mine ? 1 : t->ret_inst_walk * 2;
+    if (t->ret_inst_walk > RETENTION_STRIDE)
+        t->ret_inst_walk = RETENTION_STRIDE;
+    if (b.end) { /* the end of the table */
         t->ret_inst_after = 0;
+        t->ret_inst_walk = 1;
         return 0;
     }
     /* Ids grow with creation time: after an instance created inside the
@@ -56,7 +68,7 @@ static int ledger_batch(trigger_t *t, const ax_lease_key_t *k) {
         return -1;
     }
     t->ret_fire_deleted += b.deleted;
-    if (b.seen < svc->conf.retention_batch) {
+    if (b.end) {
         t->ret_fire_job = t->ret_fire_ms = 0;
         return 0;
     }

@@ -47,7 +47,7 @@ typedef struct trigger {
 
     /* the retention sweep (retention.c): where each pass has got to */
     struct event *ev_retention;
-    int64_t ret_inst_after, ret_inst_passes, ret_fire_job, ret_fire_ms;
+    int64_t ret_inst_after, ret_inst_passes, ret_inst_walk, ret_fire_job, ret_fire_ms;
     int64_t ret_inst_deleted, ret_fire_deleted;
 
     /* leadership (leader.c) */

@@ -25,13 +25,28 @@
 /* A live or unpublished instance: its own row and its family stay. */
 #define LIVE(s) " (" s ".active OR NOT" PUBLISHED(s) ")"
 
-enum { B_DELETED, B_SEEN, B_LAST_ID, B_LAST_MS, B_YOUNG };
+enum { B_DELETED, B_SEEN, B_LAST_ID, B_LAST_MS, B_YOUNG, B_END, B_MINE };
 
+/* The batch walks the next $8 rows of instance_state in primary-key
+ * order, every deployment's, and takes the first $7 of this one's out of
+ * them (`seen`): a walk of the key whatever the statistics say. With the
+ * deployment in the scan's condition, statistics that knew no row of it (a
+ * deployment new since the last ANALYZE) made the planner sort a
+ * sequential scan of the whole table for every batch: 35-45 ms a call,
+ * once a second while nothing is old enough to go, growing with the table
+ * (BENCHMARKS.md, "Issue #13: the retention sweep's walk"). The cursor
+ * moves to the last row examined: the walk's last, or this deployment's
+ * $7th when it held more. Whether the pass stops here (`young`) is decided
+ * by this deployment's last row only: another deployment's rows say
+ * nothing of this one's. */
 AX_STMT(st_instances, "retention.instances",
-        "WITH seen AS (SELECT s.id, s.finished_at, s.active, s.result_published_at,"
-        "  s.result_batch"
-        "  FROM instance_state s WHERE s.id > $5::bigint AND s.deployment = $4"
-        "  ORDER BY s.id LIMIT $7::bigint),"
+        "WITH walk AS (SELECT s.id, s.finished_at, s.active, s.result_published_at,"
+        "  s.result_batch, s.deployment"
+        "  FROM instance_state s WHERE s.id > $5::bigint"
+        "  ORDER BY s.id LIMIT $8::bigint),"
+        " mine AS (SELECT count(*) AS n FROM walk WHERE walk.deployment = $4),"
+        " seen AS (SELECT * FROM walk WHERE walk.deployment = $4"
+        "  ORDER BY walk.id LIMIT $7::bigint),"
         " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
         /* the ids of the unconfirmed dispatch batches (a few rows) */
         " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch),"
@@ -66,10 +81,14 @@ AX_STMT(st_instances, "retention.instances",
         " last AS (SELECT max(id) AS id FROM seen)"
         /* one index lookup of the last row's definition (a join here
          * was planned as a backward scan of the whole primary key) */
-        " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
-        "  (SELECT id FROM last), 0,"
+        " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM walk),"
+        "  CASE WHEN (SELECT n FROM mine) > $7::bigint THEN (SELECT id FROM last)"
+        "   ELSE (SELECT max(id) FROM walk) END, 0,"
         "  coalesce((SELECT d.scheduled_at >= cut.t FROM instance_def d, cut"
-        "   WHERE d.id = (SELECT id FROM last)), false)");
+        "   WHERE d.id = (SELECT id FROM last)), false),"
+        /* the end of the table: the walk came short and the cursor is its last */
+        "  (SELECT count(*) FROM walk) < $8::bigint AND (SELECT n FROM mine) <= $7::bigint,"
+        "  (SELECT n FROM mine)");
 
 /* A job's latest row stays whatever its age: the trigger resumes the
  * schedule, the misfire policy and the overlap check from it. */
@@ -88,7 +107,8 @@ AX_STMT(st_ledger, "retention.ledger",
         "  LIMIT 1)"
         " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM seen),"
         "  (SELECT job_id FROM last),"
-        "  (SELECT floor(extract(epoch FROM nominal_time) * 1000)::bigint FROM last), false");
+        "  (SELECT floor(extract(epoch FROM nominal_time) * 1000)::bigint FROM last), false,"
+        "  (SELECT count(*) FROM seen) < $8::bigint, (SELECT count(*) FROM seen)");
 
 static int run_batch(ax_pg_t *pg, ax_stmt_t *st, int np, const char *const *p,
                      ax_retention_batch_t *ret, char *errbuf, size_t errlen) {
@@ -104,6 +124,8 @@ static int run_batch(ax_pg_t *pg, ax_stmt_t *st, int np, const char *const *p,
         ret->last_job = ret->last_id;
         ret->last_ms = ax_pg_int(r, 0, B_LAST_MS);
         ret->young = ax_pg_bool(r, 0, B_YOUNG);
+        ret->end = ax_pg_bool(r, 0, B_END);
+        ret->mine = ax_pg_int(r, 0, B_MINE);
     }
     PQclear(r);
     return 0;
@@ -111,17 +133,20 @@ static int run_batch(ax_pg_t *pg, ax_stmt_t *st, int np, const char *const *p,
 
 int ax_store_retention_instances(ax_pg_t *pg, const ax_lease_key_t *lease,
                                  const char *deployment, int64_t after_id, int64_t keep_ms,
-                                 int64_t batch, ax_retention_batch_t *ret, char *errbuf,
-                                 size_t errlen) {
-    ax_num_t n_epoch, n_after, n_keep, n_batch;
+                                 int64_t batch, int64_t walk, ax_retention_batch_t *ret,
+                                 char *errbuf, size_t errlen) {
+    ax_num_t n_epoch, n_after, n_keep, n_batch, n_walk;
+    if (walk < batch)
+        walk = batch;
     const char *p[] = {lease->role,
                        lease->holder,
                        ax_num(&n_epoch, lease->epoch),
                        deployment,
                        ax_num(&n_after, after_id),
                        ax_num(&n_keep, keep_ms),
-                       ax_num(&n_batch, batch)};
-    return run_batch(pg, &st_instances, 7, p, ret, errbuf, errlen);
+                       ax_num(&n_batch, batch),
+                       ax_num(&n_walk, walk)};
+    return run_batch(pg, &st_instances, 8, p, ret, errbuf, errlen);
 }
 
 int ax_store_retention_ledger(ax_pg_t *pg, const ax_lease_key_t *lease, const char *deployment,
