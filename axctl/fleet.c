@@ -407,7 +407,7 @@ static int topics_replication(int64_t *repl, int64_t *isr, char *err, size_t err
 int cmd_topics(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "create") != 0)
         die_usage("topics needs: create");
-    int64_t parts = 6, repl = 0, isr = 0; /* 0: from the cluster's size */
+    int64_t parts = 6, sparts = 0, repl = 0, isr = 0; /* 0: from the cluster's size */
     static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
     size_t cap = AX_ARRAY_SIZE(suffixes) + (size_t)(argc + 1) * AX_PRIORITIES, n = 0;
     char **names = calloc(cap, sizeof *names);
@@ -423,8 +423,8 @@ int cmd_topics(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int is_repl = strcmp(a, "--replication-factor") == 0 || strcmp(a, "--replication") == 0;
-        if (strcmp(a, "--partitions") != 0 && !is_repl && strcmp(a, "--min-insync") != 0 &&
-            strcmp(a, "--group") != 0)
+        if (strcmp(a, "--partitions") != 0 && strcmp(a, "--service-partitions") != 0 &&
+            !is_repl && strcmp(a, "--min-insync") != 0 && strcmp(a, "--group") != 0)
             die_usagef("topics create: unknown argument '%s' (see axctl --help)", a);
         if (i + 1 >= argc)
             die_usagef("%s needs a value", a);
@@ -433,6 +433,10 @@ int cmd_topics(int argc, char **argv) {
             parts = parse_int(v, a);
             if (parts < 1 || parts > 100000)
                 die_usagef("--partitions must be 1..100000, not %s", v);
+        } else if (strcmp(a, "--service-partitions") == 0) {
+            sparts = parse_int(v, a);
+            if (sparts < 1 || sparts > 100000)
+                die_usagef("--service-partitions must be 1..100000, not %s", v);
         } else if (is_repl) {
             repl = parse_int(v, a);
             if (repl < 1 || repl > 32767)
@@ -458,10 +462,20 @@ int cmd_topics(int argc, char **argv) {
         }
     }
     char err[512];
+    if (sparts == 0)
+        sparts = ax_kafka_service_partitions((int)parts);
+    ax_info("topics: %lld partition(s) per dispatch lane, %lld per submit, callback, results "
+            "and dlq", (long long)parts, (long long)sparts);
     int rc = topics_replication(&repl, &isr, err, sizeof err);
+    /* names[0..3]: submit, callback, results, dlq; then the lanes */
     if (rc == 0)
-        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names, n, (int)parts,
-                                         (int)repl, (int)isr, err, sizeof err);
+        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names,
+                                         AX_ARRAY_SIZE(suffixes), (int)sparts, (int)repl,
+                                         (int)isr, err, sizeof err);
+    if (rc == 0)
+        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names + AX_ARRAY_SIZE(suffixes),
+                                         n - AX_ARRAY_SIZE(suffixes), (int)parts, (int)repl,
+                                         (int)isr, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "axctl: %s\n", err);
     for (size_t i = 0; i < n; i++)

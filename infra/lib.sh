@@ -26,7 +26,9 @@
 #   AX_PG_SHARED_BUFFERS      PostgreSQL shared_buffers (default: a quarter of the
 #                             machine's or the cgroup's memory, 128MB to 4GB;
 #                             docs/DEPLOYMENT.md)
-#   AX_PARTITIONS             partitions per ax topic (default: 6)
+#   AX_PARTITIONS             partitions per dispatch lane (default: 6; submit,
+#                             callback, results and dlq get at most 2: axctl
+#                             topics create --service-partitions)
 #   AX_KAFKA_VERSIONS         Kafka versions to try, preferred first
 #   AX_JAVA                   java binary for the broker (default: Java 17)
 #   AX_TLS                    1: Kafka SASL_SSL and PostgreSQL hostssl only, ax.conf

@@ -1143,7 +1143,7 @@ int main(int argc, char **argv) {
     char group[128], results[256];
     ax_conf_topic(&conf, "bench", group, sizeof group);
     const char *rt[] = {ax_conf_topic(&conf, "results", results, sizeof results)};
-    if (ax_kafka_create_topics(&conf, partitions, 0, err, sizeof err) < 0 ||
+    if (ax_kafka_create_topics(&conf, partitions, partitions, 0, err, sizeof err) < 0 ||
         !(g_rc = ax_kafka_consumer_new(&conf, group, "bench-callback", err, sizeof err)) ||
         ax_kafka_subscribe(g_rc, rt, 1, err, sizeof err) < 0)
         fprintf(stderr, "bench_callback: %s\n", err);

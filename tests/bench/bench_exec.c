@@ -46,7 +46,8 @@
  *   outcomes          counts by outcome; anything but SUCCESS, or an
  *                     attempt > 1, makes the exit status 3
  *
- * Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W]
+ * Usage: bench_exec [--config F] [--set k=v]... [--partitions P]
+ *                   [--service-partitions Q] [--warmup W]
  *                   [--timeout S] [--submit-chunk K] [--metrics-port BASE]
  *                   BUILD_DIR MODE EXECUTORS N [RATE]
  *
@@ -59,7 +60,10 @@
  * turn (ax_kafka_chunk_hint), as a client batching its records would,
  * instead of each to its key's (trace id) partition, as axctl submit does
  * (default: submit.partition.chunk of the configuration, 128; 0: by key).
- * --reuse-topics: the topic prefix is bench.reuse.p<P>. (P: --partitions),
+ * --partitions P (default 8): the dispatch lanes' partitions;
+ * --service-partitions Q: submit's, callback's, results' and dlq's (default
+ * as axctl topics create: ax_kafka_service_partitions(P), 2 for P >= 2).
+ * --reuse-topics: the topic prefix is bench.reuse.p<P>s<Q>.
  * its topics (created when missing), consumer groups and submit-topic
  * watermarks are left for the next run, which resumes from the committed
  * offsets (the rows of the run are deleted as always; results are told
@@ -111,8 +115,9 @@ static void on_signal(int sig) {
 }
 
 static ax_pg_t *g_pg;
-static char g_prefix[64]; /* bench.<pid>., or bench.reuse.p<P>. with --reuse-topics */
+static char g_prefix[64]; /* bench.<pid>., or bench.reuse.p<P>s<Q>. with --reuse-topics */
 static int g_reuse; /* --reuse-topics: the topics and groups outlive the run */
+static int g_svc_partitions; /* --service-partitions, as created */
 static char g_job[64];    /* bench-exec-<pid> */
 static int64_t g_job_id;
 
@@ -581,7 +586,8 @@ static int wait_published(int64_t above, long want, long stall_s, int64_t *ret_d
 /* ---- main ------------------------------------------------------------------ */
 
 static const char usage[] =
-    "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--warmup W] [--timeout S]\n"
+    "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--service-partitions Q]\n"
+    "                  [--warmup W] [--timeout S]\n"
     "                  [--submit-chunk K] [--metrics-port BASE] [--reuse-topics]\n"
     "                  BUILD_DIR MODE EXECUTORS N [RATE]\n"
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
@@ -744,8 +750,9 @@ static int run(const char *build, const char *mode, int nexec, long n,
         snprintf(rate_s, sizeof rate_s, "%.0f", rate);
     else
         snprintf(rate_s, sizeof rate_s, "max");
-    printf("mode=%s executors=%d n=%ld rate=%s partitions=%d warmup=%ld submit_chunk=%ld\n", mode,
-           nexec, n, rate_s, partitions, warmup, g_submit_chunk);
+    printf("mode=%s executors=%d n=%ld rate=%s partitions=%d service_partitions=%d warmup=%ld "
+           "submit_chunk=%ld\n",
+           mode, nexec, n, rate_s, partitions, g_svc_partitions, warmup, g_submit_chunk);
     printf("completed_per_s=%.0f published_per_s=%.0f span_s=%.2f ingest_span_s=%.2f "
            "submit_s=%.2f window_s=%.2f\n",
            span > 0 ? (double)n / span : 0, span_pub > 0 ? (double)n / span_pub : 0, span,
@@ -862,12 +869,14 @@ int main(int argc, char **argv) {
         return 1;
     ax_conf_t conf;
     ax_conf_from_args(&conf, &argc, argv, "bench_exec", usage, NULL);
-    int partitions = 8;
+    int partitions = 8, svc_partitions = 0;
     long warmup = 300, stall_s = 60;
     int ai = 1;
     for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
         if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
             partitions = atoi(argv[++ai]);
+        else if (strcmp(argv[ai], "--service-partitions") == 0 && ai + 1 < argc)
+            svc_partitions = atoi(argv[++ai]);
         else if (strcmp(argv[ai], "--warmup") == 0 && ai + 1 < argc)
             warmup = atol(argv[++ai]);
         else if (strcmp(argv[ai], "--timeout") == 0 && ai + 1 < argc)
@@ -897,14 +906,18 @@ int main(int argc, char **argv) {
         return 2;
     }
     if ((strcmp(mode, "noop") != 0 && strcmp(mode, "sleep10") != 0) || nexec < 1 ||
-        nexec > MAX_EXECUTORS || n < 1 || rate < 0 || partitions < 1 || warmup < 1 ||
+        nexec > MAX_EXECUTORS || n < 1 || rate < 0 || partitions < 1 || svc_partitions < 0 ||
+        warmup < 1 ||
         stall_s < 1 || g_metrics_port < 0 || g_metrics_port + 2 + nexec > 65536) {
         fprintf(stderr, "%s", usage);
         return 2;
     }
     char err[512];
+    if (svc_partitions == 0)
+        svc_partitions = ax_kafka_service_partitions(partitions);
+    g_svc_partitions = svc_partitions;
     if (g_reuse)
-        snprintf(g_prefix, sizeof g_prefix, "bench.reuse.p%d.", partitions);
+        snprintf(g_prefix, sizeof g_prefix, "bench.reuse.p%ds%d.", partitions, svc_partitions);
     else
         snprintf(g_prefix, sizeof g_prefix, "bench.%d.", (int)getpid());
     snprintf(g_job, sizeof g_job, "bench-exec-%d", (int)getpid());
@@ -940,7 +953,7 @@ int main(int argc, char **argv) {
     char group[128], results[256];
     ax_conf_topic(&conf, "bench", group, sizeof group);
     const char *rt[] = {ax_conf_topic(&conf, "results", results, sizeof results)};
-    if (ax_kafka_create_topics(&conf, partitions, 0, err, sizeof err) < 0 ||
+    if (ax_kafka_create_topics(&conf, partitions, svc_partitions, 0, err, sizeof err) < 0 ||
         !(g_rc = ax_kafka_consumer_new(&conf, group, "bench-exec", err, sizeof err)) ||
         ax_kafka_subscribe(g_rc, rt, 1, err, sizeof err) < 0)
         fprintf(stderr, "bench_exec: %s\n", err);

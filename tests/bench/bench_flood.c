@@ -910,7 +910,7 @@ int main(int argc, char **argv) {
     }
     ax_conf_topic(&conf, "submit", g_topic, sizeof g_topic);
     int rc = 1;
-    if (ax_kafka_create_topics(&conf, o.partitions, 0, err, sizeof err) < 0)
+    if (ax_kafka_create_topics(&conf, o.partitions, o.partitions, 0, err, sizeof err) < 0)
         fprintf(stderr, ME ": %s\n", err);
     else
         rc = run(&conf, build, &o, pass, npass);

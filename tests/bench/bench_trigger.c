@@ -658,7 +658,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     cleanup_stale();
-    if (ax_kafka_create_topics(&conf, partitions, 0, err, sizeof err) < 0) {
+    if (ax_kafka_create_topics(&conf, partitions, partitions, 0, err, sizeof err) < 0) {
         fprintf(stderr, "bench_trigger: %s\n", err);
         return 1;
     }

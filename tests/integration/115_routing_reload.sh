@@ -45,6 +45,11 @@ axctl topics create --partitions 4 --group orders >/dev/null 2>&1 || fail "topic
 parts() { kc -L -t "$1" 2>/dev/null | grep -cE '^ +partition [0-9]+'; }
 [ "$(parts "$(topic dispatch)")" = 4 ] || fail "$(topic dispatch) does not have 4 partitions"
 [ "$(parts "$(topic dispatch.orders)")" = 4 ] || fail "$(topic dispatch.orders) was not created with 4 partitions"
+# the topics the services read in one place: at most 2 partitions unless asked
+for t in submit callback results dlq; do
+    [ "$(parts "$(topic $t)")" = 2 ] || fail "$(topic $t) does not have the default 2 partitions"
+done
+expect 2 "--service-partitions must be 1..100000" axctl topics create --service-partitions 0
 
 # ---- (a) routing keys ----------------------------------------------------------------------
 R="${JOBP}routed"

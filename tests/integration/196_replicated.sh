@@ -52,8 +52,10 @@ finish_test() {
 }
 trap finish_test EXIT
 
-axctl --set log.level=info topics create --partitions 3 >"$WORK/topics.log" 2>&1 \
+axctl --set log.level=info topics create --partitions 3 --service-partitions 3 >"$WORK/topics.log" 2>&1 \
     || fail "cannot create topics: $(cat "$WORK/topics.log")"
+grep -q "3 partition(s) per dispatch lane, 3 per submit, callback, results and dlq" "$WORK/topics.log" \
+    || fail "topics create did not take --service-partitions 3: $(cat "$WORK/topics.log")"
 grep -q "replication factor 3, min.insync.replicas 2 (3 broker(s))" "$WORK/topics.log" \
     || fail "topics create did not choose RF 3 / min.insync 2 on 3 brokers: $(cat "$WORK/topics.log")"
 # A broker learns of a new topic from the controller a moment after it is

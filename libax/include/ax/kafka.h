@@ -183,12 +183,25 @@ ax_kafka_watch_t *ax_kafka_watch(struct event_base *base, rd_kafka_queue_t *q, i
 void ax_kafka_watch_kick(ax_kafka_watch_t *w);
 void ax_kafka_watch_free(ax_kafka_watch_t *w);
 
-/* Create the ax topics (prefix from conf) with `partitions` partitions,
- * `replication` replicas (0: ax_kafka_replication_default, with its
- * min.insync.replicas) and max.message.bytes = ax_kafka_record_max(conf);
- * existing topics are left as they are. */
-int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
-                           size_t errlen);
+/* The partitions of the topics the services read and write in one place
+ * (submit, callback, results, dlq) when not given: as many as the lanes',
+ * at most AX_SERVICE_PARTITIONS. Their readers are a few triggers and
+ * callbacks (and the results' readers), not the executors; each partition
+ * a producer batch or a transaction touches costs the broker a request (and
+ * in a transaction a verification and a marker), so every one of them
+ * beyond their readers is paid per batch for nothing (docs/DEPLOYMENT.md,
+ * "Sizing"; BENCHMARKS.md, "Issue #13: partitions of the service topics"). */
+#define AX_SERVICE_PARTITIONS 2
+int ax_kafka_service_partitions(int lane_partitions);
+/* Create the ax topics (prefix from conf): the default group's dispatch
+ * lanes with `partitions` partitions (executors scale to that many),
+ * submit, callback, results and dlq with `service_partitions` (0:
+ * ax_kafka_service_partitions(partitions)); `replication` replicas (0:
+ * ax_kafka_replication_default, with its min.insync.replicas) and
+ * max.message.bytes = ax_kafka_record_max(conf); existing topics are left
+ * as they are. */
+int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int service_partitions,
+                           int replication, char *errbuf, size_t errlen);
 /* Delete every topic ax_kafka_create_topics() creates for conf's prefix
  * (submit, callback, results, dlq and the default group's five dispatch
  * lanes), and first the consumer groups <prefix><groups[i]> (they must have

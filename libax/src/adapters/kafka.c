@@ -619,8 +619,9 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w) {
 }
 
 /* The topics ax_kafka_create_topics() creates for conf's prefix: submit,
- * callback, results, dlq and the default group's five lanes. */
-enum { AX_TOPICS_N = 4 + AX_PRIORITIES };
+ * callback, results, dlq (the first AX_SERVICE_TOPICS_N) and the default
+ * group's five lanes. */
+enum { AX_SERVICE_TOPICS_N = 4, AX_TOPICS_N = AX_SERVICE_TOPICS_N + AX_PRIORITIES };
 static size_t ax_topic_names(const ax_conf_t *conf, char names[AX_TOPICS_N][256],
                              const char *np[AX_TOPICS_N]) {
     static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
@@ -632,8 +633,12 @@ static size_t ax_topic_names(const ax_conf_t *conf, char names[AX_TOPICS_N][256]
     return n;
 }
 
-int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replication, char *errbuf,
-                           size_t errlen) {
+int ax_kafka_service_partitions(int lane_partitions) {
+    return lane_partitions < AX_SERVICE_PARTITIONS ? lane_partitions : AX_SERVICE_PARTITIONS;
+}
+
+int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int service_partitions,
+                           int replication, char *errbuf, size_t errlen) {
     char names[AX_TOPICS_N][256];
     const char *np[AX_TOPICS_N];
     size_t n = ax_topic_names(conf, names, np);
@@ -643,7 +648,15 @@ int ax_kafka_create_topics(const ax_conf_t *conf, int partitions, int replicatio
         if (rc < 0)
             return rc;
     }
-    return ax_kafka_create_topic_names(conf, np, n, partitions, replication, isr, errbuf, errlen);
+    if (service_partitions <= 0)
+        service_partitions = ax_kafka_service_partitions(partitions);
+    /* submit, callback, results, dlq; then the lanes */
+    int rc = ax_kafka_create_topic_names(conf, np, AX_SERVICE_TOPICS_N, service_partitions,
+                                         replication, isr, errbuf, errlen);
+    if (rc == 0)
+        rc = ax_kafka_create_topic_names(conf, np + AX_SERVICE_TOPICS_N, n - AX_SERVICE_TOPICS_N,
+                                         partitions, replication, isr, errbuf, errlen);
+    return rc;
 }
 
 /* Wait for one admin result on q; AX_ERR_IO (with the reason) when there is
