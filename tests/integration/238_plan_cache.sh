@@ -6,7 +6,8 @@
 # COMMIT undoes, and the store knows it (the next switch is not skipped);
 # dispatch.ingest, declared generic, runs twice on its cached generic plan
 # (no custom plan), and dispatch.settle after it, an ordinary statement,
-# on a custom plan with the session back on force_custom_plan.
+# on a custom plan with the session back on force_custom_plan. The session
+# has JIT compilation off.
 source "$(dirname "$0")/lib.sh"
 D="it238.$$.$RANDOM."
 J="it238-$$"
@@ -25,6 +26,7 @@ expect() { # expect LINE
     grep -qxF "$1" <<<"$out" || fail "expected '$1' in: $(echo "$out" | tr '\n' ';')"
 }
 expect "mode.start force_custom_plan"
+expect "jit off"
 expect "mode.generic force_generic_plan"
 expect "mode.txn_custom force_custom_plan"
 expect "mode.after_rollback force_generic_plan"

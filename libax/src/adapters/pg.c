@@ -228,7 +228,14 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     ax_pg_tcp_defaults(conf, &dflt);
     snprintf(idle, sizeof idle, " -c idle_in_transaction_session_timeout=%lld",
              (long long)dflt.user_timeout_ms);
-    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan%s%s%s%s%s%s%s%s", srv,
+    /* jit=off: ax's statements are short index work; with the planner's
+     * cost above jit_above_cost (stale statistics on a large table) the
+     * server compiled them to machine code first, 10-30 ms a time on this
+     * machine, on the due scan's path (pg_stat_statements' jit_* columns:
+     * the due scan's two statements JIT-compiled 135 times in a
+     * session's benchmarks, 1.5 s; BENCHMARKS.md, "Issue #13: JIT"). Before
+     * pg.options, which wins. */
+    if (asprintf(&pg->options, "-c plan_cache_mode=force_custom_plan -c jit=off%s%s%s%s%s%s%s%s", srv,
                  idle, user_options ? " " : "", user_options ? user_options : "",
                  safe ? " -c ax.deployment=" : "", safe ? pfx : "", *stmt ? " " : "", stmt) < 0) {
         ax_pg_destroy(pg);

@@ -677,6 +677,8 @@ void ax_conf_reference(FILE *out) {
           "mid-transaction releases its locks in seconds; and every session gets\n"
           "`idle_in_transaction_session_timeout` = the default `tcp_user_timeout` above (also\n"
           "before `pg.options`), so one whose process stopped inside a transaction does too.\n"
+          "Every session also gets `jit = off` (before `pg.options`, which wins): ax's statements\n"
+          "are short index work that a JIT compilation (tens of ms) only delays.\n"
           "`pg.keepalives = 0` turns\n"
           "keepalives off on both sides, and with them libpq's\n"
           "`tcp_user_timeout` (libpq sets it only with keepalives on); `pg.tcp_user_timeout = 0`\n"

@@ -73,6 +73,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     int rc = show(pg, "mode.start");
+    /* the connection's other option: no JIT compilation (adapters/pg.c) */
+    PGresult *jr = NULL;
+    if (ax_pg_exec(pg, "SHOW jit", 0, NULL, NULL, NULL, &jr, err, sizeof err) < 0) {
+        fprintf(stderr, "it_plan: jit: %s\n", err);
+        rc = 1;
+    } else {
+        printf("jit %s\n", PQgetvalue(jr, 0, 0));
+        PQclear(jr);
+    }
     rc |= step(ax_pg_plan(pg, 1, err, sizeof err), "generic") || show(pg, "mode.generic");
     /* in a transaction: SET LOCAL, undone by the rollback */
     rc |= step(ax_pg_begin(pg, err, sizeof err), "begin") ||
