@@ -357,6 +357,8 @@ static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
     hold_list_free(&x->holds);
     free(x->ids);
     x->ids = NULL;
+    if (produced > 0)
+        lag_note_sent(t);
     return produced;
 }
 

@@ -26,6 +26,14 @@
  * between two slow samples left them idle (BENCHMARKS.md, "Issue #13: the
  * lag samples").
  *
+ * A lane is also sampled at once (at most every LAG_NUDGE_MS) when what the
+ * trigger sent it since the last sample has used up its room but for two
+ * batches (lag_note_sent): the room is counted from the last sample, which
+ * does not know what the executors drained since, and under a burst a
+ * sample 500 ms old closed the ingest's direct path and left the
+ * executors idle while the due instances waited in PostgreSQL for the next
+ * sample (BENCHMARKS.md, "Issue #13: the lag sample on demand").
+ *
  * A lag sample that fails (broker down) keeps the last plan; after three
  * failed intervals in a row every lane counts as not over, so an outage
  * of the monitor never holds work back for good.
@@ -47,6 +55,7 @@
 #include "trigger.h"
 
 #define MAX_TOPICS 256
+#define LAG_NUDGE_MS 50 /* the earliest a sample on demand follows the last one */
 
 struct lagmon {
     trigger_t *t;
@@ -58,6 +67,7 @@ struct lagmon {
     char prefix[256]; /* <topic.prefix>dispatch */
     int64_t interval_ms, fast_ms;
     int pressed; /* a lane is held back: sample every fast_ms (set by the loop) */
+    int nudge;   /* a sample is wanted now (under mu; cleared by the sample) */
     int efd;     /* written after each sample: wakes the loop */
     struct event *ev_wake;
     /* the last sample, under mu */
@@ -145,7 +155,7 @@ static void *monitor(void *arg) {
     while (!m->stop) {
         pthread_mutex_unlock(&m->mu);
         char err[256] = "";
-        int64_t now = ax_mono_ms();
+        int64_t now = ax_mono_ms(), started = now;
         if (!parts || now - listed > 10000) {
             rd_kafka_topic_partition_list_t *np = list_partitions(m, err, sizeof err);
             if (np) {
@@ -174,14 +184,24 @@ static void *monitor(void *arg) {
         if (write(m->efd, &one, sizeof one) < 0) {
             /* the counter is full: a wake-up is pending anyway */
         }
-        int64_t wait_ms = m->pressed ? m->fast_ms : m->interval_ms;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t ns = ts.tv_nsec + wait_ms % 1000 * 1000000;
-        ts.tv_sec += wait_ms / 1000 + ns / 1000000000;
-        ts.tv_nsec = ns % 1000000000;
-        if (!m->stop)
+        /* the next sample: an interval after this one started (fast_ms
+         * while pressed), or LAG_NUDGE_MS after it when one is asked for;
+         * a signal (pressed, nudged, stop) makes it look again */
+        m->nudge = 0;
+        while (!m->stop) {
+            int64_t wait_ms = m->nudge     ? LAG_NUDGE_MS
+                              : m->pressed ? m->fast_ms
+                                           : m->interval_ms;
+            int64_t left = started + wait_ms - ax_mono_ms();
+            if (left <= 0)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + left % 1000 * 1000000;
+            ts.tv_sec += left / 1000 + ns / 1000000000;
+            ts.tv_nsec = ns % 1000000000;
             pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        }
     }
     pthread_mutex_unlock(&m->mu);
     if (parts)
@@ -344,9 +364,28 @@ static void set_pressed(struct lagmon *m, int pressed) {
         return;
     pthread_mutex_lock(&m->mu);
     m->pressed = pressed;
-    if (pressed)
+    if (pressed) {
+        m->nudge = 1; /* told at once when it starts */
         pthread_cond_signal(&m->cv);
+    }
     pthread_mutex_unlock(&m->mu);
+}
+
+void lag_note_sent(trigger_t *t) {
+    struct lagmon *m = t->lag;
+    if (!m || !lead_active(t) || t->lag_ok <= 0)
+        return;
+    for (int p = 1; p < AX_PRIORITIES; p++) {
+        if (t->lane_sent[p] <= 0 || lane_room(t, p) >= 2 * t->svc.conf.trigger_batch)
+            continue;
+        pthread_mutex_lock(&m->mu);
+        if (!m->nudge) {
+            m->nudge = 1;
+            pthread_cond_signal(&m->cv);
+        }
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
 }
 
 int lag_tick(trigger_t *t) {

@@ -266,6 +266,10 @@ int64_t lane_room(const trigger_t *t, int lane);
  * statement itself (its lane flows, nothing of it deferred, room for a
  * batch). */
 void lane_direct(const trigger_t *t, int direct[AX_PRIORITIES]);
+/* After a dispatch: a lane whose room, counted from the last sample, is
+ * about to close for what was sent since asks the monitor for a sample
+ * now (at most one per LAG_NUDGE_MS), instead of at its next interval. */
+void lag_note_sent(trigger_t *t);
 
 /* metrics.c (docs/METRICS.md): register on the service's registry (no-op
  * when metrics are off); the decisions f[0..n) just recorded (`created`

@@ -49,6 +49,7 @@
  * Usage: bench_exec [--config F] [--set k=v]... [--partitions P]
  *                   [--service-partitions Q] [--warmup W]
  *                   [--timeout S] [--submit-chunk K] [--metrics-port BASE]
+ *                   [--reuse-topics] [--timeline MS]
  *                   BUILD_DIR MODE EXECUTORS N [RATE]
  *
  * --config and --set (except topic.prefix) are passed on to every service,
@@ -72,6 +73,10 @@
  * deployment, not on nine new topics and their fresh index files per run
  * (BENCHMARKS.md, "Issue #13: the publish mark per batch"). One such run
  * at a time (the bench lock).
+ * --timeline MS: after the summary, per MS-long bucket since the first
+ * instance was scheduled, how many reached each state in it (timeline B:
+ * scheduled dispatched locked running finished): which stage fell behind,
+ * and when (BENCHMARKS.md, "Issue #13: the lag sample on demand").
  * --metrics-port BASE: each service gets metrics.listen=127.0.0.1:BASE+i
  * (0 trigger, 1 callback, 2.. the executors; before --set, which wins), so
  * a scraper started once finds every run's endpoints (default 0: none).
@@ -118,6 +123,7 @@ static ax_pg_t *g_pg;
 static char g_prefix[64]; /* bench.<pid>., or bench.reuse.p<P>s<Q>. with --reuse-topics */
 static int g_reuse; /* --reuse-topics: the topics and groups outlive the run */
 static int g_svc_partitions; /* --service-partitions, as created */
+static int g_timeline_ms; /* --timeline MS: per-stage counts per bucket of MS */
 static char g_job[64];    /* bench-exec-<pid> */
 static int64_t g_job_id;
 
@@ -302,6 +308,33 @@ static void pg_snap(pgstat_t *s) {
 }
 
 /* ---- the services -------------------------------------------------------- */
+
+/* --timeline MS: how many of the run's instances reached each state in
+ * every MS-long bucket since the first was scheduled (scheduled_at,
+ * dispatched_at, locked_at, running_at, finished_at): the stage whose rate
+ * falls behind the others is the one that limits the run. */
+static void print_timeline(const char **pa) {
+    char ms[32];
+    snprintf(ms, sizeof ms, "%d", g_timeline_ms);
+    const char *p3[] = {pa[0], pa[1], ms};
+    PGresult *r;
+    if (sql("WITH i AS (SELECT scheduled_at, dispatched_at, locked_at, running_at, finished_at"
+            "  FROM job_instance WHERE job_id = $1::bigint AND id > $2::bigint),"
+            " t0 AS (SELECT min(scheduled_at) AS t FROM i),"
+            " e AS (SELECT k, floor(extract(epoch FROM ts - t0.t) * 1000 / $3::int)::int AS b"
+            "  FROM i, t0, LATERAL (VALUES (0, scheduled_at), (1, dispatched_at), (2, locked_at),"
+            "    (3, running_at), (4, finished_at)) v(k, ts) WHERE ts IS NOT NULL)"
+            " SELECT b, count(*) FILTER (WHERE k = 0), count(*) FILTER (WHERE k = 1),"
+            "  count(*) FILTER (WHERE k = 2), count(*) FILTER (WHERE k = 3),"
+            "  count(*) FILTER (WHERE k = 4) FROM e GROUP BY b ORDER BY b",
+            3, p3, &r) < 0)
+        return;
+    printf("timeline_ms=%d bucket: scheduled dispatched locked running finished\n", g_timeline_ms);
+    for (int i = 0; i < PQntuples(r); i++)
+        printf("timeline %s: %s %s %s %s %s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+               PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5));
+    PQclear(r);
+}
 
 /* --metrics-port BASE: service i serves /metrics on 127.0.0.1:BASE+i (trigger,
  * callback, executors in order), so one long-lived scraper knows the targets. */
@@ -589,6 +622,7 @@ static const char usage[] =
     "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--service-partitions Q]\n"
     "                  [--warmup W] [--timeout S]\n"
     "                  [--submit-chunk K] [--metrics-port BASE] [--reuse-topics]\n"
+    "                  [--timeline MS]\n"
     "                  BUILD_DIR MODE EXECUTORS N [RATE]\n"
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
     "--config and --set are passed on to the services (except topic.prefix).\n";
@@ -853,6 +887,8 @@ static int run(const char *build, const char *mode, int nexec, long n,
         PQclear(r);
     }
     printf("outcomes=%s retried=%ld instances=%ld per_worker=%s\n", outc, retried, count, per);
+    if (g_timeline_ms > 0)
+        print_timeline(pa);
     if (ok != n || retried || count != n) {
         fprintf(stderr, "bench_exec: %ld of %ld instances SUCCESS (%ld counted, %ld retried)\n",
                 ok, n, count, retried);
@@ -885,6 +921,8 @@ int main(int argc, char **argv) {
             g_submit_chunk = atol(argv[++ai]);
         else if (strcmp(argv[ai], "--metrics-port") == 0 && ai + 1 < argc)
             g_metrics_port = atoi(argv[++ai]);
+        else if (strcmp(argv[ai], "--timeline") == 0 && ai + 1 < argc)
+            g_timeline_ms = atoi(argv[++ai]);
         else if (strcmp(argv[ai], "--reuse-topics") == 0)
             g_reuse = 1;
         else {

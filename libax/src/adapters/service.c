@@ -391,10 +391,16 @@ static int held_lingers(ax_svc_t *svc, int64_t now) {
 }
 
 /* Up to 64 batches, but not longer than CONSUME_BUDGET_MS: a backlog of
- * submissions (a burst) must not keep the service's other timers (the
- * trigger's lease checks, due scan, schedules) waiting; the rest is taken up
- * again as soon as the loop has run them. */
-#define CONSUME_BUDGET_MS 250
+ * submissions (a burst) must not keep the service's other events (the
+ * trigger's lease checks, due scan, lag samples, schedules; the callback's
+ * results publisher) waiting; the rest is taken up again as soon as the loop
+ * has run them. Under load one batch of trigger.batch rows takes longer than
+ * the budget, so the loop turns after every batch: at 250 ms the trigger
+ * ingested a burst for a quarter of a second at a time while a lag sample
+ * that would have reopened the lanes, and the due scan, waited, and the
+ * executors ran dry (BENCHMARKS.md, "Issue #13: the lag sample on demand").
+ * Small batches (low load) still go several to a turn. */
+#define CONSUME_BUDGET_MS 10
 static void consumer_ready(void *arg) {
     ax_svc_t *svc = arg;
     int64_t start = ax_mono_ms();
