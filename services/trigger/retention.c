@@ -14,6 +14,9 @@
 
 #define RETENTION_REWIND 60
 #define RETENTION_STRIDE 64
+/* and at most this many rows a statement, whatever retention.batch (at its
+ * maximum of 100,000 the stride alone would walk 6.4 million) */
+#define RETENTION_WALK_MAX 100000
 
 /* One batch of instances: 1 go on, 0 the pass is over (cursor back to
  * the start), -1 error. */
@@ -24,9 +27,12 @@ static int instances_batch(trigger_t *t, const ax_lease_key_t *k) {
     int64_t batch = svc->conf.retention_batch;
     if (t->ret_inst_walk < 1)
         t->ret_inst_walk = 1;
+    int64_t walk = batch * t->ret_inst_walk;
+    if (walk > RETENTION_WALK_MAX)
+        walk = batch > RETENTION_WALK_MAX ? batch : RETENTION_WALK_MAX;
     if (ax_store_retention_instances(svc->pg, k, svc->conf.topic_prefix, t->ret_inst_after,
-                                     svc->conf.retention_finished_ms, batch,
-                                     batch * t->ret_inst_walk, &b, err, sizeof err) < 0) {
+                                     svc->conf.retention_finished_ms, batch, walk, &b, err,
+                                     sizeof err) < 0) {
         ax_warn("retention (instances): %s", err);
         return -1;
     }
