@@ -408,16 +408,16 @@ int cmd_topics(int argc, char **argv) {
     if (argc < 1 || strcmp(argv[0], "create") != 0)
         die_usage("topics needs: create");
     int64_t parts = 6, sparts = 0, repl = 0, isr = 0; /* 0: from the cluster's size */
-    static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
-    size_t cap = AX_ARRAY_SIZE(suffixes) + (size_t)(argc + 1) * AX_PRIORITIES, n = 0;
+    enum { NS = AX_KAFKA_SERVICE_TOPICS_N };
+    size_t cap = NS + (size_t)(argc + 1) * AX_PRIORITIES, n = 0;
     char **names = calloc(cap, sizeof *names);
     if (!names) {
         fprintf(stderr, "axctl: out of memory\n");
         return 1;
     }
     char buf[512];
-    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++)
-        names[n++] = strdup(ax_conf_topic(&conf, suffixes[i], buf, sizeof buf));
+    for (size_t i = 0; i < NS; i++) /* the service topics */
+        names[n++] = strdup(ax_conf_topic(&conf, ax_kafka_service_topics[i], buf, sizeof buf));
     for (int p = 0; p < AX_PRIORITIES; p++) /* the default group's lanes */
         names[n++] = strdup(ax_conf_dispatch_topic(&conf, NULL, p, buf, sizeof buf));
     for (int i = 1; i < argc; i++) {
@@ -467,15 +467,13 @@ int cmd_topics(int argc, char **argv) {
     ax_info("topics: %lld partition(s) per dispatch lane, %lld per submit, callback, results "
             "and dlq", (long long)parts, (long long)sparts);
     int rc = topics_replication(&repl, &isr, err, sizeof err);
-    /* names[0..3]: submit, callback, results, dlq; then the lanes */
+    /* names[0..NS): the service topics; then the lanes */
     if (rc == 0)
-        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names,
-                                         AX_ARRAY_SIZE(suffixes), (int)sparts, (int)repl,
-                                         (int)isr, err, sizeof err);
+        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names, NS, (int)sparts,
+                                         (int)repl, (int)isr, err, sizeof err);
     if (rc == 0)
-        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names + AX_ARRAY_SIZE(suffixes),
-                                         n - AX_ARRAY_SIZE(suffixes), (int)parts, (int)repl,
-                                         (int)isr, err, sizeof err);
+        rc = ax_kafka_create_topic_names(&conf, (const char *const *)names + NS, n - NS,
+                                         (int)parts, (int)repl, (int)isr, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "axctl: %s\n", err);
     for (size_t i = 0; i < n; i++)

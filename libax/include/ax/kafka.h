@@ -193,6 +193,10 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w);
  * "Sizing"; BENCHMARKS.md, "Issue #13: partitions of the service topics"). */
 #define AX_SERVICE_PARTITIONS 2
 int ax_kafka_service_partitions(int lane_partitions);
+/* The suffixes of a deployment's service topics (topic.prefix + suffix):
+ * submit, callback, results, dlq — the ones `service_partitions` sizes. */
+#define AX_KAFKA_SERVICE_TOPICS_N 4
+extern const char *const ax_kafka_service_topics[AX_KAFKA_SERVICE_TOPICS_N];
 /* Create the ax topics (prefix from conf): the default group's dispatch
  * lanes with `partitions` partitions (executors scale to that many),
  * submit, callback, results and dlq with `service_partitions` (0:

@@ -618,16 +618,19 @@ void ax_kafka_watch_free(ax_kafka_watch_t *w) {
     free(w);
 }
 
-/* The topics ax_kafka_create_topics() creates for conf's prefix: submit,
- * callback, results, dlq (the first AX_SERVICE_TOPICS_N) and the default
- * group's five lanes. */
-enum { AX_SERVICE_TOPICS_N = 4, AX_TOPICS_N = AX_SERVICE_TOPICS_N + AX_PRIORITIES };
+const char *const ax_kafka_service_topics[AX_KAFKA_SERVICE_TOPICS_N] = {"submit", "callback",
+                                                                       "results", "dlq"};
+
+/* The topics ax_kafka_create_topics() creates for conf's prefix: the
+ * service topics (the first AX_SERVICE_TOPICS_N) and the default group's
+ * five lanes. */
+enum { AX_SERVICE_TOPICS_N = AX_KAFKA_SERVICE_TOPICS_N,
+       AX_TOPICS_N = AX_SERVICE_TOPICS_N + AX_PRIORITIES };
 static size_t ax_topic_names(const ax_conf_t *conf, char names[AX_TOPICS_N][256],
                              const char *np[AX_TOPICS_N]) {
-    static const char *const suffixes[] = {"submit", "callback", "results", "dlq"};
     size_t n = 0;
-    for (size_t i = 0; i < AX_ARRAY_SIZE(suffixes); i++, n++)
-        np[n] = ax_conf_topic(conf, suffixes[i], names[n], sizeof names[n]);
+    for (size_t i = 0; i < AX_SERVICE_TOPICS_N; i++, n++)
+        np[n] = ax_conf_topic(conf, ax_kafka_service_topics[i], names[n], sizeof names[n]);
     for (int p = 0; p < AX_PRIORITIES; p++, n++)
         np[n] = ax_conf_dispatch_topic(conf, NULL, p, names[n], sizeof names[n]);
     return n;
