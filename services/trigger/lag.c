@@ -68,6 +68,8 @@ struct lagmon {
     int64_t interval_ms, fast_ms;
     int pressed; /* a lane is held back: sample every fast_ms (set by the loop) */
     int nudge;   /* a sample is wanted now (under mu; cleared by the sample) */
+    int demand;  /* the sample under way was asked for (under mu) */
+    int64_t samples[2]; /* samples taken: at the interval, on demand (under mu) */
     int efd;     /* written after each sample: wakes the loop */
     struct event *ev_wake;
     /* the last sample, under mu */
@@ -172,6 +174,7 @@ static void *monitor(void *arg) {
         while ((msg = rd_kafka_consumer_poll(m->rk, 0)))
             rd_kafka_message_destroy(msg);
         pthread_mutex_lock(&m->mu);
+        m->samples[m->demand]++;
         if (rc == 0) {
             memcpy(m->lag, lag, sizeof lag);
             m->failures = 0;
@@ -202,6 +205,7 @@ static void *monitor(void *arg) {
             ts.tv_nsec = ns % 1000000000;
             pthread_cond_timedwait(&m->cv, &m->mu, &ts);
         }
+        m->demand = m->nudge;
     }
     pthread_mutex_unlock(&m->mu);
     if (parts)
@@ -408,6 +412,7 @@ int lag_tick(trigger_t *t) {
     memcpy(lag, m->lag, sizeof lag);
     seq = m->seq;
     failures = m->failures;
+    memcpy(t->lag_samples, m->samples, sizeof t->lag_samples);
     snprintf(err, sizeof err, "%s", m->err);
     pthread_mutex_unlock(&m->mu);
     if (seq != m->seen_seq) {

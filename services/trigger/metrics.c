@@ -20,8 +20,8 @@
 
 struct tmetrics {
     ax_metric_t *fires, *lateness, *created, *epoch, *leader, *changes, *lag, *deferred,
-        *circuits, *submissions, *dispatched, *swept;
-    int64_t last_submitted, last_duplicates, last_dispatched, last_swept;
+        *circuits, *submissions, *dispatched, *swept, *samples;
+    int64_t last_submitted, last_duplicates, last_dispatched, last_swept, last_samples[2];
     int64_t circuits_at;
     struct event *ev;
 };
@@ -30,6 +30,7 @@ static const char *const lanes[AX_PRIORITIES + 1] = {"0", "1", "2", "3", "4", NU
 static const char *const circuit_states[] = {"open", "half_open", NULL};
 static const char *const submission_results[] = {"created", "duplicate", NULL};
 static const char *const created_by[] = {"fire", "submit", NULL};
+static const char *const sample_reasons[] = {"interval", "demand", NULL};
 
 /* Add what a counter of the trigger grew by since the last call. */
 static uint64_t grown(int64_t now, int64_t *last) {
@@ -63,6 +64,8 @@ static void on_metrics(evutil_socket_t fd, short what, void *arg) {
     ax_metric_add(m->submissions, 1, grown(t->duplicates, &m->last_duplicates));
     ax_metric_add(m->dispatched, 0, grown(t->dispatched, &m->last_dispatched));
     ax_metric_add(m->swept, 0, grown(t->swept, &m->last_swept));
+    for (size_t k = 0; k < 2; k++)
+        ax_metric_add(m->samples, k, grown(t->lag_samples[k], &m->last_samples[k]));
     ax_metric_set(m->epoch, 0, (double)t->epoch);
     ax_metric_set(m->leader, 0, lead_active(t) ? 1 : 0);
     for (size_t l = 0; l < AX_PRIORITIES; l++) {
@@ -107,6 +110,11 @@ static void tm_register(struct tmetrics *m, ax_metrics_t *reg) {
     m->deferred = ax_metrics_gauge(reg, "ax_trigger_lane_deferred",
                                    "Instances deferred on a priority lane (last count).", "lane",
                                    lanes);
+    m->samples = ax_metrics_counter(reg, "ax_trigger_lag_samples_total",
+                                    "Samples of the executors' lag taken up by the leader, by "
+                                    "reason: its interval, or on demand (a lane held back, or "
+                                    "its room used up since the last sample).",
+                                    "reason", sample_reasons);
     m->circuits = ax_metrics_gauge(reg, "ax_trigger_circuits",
                                    "Jobs of the deployment whose circuit breaker is open or "
                                    "half-open (leader only, every 5 s).",

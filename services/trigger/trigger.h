@@ -100,6 +100,7 @@ typedef struct trigger {
     int64_t mark_since_ms[AX_PRIORITIES]; /* scan.c mark_deferred */
     int64_t deferred_fires;   /* scheduled fires recorded as deferred */
     int64_t lane_sent[AX_PRIORITIES]; /* produced per lane since the last lag sample */
+    int64_t lag_samples[2];   /* lag samples taken up: at their interval, on demand */
     int64_t part_seq; /* dispatch records produced without a routing field (their chunks) */
     int lag_ok;               /* the lag monitor's samples are current */
     int room_starved;         /* the last due scan left due instances for want of lane room */

@@ -13,7 +13,10 @@
 # path is the same: ingest, due scan, deferral marks, lane release). Then:
 # the first instance finishes within 15 s of the burst's start, every
 # instance ends FINISHED SUCCESS, the epoch never changed, t2 never led,
-# and no trigger logged a lost or starved leadership.
+# and no trigger logged a lost or starved leadership. The leader's lag
+# samples (ax_trigger_lag_samples_total on its /metrics) include some taken
+# on demand: the lane's room ran out, or it was held back, so the monitor
+# did not wait for its interval (docs/PRIORITIES.md).
 . "$(dirname "$0")/lib.sh"
 N=${BURST_N:-50000}
 create_topics 4
@@ -23,7 +26,7 @@ sql "INSERT INTO job (name, handler_kind, command, timeout_ms, retry_max)
      VALUES ('$J', 'plugin', ARRAY['$PLUGDIR/ax-noop.so'], 60000, 0)" >/dev/null
 
 LAG=(--set trigger.lag.high=1000 --set trigger.lag.low=300 --set log.level=info)
-start_svc trigger@1 "${LAG[@]}" --set worker.id=t1
+start_svc trigger@1 "${LAG[@]}" --set worker.id=t1 --set metrics.listen=127.0.0.1:0
 wait_for 20 "t1 leads" leader_is t1
 e0=$(leader_holder | cut -d' ' -f2)
 start_svc trigger@2 "${LAG[@]}" --set worker.id=t2
@@ -78,4 +81,13 @@ done
 grep -q "leader (epoch" "$WORK/ax-trigger@2.log" && fail "t2 led"
 deferred=$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID AND deferred_at IS NOT NULL")
 log "$deferred instance(s) were deferred by the P2 lane on the way"
+port=$(sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-trigger@1.log" | tail -n 1)
+[ -n "$port" ] || fail "t1 logged no metrics port"
+sleep 1.5 # the counters are carried over once a second
+curl -sf "http://127.0.0.1:$port/metrics" >"$WORK/t1.prom" || fail "GET /metrics of t1 failed"
+demand=$(awk '$1 == "ax_trigger_lag_samples_total{reason=\"demand\"}" { print $2 }' "$WORK/t1.prom")
+interval=$(awk '$1 == "ax_trigger_lag_samples_total{reason=\"interval\"}" { print $2 }' "$WORK/t1.prom")
+log "lag samples taken up by t1: $interval at the interval, $demand on demand"
+[ "${demand:-0}" -ge 1 ] 2>/dev/null || fail "no lag sample on demand during the burst: $(grep lag_samples "$WORK/t1.prom")"
+[ "${interval:-0}" -ge 1 ] 2>/dev/null || fail "no lag sample at the interval: $(grep lag_samples "$WORK/t1.prom")"
 log "OK"
