@@ -67,7 +67,7 @@ struct lagmon {
     char prefix[256]; /* <topic.prefix>dispatch */
     int64_t interval_ms, fast_ms;
     int pressed; /* a lane is held back: sample every fast_ms (set by the loop) */
-    int nudge;   /* a sample is wanted now (under mu; cleared by the sample) */
+    int nudge;   /* a sample is wanted now (under mu; cleared when one starts) */
     int demand;  /* the sample under way was asked for (under mu) */
     int64_t samples[2]; /* samples taken: at the interval, on demand (under mu) */
     int efd;     /* written after each sample: wakes the loop */
@@ -155,6 +155,10 @@ static void *monitor(void *arg) {
     int64_t listed = 0;
     pthread_mutex_lock(&m->mu);
     while (!m->stop) {
+        /* this sample answers what was asked for until now; one asked for
+         * while it runs gets a sample of its own */
+        m->demand = m->nudge;
+        m->nudge = 0;
         pthread_mutex_unlock(&m->mu);
         char err[256] = "";
         int64_t now = ax_mono_ms(), started = now;
@@ -190,7 +194,6 @@ static void *monitor(void *arg) {
         /* the next sample: an interval after this one started (fast_ms
          * while pressed), or LAG_NUDGE_MS after it when one is asked for;
          * a signal (pressed, nudged, stop) makes it look again */
-        m->nudge = 0;
         while (!m->stop) {
             int64_t wait_ms = m->nudge     ? LAG_NUDGE_MS
                               : m->pressed ? m->fast_ms
@@ -205,7 +208,6 @@ static void *monitor(void *arg) {
             ts.tv_nsec = ns % 1000000000;
             pthread_cond_timedwait(&m->cv, &m->mu, &ts);
         }
-        m->demand = m->nudge;
     }
     pthread_mutex_unlock(&m->mu);
     if (parts)
