@@ -5,7 +5,8 @@
 # followed by one round of ../shared/peers/run.sh on PEERS_DSN (a database
 # of its own), then ROUNDS runs with 2 and with 4 executors, then ROUNDS
 # runs paced at 1,000 jobs/s (fire-to-start at a moderate load). Prints
-# bench_exec's figures and the peers' JSON lines as they come.
+# bench_exec's figures and the peers' JSON lines as they come. The peers'
+# tables are emptied before each of their rounds (psql on PEERS_DSN).
 #
 #   AX_CONFIG=/path/ax.conf PEERS_DSN=postgres://u:p@host:port/peers \
 #     tests/bench/peers.sh BUILD_DIR [N] [ROUNDS]
@@ -21,6 +22,23 @@ build=${1:?usage: peers.sh BUILD_DIR [N] [ROUNDS]}; n=${2:-20000}; rounds=${3:-3
 here=$(cd "$(dirname "$0")" && pwd)
 peers=${PEERS_RUN:-$here/../../../shared/peers/run.sh}
 [ -x "$peers" ] || { echo "peers.sh: no $peers (set PEERS_RUN)" >&2; exit 2; }
+# Every round of every system starts on empty tables: bench_exec's cleanup
+# deletes its run's rows, and here the peers' are deleted before each of
+# their rounds. pg-boss 10 keeps its completed jobs (the harness's
+# deleteQueue at its start leaves them), River its finished rows: after a
+# few sessions pg-boss's table held 622,000 completed jobs and pg-boss ran
+# at ~0.84x of its speed on an emptied one, so a ratio depended on how
+# often the peers had run on the machine (BENCHMARKS.md, "After the
+# eleventh session").
+peers_clean() {
+    psql -X -q -v ON_ERROR_STOP=1 "$PEERS_DSN" >/dev/null <<'SQL' || echo "peers.sh: could not empty the peers' tables" >&2
+DO $$ BEGIN
+  IF to_regclass('pgboss.job') IS NOT NULL THEN TRUNCATE pgboss.job; END IF;
+  IF to_regclass('pgboss.archive') IS NOT NULL THEN TRUNCATE pgboss.archive; END IF;
+  IF to_regclass('public.river_job') IS NOT NULL THEN TRUNCATE public.river_job; END IF;
+END $$;
+SQL
+}
 ax() { # ax EXECUTORS [RATE]
     # shellcheck disable=SC2086 # BENCH_ARGS: words
     "$build/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$build" noop "$1" "$n" ${2:+"$2"} 2>/dev/null |
@@ -29,6 +47,7 @@ ax() { # ax EXECUTORS [RATE]
 for i in $(seq 1 "$rounds"); do
     echo "== ax, 1 executor, then the peers: round $i $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
     ax 1
+    peers_clean
     "$peers" "$PEERS_DSN" "$n" 1 2>&1 | grep '^{'
 done
 for e in 2 4; do
