@@ -10,6 +10,7 @@
 #define AX_BENCH_COMMON_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -144,6 +145,38 @@ static inline int64_t bench_mono_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A numeric option's value: the whole of `s` an integer in [lo, hi] (1),
+ * else a message naming the option on stderr (0): atoi() took "abc" for 0
+ * and a bench ran without what was asked of it. */
+static inline int bench_int_arg(const char *me, const char *what, const char *s, long long lo,
+                                long long hi, long long *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s: '%s' is not an integer from %lld to %lld\n", me, what,
+                s ? s : "", lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The same for a number with a fraction (a rate), in [lo, hi]. */
+static inline int bench_num_arg(const char *me, const char *what, const char *s, double lo,
+                                double hi, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "%s: %s: '%s' is not a number from %g to %g\n", me, what, s ? s : "",
+                lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
 }
 
 /* Clock ticks over `secs` as % of one core, or -1. */

@@ -907,46 +907,50 @@ int main(int argc, char **argv) {
     ax_conf_from_args(&conf, &argc, argv, "bench_exec", usage, NULL);
     int partitions = 8, svc_partitions = 0;
     long warmup = 300, stall_s = 60;
+    long long v = 0;
     int ai = 1;
+#define INT_OPT(name, lo, hi, var)                                                             \
+    else if (strcmp(argv[ai], name) == 0 && ai + 1 < argc) {                                   \
+        if (!bench_int_arg("bench_exec", name, argv[++ai], lo, hi, &v))                        \
+            return 2;                                                                          \
+        var = v;                                                                               \
+    }
     for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
-        if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
-            partitions = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--service-partitions") == 0 && ai + 1 < argc)
-            svc_partitions = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--warmup") == 0 && ai + 1 < argc)
-            warmup = atol(argv[++ai]);
-        else if (strcmp(argv[ai], "--timeout") == 0 && ai + 1 < argc)
-            stall_s = atol(argv[++ai]);
-        else if (strcmp(argv[ai], "--submit-chunk") == 0 && ai + 1 < argc)
-            g_submit_chunk = atol(argv[++ai]);
-        else if (strcmp(argv[ai], "--metrics-port") == 0 && ai + 1 < argc)
-            g_metrics_port = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--timeline") == 0 && ai + 1 < argc)
-            g_timeline_ms = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--reuse-topics") == 0)
+        if (strcmp(argv[ai], "--reuse-topics") == 0)
             g_reuse = 1;
+        INT_OPT("--partitions", 1, 10000, partitions)
+        INT_OPT("--service-partitions", 0, 10000, svc_partitions)
+        INT_OPT("--warmup", 1, 100000000, warmup)
+        INT_OPT("--timeout", 1, 86400, stall_s)
+        INT_OPT("--submit-chunk", 0, 1000000, g_submit_chunk)
+        INT_OPT("--metrics-port", 0, 65535, g_metrics_port)
+        INT_OPT("--timeline", 1, 3600000, g_timeline_ms)
         else {
             fprintf(stderr, "%s", usage);
             return 2;
         }
     }
+#undef INT_OPT
     if (argc - ai != 4 && argc - ai != 5) {
         fprintf(stderr, "%s", usage);
         return 2;
     }
     const char *mode = argv[ai + 1];
-    int nexec = atoi(argv[ai + 2]);
-    long n = atol(argv[ai + 3]);
-    double rate = argc - ai == 5 ? atof(argv[ai + 4]) : 0;
+    long long nexec_ll = 0, n_ll = 0;
+    double rate = 0;
+    if (!bench_int_arg("bench_exec", "EXECUTORS", argv[ai + 2], 1, MAX_EXECUTORS, &nexec_ll) ||
+        !bench_int_arg("bench_exec", "N", argv[ai + 3], 1, 1000000000, &n_ll) ||
+        (argc - ai == 5 && !bench_num_arg("bench_exec", "RATE", argv[ai + 4], 0, 1e9, &rate)))
+        return 2;
+    int nexec = (int)nexec_ll;
+    long n = (long)n_ll;
     char build[PATH_MAX];
     if (!realpath(argv[ai], build)) {
         fprintf(stderr, "bench_exec: %s: %s\n", argv[ai], strerror(errno));
         return 2;
     }
-    if ((strcmp(mode, "noop") != 0 && strcmp(mode, "sleep10") != 0) || nexec < 1 ||
-        nexec > MAX_EXECUTORS || n < 1 || rate < 0 || partitions < 1 || svc_partitions < 0 ||
-        warmup < 1 ||
-        stall_s < 1 || g_metrics_port < 0 || g_metrics_port + 2 + nexec > 65536) {
+    if ((strcmp(mode, "noop") != 0 && strcmp(mode, "sleep10") != 0) ||
+        g_metrics_port + 2 + nexec > 65536) {
         fprintf(stderr, "%s", usage);
         return 2;
     }
