@@ -43,8 +43,13 @@ typedef struct ax_stmt {
  * planning a batch of ~40 rows, 2.3 ms of execution; BENCHMARKS.md,
  * "Issue #13: planning on the hot path"). Declare a statement generic only
  * after EXPLAIN EXECUTE under force_generic_plan shows the plan it gets
- * with stale, fresh and empty-table statistics: the finish, the claim and
- * the due scan each got plans 10-400 times slower generic. */
+ * with stale, fresh and empty-table statistics, and after the running
+ * service measured it (pg_stat_statements, a benchmark A/B): the finish,
+ * the claim and the due scan each got plans 10-400 times slower generic,
+ * and run.start, whose EXPLAIN showed the primary-key plan every time, ran
+ * three times slower on the plan its executor's session cached
+ * (BENCHMARKS.md, "Issue #13: pipelining and planning tried in the
+ * eleventh session"). */
 #define AX_STMT_GENERIC(ident, name_, sql_)                                                    \
     static ax_stmt_t ident = {.name = (name_), .sql = (sql_), .generic = 1}
 
