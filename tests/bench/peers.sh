@@ -25,19 +25,22 @@ peers=${PEERS_RUN:-$here/../../../shared/peers/run.sh}
 # Every round of every system starts on empty tables: bench_exec's cleanup
 # deletes its run's rows, and here the peers' are deleted before each of
 # their rounds. pg-boss 10 keeps its completed jobs (the harness's
-# deleteQueue at its start leaves them), River its finished rows: after a
-# few sessions pg-boss's table held 622,000 completed jobs and pg-boss ran
-# at ~0.84x of its speed on an emptied one, so a ratio depended on how
-# often the peers had run on the machine (BENCHMARKS.md, "After the
-# eleventh session").
+# deleteQueue at its start leaves them), River its finished rows: beside
+# 622,000 kept jobs pg-boss ran at 18-22k jobs/s, on emptied tables at
+# 28-31k, so a ratio depended on how often the peers had run on the
+# machine (BENCHMARKS.md, "After the eleventh session's measurements"). A
+# round that could not start on empty tables would not be the comparison:
+# the script stops instead.
+command -v psql >/dev/null || { echo "peers.sh: psql is needed to empty the peers' tables" >&2; exit 2; }
 peers_clean() {
-    psql -X -q -v ON_ERROR_STOP=1 "$PEERS_DSN" >/dev/null <<'SQL' || echo "peers.sh: could not empty the peers' tables" >&2
+    psql -X -q -v ON_ERROR_STOP=1 "$PEERS_DSN" >/dev/null <<'SQL' ||
 DO $$ BEGIN
   IF to_regclass('pgboss.job') IS NOT NULL THEN TRUNCATE pgboss.job; END IF;
   IF to_regclass('pgboss.archive') IS NOT NULL THEN TRUNCATE pgboss.archive; END IF;
   IF to_regclass('public.river_job') IS NOT NULL THEN TRUNCATE public.river_job; END IF;
 END $$;
 SQL
+        { echo "peers.sh: could not empty the peers' tables on PEERS_DSN (see psql's error above)" >&2; exit 1; }
 }
 ax() { # ax EXECUTORS [RATE]
     # shellcheck disable=SC2086 # BENCH_ARGS: words
