@@ -120,26 +120,32 @@ int main(int argc, char **argv) {
     ax_conf_t conf;
     ax_conf_from_args(&conf, &argc, argv, "bench_broker", usage, NULL);
     int parts = 8, rounds = 3, ai = 1;
+    long long lv = 0;
     for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
-        if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
-            parts = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--rounds") == 0 && ai + 1 < argc)
-            rounds = atoi(argv[++ai]);
-        else {
+        if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc) {
+            if (!bench_int_arg("bench_broker", "--partitions", argv[++ai], 1, INT_MAX, &lv))
+                return 2;
+            parts = (int)lv;
+        } else if (strcmp(argv[ai], "--rounds") == 0 && ai + 1 < argc) {
+            if (!bench_int_arg("bench_broker", "--rounds", argv[++ai], 1, 100, &lv))
+                return 2;
+            rounds = (int)lv;
+        } else {
             fprintf(stderr, "%s", usage);
             return 2;
         }
     }
-    if (argc - ai != 3 || parts < 1 || rounds < 1 || rounds > 100) {
+    if (argc - ai != 3) {
         fprintf(stderr, "%s", usage);
         return 2;
     }
-    long n = atol(argv[ai]);
-    int size = atoi(argv[ai + 1]), batch = atoi(argv[ai + 2]);
-    if (n < 1 || size < 1 || size > 100000 || batch < 0) {
-        fprintf(stderr, "%s", usage);
+    long long n_ll = 0, size_ll = 0, batch_ll = 0;
+    if (!bench_int_arg("bench_broker", "N", argv[ai], 1, LONG_MAX, &n_ll) ||
+        !bench_int_arg("bench_broker", "SIZE", argv[ai + 1], 1, 100000, &size_ll) ||
+        !bench_int_arg("bench_broker", "BATCH", argv[ai + 2], 0, INT_MAX, &batch_ll))
         return 2;
-    }
+    long n = (long)n_ll;
+    int size = (int)size_ll, batch = (int)batch_ll;
     /* the producers' batches (a consumer ignores the property) and the
      * consumers' start (a new group reads from the first record) */
     char err[512], v[32];

@@ -21,6 +21,7 @@
 #include "ax/conf.h"
 #include "ax/kafka.h"
 #include "adapters/pg_raw.h"
+#include "bench_common.h"
 
 static int64_t query_int(ax_pg_t *pg, const char *sql, int n, const char *const *p) {
     char err[512];
@@ -43,12 +44,15 @@ int main(int argc, char **argv) {
         produce_only = 1;
         a++;
     }
-    if (argc - a != 2 || atol(argv[a + 1]) <= 0) {
+    if (argc - a != 2) {
         fputs(usage, stderr);
         return 2;
     }
     const char *job = argv[a];
-    long n = atol(argv[a + 1]);
+    long long n_ll = 0;
+    if (!bench_int_arg("bench_burst", "N", argv[a + 1], 1, LONG_MAX, &n_ll))
+        return 2;
+    long n = (long)n_ll;
     char err[512], topic[256], role[256], run[40], key[96];
     if (ax_codec_init(err, sizeof err) < 0)
         return 1;

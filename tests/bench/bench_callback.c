@@ -1074,41 +1074,42 @@ int main(int argc, char **argv) {
     int partitions = 6, fail_pct = 0, live = 0;
     long stall_s = 60;
     double rate = 0;
+    long long v = 0;
     int ai = 1;
+    /* --timeout: up to ~31 years, so that S * 1000 cannot overflow. */
+#define INT_OPT(name, lo, hi, var)                                                             \
+    else if (strcmp(argv[ai], name) == 0 && ai + 1 < argc) {                                   \
+        if (!bench_int_arg("bench_callback", name, argv[++ai], lo, hi, &v))                    \
+            return 2;                                                                          \
+        var = v;                                                                               \
+    }
     for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
-        if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
-            partitions = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--fail-pct") == 0 && ai + 1 < argc)
-            fail_pct = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--callbacks") == 0 && ai + 1 < argc) {
-            g_ncb = atoi(argv[++ai]);
-            if (g_ncb < 1 || g_ncb > MAX_CB) {
-                fprintf(stderr, "bench_callback: --callbacks must be 1..%d\n", MAX_CB);
-                return 2;
-            }
-        }
-        else if (strcmp(argv[ai], "--live") == 0 && ai + 1 < argc) {
+        if (strcmp(argv[ai], "--live") == 0 && ai + 1 < argc) {
             live = 1;
-            rate = atof(argv[++ai]);
-        } else if (strcmp(argv[ai], "--timeout") == 0 && ai + 1 < argc)
-            stall_s = atol(argv[++ai]);
+            if (!bench_num_arg("bench_callback", "--live", argv[++ai], 0, 1e9, &rate))
+                return 2;
+        }
+        INT_OPT("--partitions", 1, INT_MAX, partitions)
+        INT_OPT("--fail-pct", 0, 100, fail_pct)
+        INT_OPT("--callbacks", 1, MAX_CB, g_ncb)
+        INT_OPT("--timeout", 1, 1000000000, stall_s)
         else {
             fprintf(stderr, "%s", usage);
             return 2;
         }
     }
+#undef INT_OPT
     if (argc - ai != 2 && argc - ai != 3) {
         fprintf(stderr, "%s", usage);
         return 2;
     }
     const char *bin = argv[ai];
-    long n = atol(argv[ai + 1]);
     const char *batch = argc - ai == 3 ? argv[ai + 2] : NULL;
-    if (n < 1 || partitions < 1 || fail_pct < 0 || fail_pct > 100 || rate < 0 || stall_s < 1 ||
-        (batch && atol(batch) < 1)) {
-        fprintf(stderr, "%s", usage);
+    long long n_ll = 0, batch_ll = 0;
+    if (!bench_int_arg("bench_callback", "N", argv[ai + 1], 1, LONG_MAX, &n_ll) ||
+        (batch && !bench_int_arg("bench_callback", "BATCH", batch, 1, LONG_MAX, &batch_ll)))
         return 2;
-    }
+    long n = (long)n_ll;
     char err[512];
     snprintf(g_prefix, sizeof g_prefix, "bench.%d.", (int)getpid());
     snprintf(g_job, sizeof g_job, "bench-cb-%d", (int)getpid());

@@ -21,6 +21,7 @@
 #include "ax/codec.h"
 #include "ax/common.h"
 #include "adapters/avro_guard.h"
+#include "bench_common.h"
 
 #define REPS 5
 
@@ -168,9 +169,12 @@ static void measure(const rec_t *r, long n) {
 }
 
 int main(int argc, char **argv) {
-    long n = argc > 1 ? atol(argv[1]) : 200000;
+    long long n_ll = 200000;
+    if (argc > 1 && !bench_int_arg("bench_codec", "N", argv[1], 1, LONG_MAX, &n_ll))
+        return 2;
+    long n = (long)n_ll;
     char err[256];
-    if (n <= 0 || ax_codec_init(err, sizeof err)) {
+    if (ax_codec_init(err, sizeof err)) {
         fprintf(stderr, "usage: bench_codec [N]\n");
         return 2;
     }

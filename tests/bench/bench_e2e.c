@@ -18,6 +18,7 @@
 #include "ax/conf.h"
 #include "ax/kafka.h"
 #include "adapters/pg_raw.h"
+#include "bench_common.h"
 
 int main(int argc, char **argv) {
     ax_conf_t conf;
@@ -26,7 +27,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_e2e N [COMMAND ARG...]\n");
         return 2;
     }
-    long n = atol(argv[1]);
+    long long n_ll = 0;
+    if (!bench_int_arg("bench_e2e", "N", argv[1], 0, LONG_MAX, &n_ll))
+        return 2;
+    long n = (long)n_ll;
     char *def_cmd[] = {"true", NULL};
     char **cmd = argc > 2 ? argv + 2 : def_cmd;
     size_t cmd_len = argc > 2 ? (size_t)(argc - 2) : 1;

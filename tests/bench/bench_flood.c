@@ -68,6 +68,7 @@
  * are removed at start with their deployment's rows and topics.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -836,7 +837,25 @@ int main(int argc, char **argv) {
     ax_conf_t conf;
     ax_conf_from_args(&conf, &nargc, nargv, ME, usage, NULL);
     opts_t o = {4, 1000, 0, 10, 20, 20, 1, 20, 10, 120};
+    long long iv = 0;
     int ai = 1;
+    /* An option's value, whole and within bounds, else exit 2 naming it. --factor,
+     * --seconds and --p0-rate must be above 0 (DBL_MIN: strtod() takes anything
+     * smaller for an underflow); --timeout up to ~31 years, so S * 1000 cannot
+     * overflow. */
+#define INT_OPT(name, lo, hi, var)                                                             \
+    if (strcmp(a, name) == 0) {                                                                \
+        if (!bench_int_arg(ME, name, v, lo, hi, &iv))                                          \
+            return 2;                                                                          \
+        var = iv;                                                                              \
+        continue;                                                                              \
+    }
+#define NUM_OPT(name, lo, hi, var)                                                             \
+    if (strcmp(a, name) == 0) {                                                                \
+        if (!bench_num_arg(ME, name, v, lo, hi, &var))                                         \
+            return 2;                                                                          \
+        continue;                                                                              \
+    }
     for (; ai < nargc && strncmp(nargv[ai], "--", 2) == 0; ai++) {
         const char *a = nargv[ai];
         if (ai + 1 >= nargc) {
@@ -844,33 +863,22 @@ int main(int argc, char **argv) {
             return 2;
         }
         const char *v = nargv[++ai];
-        if (strcmp(a, "--partitions") == 0)
-            o.partitions = atoi(v);
-        else if (strcmp(a, "--warmup") == 0)
-            o.warmup = atol(v);
-        else if (strcmp(a, "--capacity") == 0)
-            o.capacity = atof(v);
-        else if (strcmp(a, "--factor") == 0)
-            o.factor = atof(v);
-        else if (strcmp(a, "--seconds") == 0)
-            o.seconds = atof(v);
-        else if (strcmp(a, "--p0-rate") == 0)
-            o.p0_rate = atof(v);
-        else if (strcmp(a, "--p0-drain") == 0)
-            o.p0_drain = atoi(v);
-        else if (strcmp(a, "--p4") == 0)
-            o.p4 = atol(v);
-        else if (strcmp(a, "--ms") == 0)
-            o.ms = atol(v);
-        else if (strcmp(a, "--timeout") == 0)
-            o.stall_s = atol(v);
-        else {
-            fprintf(stderr, "%s", usage);
-            return 2;
-        }
+        INT_OPT("--partitions", 1, INT_MAX, o.partitions)
+        INT_OPT("--warmup", 1, LONG_MAX, o.warmup)
+        NUM_OPT("--capacity", 0, 1e9, o.capacity)
+        NUM_OPT("--factor", DBL_MIN, 1e9, o.factor)
+        NUM_OPT("--seconds", DBL_MIN, 1e9, o.seconds)
+        NUM_OPT("--p0-rate", DBL_MIN, 1e9, o.p0_rate)
+        INT_OPT("--p0-drain", 0, 1, o.p0_drain)
+        INT_OPT("--p4", 0, LONG_MAX, o.p4)
+        INT_OPT("--ms", 0, LONG_MAX, o.ms)
+        INT_OPT("--timeout", 1, 1000000000, o.stall_s)
+        fprintf(stderr, "%s", usage);
+        return 2;
     }
-    if (nargc - ai != 1 || o.partitions < 1 || o.warmup < 1 || o.capacity < 0 || o.factor <= 0 ||
-        o.seconds <= 0 || o.p0_rate <= 0 || o.p4 < 0 || o.ms < 0 || o.stall_s < 1) {
+#undef INT_OPT
+#undef NUM_OPT
+    if (nargc - ai != 1) {
         fprintf(stderr, "%s", usage);
         return 2;
     }

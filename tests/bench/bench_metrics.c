@@ -29,6 +29,7 @@
 
 #include "ax/metrics.h"
 #include "ax/metrics_http.h"
+#include "bench_common.h"
 
 static double now_ns(void) {
     struct timespec ts;
@@ -134,11 +135,11 @@ static double time_render(ax_metrics_t *m, long n, size_t *ret_bytes, size_t *re
 }
 
 int main(int argc, char **argv) {
-    long it = argc > 1 ? atol(argv[1]) : 20000000, nr = argc > 2 ? atol(argv[2]) : 2000;
-    if (it < 1 || nr < 1) {
-        fprintf(stderr, "usage: bench_metrics [ITERATIONS] [RENDERS]\n");
+    long long it_ll = 20000000, nr_ll = 2000;
+    if ((argc > 1 && !bench_int_arg("bench_metrics", "ITERATIONS", argv[1], 1, LONG_MAX, &it_ll)) ||
+        (argc > 2 && !bench_int_arg("bench_metrics", "RENDERS", argv[2], 1, LONG_MAX, &nr_ll)))
         return 2;
-    }
+    long it = (long)it_ll, nr = (long)nr_ll;
     ax_metrics_t *m = ax_metrics_new();
     fams_t on, off;
     memset(&off, 0, sizeof off);

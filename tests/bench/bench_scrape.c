@@ -38,6 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
+
+/* The longest INTERVAL_MS: usleep() takes a useconds_t (32 bits) of µs. */
+#define MAX_INTERVAL_MS (UINT_MAX / 1000)
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -145,12 +150,15 @@ static void watch_one(target_t *t, char *buf, size_t cap, FILE *log) {
 }
 
 static int watch(int argc, char **argv) {
-    long interval = argc > 2 ? atol(argv[2]) : 0;
     int nt = argc - 4;
-    if (interval < 1 || nt < 1) {
+    if (nt < 1) {
         fprintf(stderr, "usage: bench_scrape --watch INTERVAL_MS LOG HOST:PORT...\n");
         return 2;
     }
+    long long iv = 0;
+    if (!bench_int_arg("bench_scrape", "INTERVAL_MS", argv[2], 1, MAX_INTERVAL_MS, &iv))
+        return 2;
+    long interval = (long)iv;
     FILE *log = fopen(argv[3], "a");
     target_t *t = calloc((size_t)nt, sizeof *t);
     size_t cap = 16 << 20;
@@ -207,9 +215,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_scrape: '%s' is not HOST:PORT\n", argv[1]);
         return 2;
     }
-    long count = atol(argv[2]), interval = argc > 3 ? atol(argv[3]) : 0;
+    long long count_ll = 0, interval_ll = 0;
+    if (!bench_int_arg("bench_scrape", "COUNT", argv[2], 1, LONG_MAX, &count_ll) ||
+        (argc > 3 &&
+         !bench_int_arg("bench_scrape", "INTERVAL_MS", argv[3], 0, MAX_INTERVAL_MS, &interval_ll)))
+        return 2;
+    long count = (long)count_ll, interval = (long)interval_ll;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (count < 1 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
         fprintf(stderr, "bench_scrape: bad host or count\n");
         return 2;
     }

@@ -608,35 +608,42 @@ int main(int argc, char **argv) {
     ax_conf_from_args(&conf, &argc, argv, "bench_trigger", usage, NULL);
     int cron = 0, partitions = 6;
     long delay_ms = 8000;
+    long long v = 0;
     int ai = 1;
+    /* --delay-ms and SECONDS: up to ~31 years, so that the arithmetic in ms on them
+     * cannot overflow; --tolerance: the job table's CHECK (0..3600000). */
+#define INT_OPT(name, lo, hi, var)                                                             \
+    else if (strcmp(argv[ai], name) == 0 && ai + 1 < argc) {                                   \
+        if (!bench_int_arg("bench_trigger", name, argv[++ai], lo, hi, &v))                     \
+            return 2;                                                                          \
+        var = v;                                                                               \
+    }
     for (; ai < argc && strncmp(argv[ai], "--", 2) == 0; ai++) {
         if (strcmp(argv[ai], "--cron") == 0)
             cron = 1;
-        else if (strcmp(argv[ai], "--delay-ms") == 0 && ai + 1 < argc)
-            delay_ms = atol(argv[++ai]);
-        else if (strcmp(argv[ai], "--partitions") == 0 && ai + 1 < argc)
-            partitions = atoi(argv[++ai]);
-        else if (strcmp(argv[ai], "--tolerance") == 0 && ai + 1 < argc)
-            g_tolerance_ms = atol(argv[++ai]);
+        INT_OPT("--delay-ms", 0, 1000000000000LL, delay_ms)
+        INT_OPT("--partitions", 1, INT_MAX, partitions)
+        INT_OPT("--tolerance", 0, 3600000, g_tolerance_ms)
         else {
             fprintf(stderr, "%s", usage);
             return 2;
         }
     }
+#undef INT_OPT
     int need = cron ? 3 : 4;
     if (argc - ai != need) {
         fprintf(stderr, "%s", usage);
         return 2;
     }
     const char *bin = argv[ai];
-    long jobs = atol(argv[ai + 1]);
-    long interval_ms = cron ? 0 : atol(argv[ai + 2]);
-    long seconds = atol(argv[ai + need - 1]);
-    if (jobs < 0 || seconds < 1 || (!cron && (jobs < 1 || interval_ms < 1)) || delay_ms < 0 ||
-        partitions < 1) {
-        fprintf(stderr, "%s", usage);
+    long long jobs_ll = 0, interval_ll = 0, seconds_ll = 0;
+    if (!bench_int_arg("bench_trigger", "JOBS", argv[ai + 1], cron ? 0 : 1, LONG_MAX, &jobs_ll) ||
+        (!cron &&
+         !bench_int_arg("bench_trigger", "INTERVAL_MS", argv[ai + 2], 1, LONG_MAX, &interval_ll)) ||
+        !bench_int_arg("bench_trigger", "SECONDS", argv[ai + need - 1], 1, 1000000000,
+                       &seconds_ll))
         return 2;
-    }
+    long jobs = (long)jobs_ll, interval_ms = (long)interval_ll, seconds = (long)seconds_ll;
     char err[512];
     snprintf(g_prefix, sizeof g_prefix, "bench.%d.", (int)getpid());
     snprintf(g_name, sizeof g_name, "bench-%d-", (int)getpid());

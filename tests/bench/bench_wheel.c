@@ -24,6 +24,7 @@
 
 #include "ax/common.h"
 #include "ax/wheel.h"
+#include "bench_common.h"
 
 #define N_TIMERS 1000000
 #define REPS 5
@@ -45,16 +46,6 @@ static uint64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
 }
 
 static void print_load(const char *when) {
@@ -268,7 +259,11 @@ static void bench_lateness(uint64_t spread_ms, double *p50, double *p99, double 
 }
 
 int main(int argc, char **argv) {
-    uint64_t spread_ms = argc > 1 ? (uint64_t)atol(argv[1]) * 1000 : 10000;
+    long long spread_s = 0;
+    if (argc > 1 &&
+        !bench_int_arg("bench_wheel", "seconds-of-spread", argv[1], 0, 1000000000, &spread_s))
+        return 2;
+    uint64_t spread_ms = (uint64_t)spread_s * 1000;
     if (spread_ms == 0)
         spread_ms = 10000;
     setvbuf(stdout, NULL, _IOLBF, 0);
