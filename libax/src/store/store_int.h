@@ -47,9 +47,12 @@ typedef struct ax_stmt {
  * service measured it (pg_stat_statements, a benchmark A/B): the finish,
  * the claim and the due scan each got plans 10-400 times slower generic,
  * and run.start, whose EXPLAIN showed the primary-key plan every time, ran
- * three times slower on the plan its executor's session cached
- * (BENCHMARKS.md, "Issue #13: pipelining and planning tried in the
- * eleventh session"). */
+ * three times slower on the plan its executor's session cached: a generic
+ * plan is made once, with the table as it is then, and planned on an empty
+ * vacuumed table (where a run starts) it is a sequential scan, kept until
+ * an ANALYZE invalidates it (BENCHMARKS.md, "Issue #13: pipelining and
+ * planning tried in the eleventh session"). Check the plan on an empty,
+ * vacuumed table too. */
 #define AX_STMT_GENERIC(ident, name_, sql_)                                                    \
     static ax_stmt_t ident = {.name = (name_), .sql = (sql_), .generic = 1}
 
