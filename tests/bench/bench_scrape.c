@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
     long count = (long)count_ll, interval = (long)interval_ll;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        fprintf(stderr, "bench_scrape: bad host or count\n");
+        fprintf(stderr, "bench_scrape: bad host (an IPv4 address)\n");
         return 2;
     }
     size_t cap = 16 << 20;
