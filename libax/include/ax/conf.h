@@ -116,6 +116,7 @@ typedef struct ax_conf {
     char *api_javascript_dir;
     /* retry of servers */
     int64_t pg_statement_timeout_ms; /* 0: none */
+    int64_t pg_replan_interval_ms;   /* 0: never */
     int64_t backoff_initial_ms;
     int64_t backoff_max_ms;
     /* pass-through */

@@ -20,11 +20,14 @@ struct ax_pg {
     const char **keys;
     const char **values;
     int64_t backoff_initial_ms, backoff_max_ms;
+    int64_t replan_ms; /* db.replan.interval.ms */
     int reconnected;
     int was_down;
     char *options; /* "-c ax.deployment=<topic.prefix>" (+ pg.options) */
     char tcp[TCP_KEYS][24]; /* the TCP defaults' values */
-    unsigned char *prep; /* prep[id]: statement id prepared on this connection */
+    /* prep[id]: when statement id was prepared on this connection
+     * (ax_mono_ms, at least 1), 0 = not prepared */
+    int64_t *prep;
     size_t nprep;
     /* plan_cache_mode as ax_pg_plan() last set it: plan_generic the
      * session's (set only outside a transaction block, so a commit or a
@@ -245,6 +248,7 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     pg->values[k++] = pg->options;
     pg->backoff_initial_ms = conf->backoff_initial_ms;
     pg->backoff_max_ms = conf->backoff_max_ms;
+    pg->replan_ms = conf->pg_replan_interval_ms;
     return pg;
 }
 
@@ -295,7 +299,7 @@ int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
     pg->was_down = 0;
     pg->reconnected = 1;
     if (pg->prep)
-        memset(pg->prep, 0, pg->nprep); /* a new session has no prepared statements */
+        memset(pg->prep, 0, pg->nprep * sizeof *pg->prep); /* a new session has none */
     pg->plan_generic = 0; /* a new session has the connection's option */
     pg->plan_local = -1;
     return 0;
@@ -333,17 +337,19 @@ int ax_pg_plan(ax_pg_t *pg, int generic, char *errbuf, size_t errlen) {
     return 0;
 }
 
-unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id) {
+int64_t ax_pg_replan_ms(const ax_pg_t *pg) { return pg->replan_ms; }
+
+int64_t *ax_pg_prep_slot(ax_pg_t *pg, int id) {
     if (id <= 0)
         return NULL;
     if ((size_t)id >= pg->nprep) {
         size_t n = pg->nprep ? pg->nprep : 64;
         while (n <= (size_t)id)
             n *= 2;
-        unsigned char *p = realloc(pg->prep, n);
+        int64_t *p = realloc(pg->prep, n * sizeof *p);
         if (!p)
             return NULL;
-        memset(p + pg->nprep, 0, n - pg->nprep);
+        memset(p + pg->nprep, 0, (n - pg->nprep) * sizeof *p);
         pg->prep = p;
         pg->nprep = n;
     }

@@ -373,6 +373,13 @@ const ax_conf_def_t ax_conf_table[] = {
      "running longer is cancelled and retried like any other transient database error, so no "
      "statement can hold a service's loop; keep it below trigger.starve.ms (a slower "
      "statement starves the leader trigger, which then steps down). 0 = no limit."},
+    {"db.replan.interval.ms", AX_CONF_INT, OFF(pg_replan_interval_ms), "60000", 0, 86400000,
+     "all",
+     "A statement the store runs on a cached generic plan (dispatch.ingest) is prepared "
+     "again on its connection when it last was this long ago, so its plan is made anew with "
+     "the tables as they are: one made on empty tables (a fresh or restored database) reads "
+     "them sequentially and would otherwise be kept until PostgreSQL next analyzes them. "
+     "0 = never."},
     {"backoff.initial.ms", AX_CONF_INT, OFF(backoff_initial_ms), "200", 1, 60000, "all",
      "First wait before retrying an unreachable PostgreSQL or Kafka."},
     {"backoff.max.ms", AX_CONF_INT, OFF(backoff_max_ms), "10000", 1, 600000, "all",

@@ -87,6 +87,40 @@ static int fail(ax_pg_t *pg, PGconn *conn, PGresult *r, const char *what, const 
     return rc;
 }
 
+/* A generic plan is made once, with the tables as they are at its first
+ * execution, and kept until an ANALYZE of one of them: made on empty,
+ * vacuumed tables (a fresh or restored database, where a deployment
+ * starts) it reads them sequentially, per row in a NOT EXISTS, however
+ * large they have grown since (store_int.h, AX_STMT_GENERIC). So a generic
+ * statement prepared db.replan.interval.ms ago is deallocated before it
+ * runs, and its next execution plans it again. DEALLOCATE is not
+ * transactional and may run inside the caller's transaction; if it fails
+ * there the transaction is aborted, and the caller's batch fails as after
+ * a lost connection (AX_ERR_IO: retried). 26000 (already gone: DISCARD
+ * ALL) outside a transaction is no failure. */
+static int replan(ax_pg_t *pg, PGconn *conn, const ax_stmt_t *st, const char *pname,
+                  int64_t *prepared, char *errbuf, size_t errlen) {
+    char sql[40];
+    snprintf(sql, sizeof sql, "DEALLOCATE %s", pname);
+    int in_txn = PQtransactionStatus(conn) != PQTRANS_IDLE;
+    PGresult *r = PQexec(conn, sql);
+    if (r && PQresultStatus(r) == PGRES_COMMAND_OK) {
+        PQclear(r);
+        *prepared = 0;
+        return 0;
+    }
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    int gone = state && strcmp(state, "26000") == 0;
+    if (gone)
+        *prepared = 0;
+    if (gone && !in_txn) {
+        PQclear(r);
+        return 0;
+    }
+    int rc = fail(pg, conn, r, ", deallocate", st, errbuf, errlen);
+    return rc == AX_ERR_INVALID || rc == AX_ERR_CONFLICT ? AX_ERR_IO : rc;
+}
+
 int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *params,
                 const int *lengths, const int *formats, PGresult **ret_res, char *errbuf,
                 size_t errlen) {
@@ -106,10 +140,19 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
     }
     PGconn *conn = ax_pg_conn(pg);
     for (int round = 0;; round++) {
-        unsigned char *prepared = ax_pg_prep_slot(pg, id);
+        int64_t *prepared = ax_pg_prep_slot(pg, id);
         if (!prepared) {
             account(st, t0, 0, 1);
             return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
+        }
+        int64_t every = st->generic ? ax_pg_replan_ms(pg) : 0;
+        if (*prepared && every > 0 && ax_mono_ms() - *prepared >= every &&
+            PQtransactionStatus(conn) != PQTRANS_INERROR) {
+            rc = replan(pg, conn, st, pname, prepared, errbuf, errlen);
+            if (rc < 0) {
+                account(st, t0, 0, 1);
+                return rc;
+            }
         }
         if (!*prepared) {
             PGresult *pr = PQprepare(conn, pname, st->sql, nparams, NULL);
@@ -118,7 +161,8 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
                 return fail(pg, conn, pr, ", prepare", st, errbuf, errlen);
             }
             PQclear(pr);
-            *prepared = 1;
+            int64_t now = ax_mono_ms();
+            *prepared = now > 0 ? now : 1;
         }
         t_exec_m0 = ax_mono_ms();
         PGresult *r = PQexecPrepared(conn, pname, nparams, params, lengths, formats, 0);
@@ -138,7 +182,7 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
             PQclear(r);
             PQclear(PQexec(conn, "DEALLOCATE ALL"));
             for (int i = 1; i <= g_nreg; i++) {
-                unsigned char *s = ax_pg_prep_slot(pg, i);
+                int64_t *s = ax_pg_prep_slot(pg, i);
                 if (s)
                     *s = 0;
             }

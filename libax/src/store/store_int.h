@@ -52,7 +52,12 @@ typedef struct ax_stmt {
  * vacuumed table (where a run starts) it is a sequential scan, kept until
  * an ANALYZE invalidates it (BENCHMARKS.md, "Issue #13: pipelining and
  * planning tried in the eleventh session"). Check the plan on an empty,
- * vacuumed table too. */
+ * vacuumed table too. A generic statement is prepared again on its
+ * connection every db.replan.interval.ms (stmt.c, replan), so a plan made
+ * on empty tables lasts that long at most: dispatch.ingest's, made so,
+ * read submission whole for each Kafka position (6.7 ms a row against
+ * 24 us with 200,000 keys; BENCHMARKS.md, "Issue #13: the ingest's plan
+ * made again"). */
 #define AX_STMT_GENERIC(ident, name_, sql_)                                                    \
     static ax_stmt_t ident = {.name = (name_), .sql = (sql_), .generic = 1}
 
@@ -83,8 +88,13 @@ int ax_pg_bool(const PGresult *r, int row, int col);        /* 1 for 't' */
 enum { AX_RESULT_NCOLS = 14 };
 int ax__result_row(const PGresult *r, int row, int col0, ax_result_t *res);
 
-/* Adapter internals the runner needs (libax/src/adapters/pg.c). */
-unsigned char *ax_pg_prep_slot(ax_pg_t *pg, int id);
+/* Adapter internals the runner needs (libax/src/adapters/pg.c). The slot
+ * of statement id on the connection: when it was prepared there
+ * (ax_mono_ms, at least 1) or 0; NULL when out of memory. */
+int64_t *ax_pg_prep_slot(ax_pg_t *pg, int id);
+/* db.replan.interval.ms: an AX_STMT_GENERIC statement prepared this long
+ * ago is prepared again before it runs (0 = never). */
+int64_t ax_pg_replan_ms(const ax_pg_t *pg);
 /* The session's plan_cache_mode made force_generic_plan (generic) or
  * force_custom_plan (0) for the next statement: SET LOCAL in a transaction
  * block, else SET; nothing when it is that already, in a failed

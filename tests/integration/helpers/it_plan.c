@@ -9,10 +9,20 @@
  *   settle      the same for dispatch.settle (an AX_STMT) run after them
  * Usage: it_plan CONFIG_FILE DEPLOYMENT JOB. Exit 0, or 1 when a call
  * failed (its error on stderr).
+ *
+ * it_plan CONFIG_FILE DEPLOYMENT JOB replan MS: db.replan.interval.ms (the
+ * configuration's, MS) on dispatch.ingest, three batches: the first plans
+ * it, the second at once runs on the same prepared statement, the third,
+ * MS + 200 ms later and inside a transaction (as the trigger's ingest
+ * runs), on one prepared again. Prints "replan.N prepared=T generic=G"
+ * after batch N (T: pg_prepared_statements' prepare_time as epoch
+ * microseconds, G its generic plans so far) and "replan.count C" (prepared
+ * statements of its text on the session: 1, the old one deallocated).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "adapters/pg_raw.h"
 #include "ax/conf.h"
@@ -49,6 +59,59 @@ static int plans(ax_pg_t *pg, const char *name, const char *prefix) {
     return 0;
 }
 
+static int step(int rc, const char *what);
+
+static int ingest_one(ax_pg_t *pg, const char *deployment, const char *job, const char *tag,
+                      int b) {
+    char key[128], trace[64];
+    snprintf(key, sizeof key, "idem:%s%s%d", deployment, tag, b);
+    snprintf(trace, sizeof trace, "it-%s-%d", tag, b);
+    ax_ingest_in_t in = {.job = job, .submit_key = key, .trace_id = trace,
+                         .idempotency_key = key, .priority = -1, .delay_ms = -1};
+    ax_ingest_ctx_t c = {.deployment = deployment, .default_timeout_ms = 60000};
+    ax_ingest_out_t out = {0};
+    int rc = step(ax_store_ingest(pg, &c, &in, 1, &out, err, sizeof err), "ingest");
+    if (!rc && out.rows.n != 1) {
+        fprintf(stderr, "it_plan: ingest made %zu instances, not 1\n", out.rows.n);
+        rc = 1;
+    }
+    ax_ingest_out_free(&out);
+    return rc;
+}
+
+#define INGEST_TEXT "WITH u AS MATERIALIZED"
+
+static int prepared(ax_pg_t *pg, const char *name) {
+    const char *p[] = {INGEST_TEXT};
+    PGresult *r = NULL;
+    if (ax_pg_exec(pg,
+                   "SELECT (extract(epoch FROM prepare_time) * 1000000)::bigint, generic_plans"
+                   " FROM pg_prepared_statements WHERE statement LIKE $1 || '%'",
+                   1, p, NULL, NULL, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "it_plan: %s: %s\n", name, err);
+        return 1;
+    }
+    if (PQntuples(r) != 1)
+        printf("%s count=%d\n", name, PQntuples(r));
+    else
+        printf("%s prepared=%s generic=%s\n", name, PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+    PQclear(r);
+    return 0;
+}
+
+static int replan_mode(ax_pg_t *pg, const char *deployment, const char *job, long ms) {
+    int rc = ingest_one(pg, deployment, job, "replan", 1) || prepared(pg, "replan.1");
+    rc = rc || ingest_one(pg, deployment, job, "replan", 2) || prepared(pg, "replan.2");
+    if (rc)
+        return rc;
+    struct timespec ts = {.tv_sec = (ms + 200) / 1000, .tv_nsec = (ms + 200) % 1000 * 1000000L};
+    nanosleep(&ts, NULL);
+    rc = step(ax_pg_begin(pg, err, sizeof err), "begin") ||
+         ingest_one(pg, deployment, job, "replan", 3) ||
+         step(ax_pg_commit(pg, err, sizeof err), "commit") || prepared(pg, "replan.3");
+    return rc;
+}
+
 static int step(int rc, const char *what) {
     if (rc < 0)
         fprintf(stderr, "it_plan: %s: %s\n", what, err);
@@ -56,8 +119,15 @@ static int step(int rc, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: it_plan CONFIG_FILE DEPLOYMENT JOB\n");
+    long replan_ms = -1;
+    if (argc == 6 && strcmp(argv[4], "replan") == 0) {
+        char *end;
+        replan_ms = strtol(argv[5], &end, 10);
+        if (*end || end == argv[5] || replan_ms < 1 || replan_ms > 60000)
+            replan_ms = -1;
+    }
+    if (argc != 4 && replan_ms < 0) {
+        fprintf(stderr, "usage: it_plan CONFIG_FILE DEPLOYMENT JOB [replan MS]\n");
         return 2;
     }
     static ax_conf_t conf;
@@ -71,6 +141,11 @@ int main(int argc, char **argv) {
     if (!pg || ax_pg_ensure(pg, err, sizeof err) < 0) {
         fprintf(stderr, "it_plan: %s\n", err);
         return 2;
+    }
+    if (replan_ms > 0) {
+        int rc = replan_mode(pg, argv[2], argv[3], replan_ms);
+        ax_pg_destroy(pg);
+        return rc ? 1 : 0;
     }
     int rc = show(pg, "mode.start");
     /* the connection's other option: no JIT compilation (adapters/pg.c) */
@@ -95,25 +170,12 @@ int main(int argc, char **argv) {
     rc |= step(ax_pg_plan(pg, 0, err, sizeof err), "custom") || show(pg, "mode.custom");
 
     /* the store's statements: dispatch.ingest generic, dispatch.settle not */
-    for (int b = 0; b < 2 && !rc; b++) {
-        char key[128], trace[64];
-        snprintf(key, sizeof key, "idem:%splan%d", argv[2], b);
-        snprintf(trace, sizeof trace, "it-plan-%d", b);
-        ax_ingest_in_t in = {.job = argv[3], .submit_key = key, .trace_id = trace,
-                             .idempotency_key = key, .priority = -1, .delay_ms = -1};
-        ax_ingest_ctx_t c = {.deployment = argv[2], .default_timeout_ms = 60000};
-        ax_ingest_out_t out = {0};
-        rc |= step(ax_store_ingest(pg, &c, &in, 1, &out, err, sizeof err), "ingest");
-        if (!rc && out.rows.n != 1) {
-            fprintf(stderr, "it_plan: ingest made %zu instances, not 1\n", out.rows.n);
-            rc = 1;
-        }
-        ax_ingest_out_free(&out);
-    }
+    for (int b = 0; b < 2 && !rc; b++)
+        rc |= ingest_one(pg, argv[2], argv[3], "plan", b);
     rc |= show(pg, "mode.after_ingest");
     rc |= step(ax_store_pending_settle(pg, NULL, 0, err, sizeof err), "settle") ||
           show(pg, "mode.after_settle");
-    rc |= plans(pg, "ingest", "WITH u AS MATERIALIZED") || plans(pg, "settle", "WITH pa AS MATERIALIZED");
+    rc |= plans(pg, "ingest", INGEST_TEXT) || plans(pg, "settle", "WITH pa AS MATERIALIZED");
     ax_pg_destroy(pg);
     return rc ? 1 : 0;
 }
