@@ -32,16 +32,8 @@ peers=${PEERS_RUN:-$here/../../../shared/peers/run.sh}
 # round that could not start on empty tables would not be the comparison:
 # the script stops instead.
 command -v psql >/dev/null || { echo "peers.sh: psql is needed to empty the peers' tables" >&2; exit 2; }
-peers_clean() {
-    psql -X -q -v ON_ERROR_STOP=1 "$PEERS_DSN" >/dev/null <<'SQL' ||
-DO $$ BEGIN
-  IF to_regclass('pgboss.job') IS NOT NULL THEN TRUNCATE pgboss.job; END IF;
-  IF to_regclass('pgboss.archive') IS NOT NULL THEN TRUNCATE pgboss.archive; END IF;
-  IF to_regclass('public.river_job') IS NOT NULL THEN TRUNCATE public.river_job; END IF;
-END $$;
-SQL
-        { echo "peers.sh: could not empty the peers' tables on PEERS_DSN (see psql's error above)" >&2; exit 1; }
-}
+# shellcheck source=peers_clean.sh
+source "$here/peers_clean.sh"
 ax() { # ax EXECUTORS [RATE]
     # shellcheck disable=SC2086 # BENCH_ARGS: words
     "$build/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$build" noop "$1" "$n" ${2:+"$2"} 2>/dev/null |

@@ -31,15 +31,8 @@ P=${PEERS_DIR:-/tmp/ax-peers}; mkdir -p "$P"
 ( cd "$P" && { [ -d node_modules/pg-boss ] || { npm init -y >/dev/null && npm install pg-boss@10 pg >npm.log 2>&1; }; } )
 cp "$here/peers_latency/pgboss_latency.mjs" "$P/"
 ( cd "$here/peers_latency/river" && GOFLAGS=-mod=mod go build -o "$P/riverlatency" . )
-peers_clean() {
-    psql -X -q -v ON_ERROR_STOP=1 "$PEERS_DSN" >/dev/null <<'SQL'
-DO $$ BEGIN
-  IF to_regclass('pgboss.job') IS NOT NULL THEN TRUNCATE pgboss.job; END IF;
-  IF to_regclass('pgboss.archive') IS NOT NULL THEN TRUNCATE pgboss.archive; END IF;
-  IF to_regclass('public.river_job') IS NOT NULL THEN TRUNCATE public.river_job; END IF;
-END $$;
-SQL
-}
+# shellcheck source=peers_clean.sh
+source "$here/peers_clean.sh"
 for i in $(seq 1 "$rounds"); do
     echo "== round $i $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
     # shellcheck disable=SC2086 # BENCH_ARGS: words
