@@ -33,6 +33,11 @@ cp "$here/peers_latency/pgboss_latency.mjs" "$P/"
 ( cd "$here/peers_latency/river" && GOFLAGS=-mod=mod go build -o "$P/riverlatency" . )
 # shellcheck source=peers_clean.sh
 source "$here/peers_clean.sh"
+peer() { # peer COMMAND...: its JSON line, or its output and exit 1
+    local out
+    out=$("$@" 2>&1) && grep '^{' <<<"$out" ||
+        { echo "peers_latency.sh: $* failed: $out" >&2; exit 1; }
+}
 for i in $(seq 1 "$rounds"); do
     echo "== round $i $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
     # shellcheck disable=SC2086 # BENCH_ARGS: words
@@ -40,9 +45,9 @@ for i in $(seq 1 "$rounds"); do
         grep -E '^(completed|sched_fin|cpu_pct)' | tr '\n' ' '
     echo
     peers_clean
-    ( cd "$P" && node pgboss_latency.mjs "$PEERS_DSN" "$n" "$rate" 4 1000 ) 2>&1 | grep '^{'
+    ( cd "$P" && peer node pgboss_latency.mjs "$PEERS_DSN" "$n" "$rate" 4 1000 )
     for cool in 1 100; do
         peers_clean
-        "$P/riverlatency" "$PEERS_DSN" "$n" "$rate" 100 "$cool" 2>&1 | grep '^{'
+        peer "$P/riverlatency" "$PEERS_DSN" "$n" "$rate" 100 "$cool"
     done
 done

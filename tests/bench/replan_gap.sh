@@ -6,8 +6,9 @@
 #   AX_CONFIG=ax.conf tests/bench/replan_gap.sh BUILD DBNAME [FILL] [BATCHES] [ROUNDS]
 #
 # EMPTIES the instance tables, submission, submit_offset and dispatch_batch
-# of AX_CONFIG's database, which must be DBNAME (a scratch database: say its
-# name to confirm). Per round and interval (0 = never, then 2000 ms): the
+# of AX_CONFIG's database (TRUNCATE … CASCADE: and every table referencing
+# them), which must be DBNAME (a scratch database: say its name to
+# confirm). Per round and interval (0 = never, then 2000 ms): the
 # tables emptied and vacuumed (statistics of empty tables, as a fresh or
 # restored database has), autovacuum off on submission (so no ANALYZE
 # invalidates the plan: a table filled faster than autovacuum analyzes it);

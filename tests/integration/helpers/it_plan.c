@@ -16,8 +16,9 @@
  * MS + 200 ms later and inside a transaction (as the trigger's ingest
  * runs), on one prepared again. Prints "replan.N prepared=T generic=G"
  * after batch N (T: pg_prepared_statements' prepare_time as epoch
- * microseconds, G its generic plans so far) and "replan.count C" (prepared
- * statements of its text on the session: 1, the old one deallocated).
+ * microseconds, G its generic plans so far), or "replan.N count=C" when the
+ * session holds C prepared statements of its text instead of one (the old
+ * one not deallocated, or none).
  */
 #include <stdio.h>
 #include <stdlib.h>
