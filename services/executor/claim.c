@@ -42,16 +42,25 @@ static int op_claim_batch(void *arg, ax_claim_item_t *items, size_t n, char *err
                           errlen);
     free(ids);
     free(att);
+    /* A row won is one item's: the first with its instance and attempt. A
+     * second record of the instance in the same batch (a dispatch produced
+     * again, an uncommitted one read beside its replacement) or of another
+     * attempt stays unclaimed, and the claim one by one calls it lost. */
+    unsigned char *taken = nrows ? calloc(nrows, 1) : NULL;
+    if (nrows && !taken && rc == 0)
+        rc = ax_seterr(err, errlen, AX_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const ax_run_claimed_t *w = ax_run_find(rows, nrows, sizeof *rows, items[i].instance_id);
-        if (!w)
+        if (!w || w->attempt != items[i].attempt || taken[w - rows])
             continue;
+        taken[w - rows] = 1;
         items[i].verdict = AX_CLAIM_CLAIMED;
         items[i].lease_ms = w->lease_ms;
         items[i].shard_index = w->shard_index;
         items[i].shard_total = w->shard_total;
         items[i].probe = w->probe;
     }
+    free(taken);
     free(rows);
     return rc;
 }

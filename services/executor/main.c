@@ -260,20 +260,25 @@ static void on_stop(ax_svc_t *svc) {
  * The lanes are five topics per group: the cooperative-sticky assignor
  * balances the number of partitions per member, not per topic, and can
  * leave a whole lane on one executor; roundrobin spreads every lane.
- * Dispatches are transactional and read read_committed: the broker may
- * hold a fetch for its whole fetch.wait.max.ms (librdkafka's default
- * 500 ms) before it returns a freshly committed message of an otherwise
- * idle lane, so a P0 trickle waited up to half a second. 25 ms bounds that
- * for ~40 fetch requests a second when idle. And a small prefetch:
- * librdkafka keeps up to 64 MB of fetched messages per consumer by
- * default, and an urgent message fetched behind thousands of a lower
- * lane's waited for them (up to 1 s at the start of bench_flood); 1 MB is
- * still ~0.5 s of work at 6,000 jobs/s. */
+ * Dispatch records are produced in transactions once their instances are
+ * durable; with dispatch.transaction.ms the leader commits one transaction
+ * per window, and the executor reads uncommitted records (a record of a
+ * transaction that does not commit is produced again, and the second loses
+ * its claim); with 0, committed ones only. The broker may hold a fetch for
+ * its whole fetch.wait.max.ms (librdkafka's default 500 ms) before it
+ * returns a fresh message of an otherwise idle lane, so a P0 trickle
+ * waited up to half a second. 25 ms bounds that for ~40 fetch requests a
+ * second when idle. And a small prefetch: librdkafka keeps up to 64 MB of
+ * fetched messages per consumer by default, and an urgent message fetched
+ * behind thousands of a lower lane's waited for them (up to 1 s at the
+ * start of bench_flood); 1 MB is still ~0.5 s of work at 6,000 jobs/s. */
 static int kafka_defaults(ax_svc_t *svc, char *err, size_t errlen) {
-    static const char *const defaults[][2] = {
+    const char *const defaults[][2] = {
         {"partition.assignment.strategy", "roundrobin"},
         {"fetch.wait.max.ms", "25"},
         {"queued.max.messages.kbytes", "1024"},
+        {"isolation.level",
+         svc->conf.dispatch_transaction_ms > 0 ? "read_uncommitted" : "read_committed"},
     };
     for (size_t d = 0; d < AX_ARRAY_SIZE(defaults); d++) {
         int has = 0;

@@ -60,7 +60,7 @@ void backlog_enforce(trigger_t *t) {
         ax_capped_list_free(&l);
         return;
     }
-    if (l.n && lead_txn_begin(t) == 0) {
+    if (l.n && dispatch_win_flush(t) == 0 && lead_txn_begin(t) == 0) {
         announce(t, &l);
         if (lead_txn_commit(t) == 0)
             ax_warn("%zu instance(s) beyond their job's backlog cap failed (%s)", l.n,

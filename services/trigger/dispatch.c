@@ -1,11 +1,12 @@
 /*
  * dispatch.c — the leader produces instances marked dispatched (by the
  * ingest statement, the due scan or the fire statement, each with a
- * dispatch_batch row) in one Kafka transaction, then settles the marks
- * (commit) or undoes them (failure: the due scan retries them). With
- * dispatch.overlap the ingest's and the due scan's transaction is begun
- * and produced into while PostgreSQL commits the marks
- * (dispatch_commit_with), and aborted if that commit fails. Instances
+ * dispatch_batch row) in a Kafka transaction once PostgreSQL committed the
+ * marks, then settles the marks (commit) or undoes them (failure: the due
+ * scan retries them). The ingest's batches share one transaction for
+ * dispatch.transaction.ms (the window: executors read uncommitted records,
+ * so a batch waits for no commit; the commit's requests are paid once per
+ * window); the due scan and the fires commit theirs at once. Instances
  * that cannot be produced (reserved group, missing topic, too large) are
  * held (hold.c).
  */
@@ -290,12 +291,97 @@ static void after_failed_commit(trigger_t *t, const ax_dispatch_rows_t *rows) {
     hold_list_free(&holds);
 }
 
-/* Open the Kafka transaction of rows and produce them into it (nothing
- * of it visible before its commit): x->produced = rows produced, or
- * AX_ERR_IO when a produce failed (the transaction is aborted then). */
-static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch_txn_t *x) {
+/* ---- the ingest's window ---------------------------------------------------------- */
+
+static void win_on_timer(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    dispatch_win_flush(arg);
+}
+
+/* Settle what the window's transaction carried (committed), or make it
+ * undispatched again (not: the due scan produces it again; executors
+ * drop what they claimed already). */
+static void win_settle(trigger_t *t, int committed) {
+    struct dispatch_win *w = &t->win;
+    char err[512];
+    if (w->n && committed) {
+        if (ax_store_pending_settle(t->svc.pg, w->ids, w->n, err, sizeof err) < 0)
+            ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
+                    "twice; executors drop the duplicates)", err);
+    } else if (w->n) {
+        ax_pending_undo_t u = {.ids = w->ids, .n = w->n};
+        if (ax_store_pending_undo(t->svc.pg, &u, NULL, err, sizeof err) < 0)
+            ax_warn("dispatch undo: %s (recovered later)", err);
+        arm_scan(t, t->svc.conf.backoff_initial_ms);
+    }
+    w->n = 0;
+}
+
+/* Note the ids of a batch produced into the window: 0, or <0 (no memory:
+ * the caller commits the window now). */
+static int win_add(trigger_t *t, const int64_t *ids, size_t n) {
+    struct dispatch_win *w = &t->win;
+    if (w->n + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 1024;
+        while (cap < w->n + n)
+            cap *= 2;
+        int64_t *v = realloc(w->ids, cap * sizeof *v);
+        if (!v)
+            return AX_ERR_NOMEM;
+        w->ids = v;
+        w->cap = cap;
+    }
+    memcpy(w->ids + w->n, ids, n * sizeof *ids);
+    w->n += n;
+    return 0;
+}
+
+/* Open the window's transaction (begun by the caller): commit it within
+ * dispatch.transaction.ms, by the first batch after that or by its timer. */
+static void win_open(trigger_t *t) {
+    struct dispatch_win *w = &t->win;
+    int64_t ms = t->svc.conf.dispatch_transaction_ms;
+    if (!w->ev)
+        w->ev = evtimer_new(t->svc.base, win_on_timer, t);
+    w->open = 1;
+    w->until_mono = ax_mono_ms() + ms;
+    if (w->ev) {
+        struct timeval tv = AX_TV_MS(ms);
+        event_add(w->ev, &tv);
+    }
+}
+
+static void win_close(trigger_t *t) {
+    t->win.open = 0;
+    if (t->win.ev)
+        event_del(t->win.ev);
+}
+
+int dispatch_win_flush(trigger_t *t) {
+    if (!t->win.open)
+        return 0;
+    win_close(t);
+    int rc = lead_txn_commit(t);
+    win_settle(t, rc == 0);
+    return rc;
+}
+
+void dispatch_win_forget(trigger_t *t) {
+    win_close(t);
+    t->win.n = 0;
+}
+
+/* ---- one batch --------------------------------------------------------------------- */
+
+/* Begin the Kafka transaction of rows (or join the ingest's open window)
+ * and produce them into it: x->produced = rows produced, or AX_ERR_IO
+ * when a produce failed (the transaction is aborted then, the window's
+ * with it). */
+static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                          dispatch_txn_t *x) {
     char err[512] = "";
     *x = (dispatch_txn_t){0};
+    x->window = window && t->svc.conf.dispatch_transaction_ms > 0;
     x->ids = calloc(rows->n + 1, sizeof *x->ids);
     if (!x->ids) {
         x->produced = AX_ERR_NOMEM; /* the marks are recovered later */
@@ -308,9 +394,14 @@ static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
     t->nfailed_other = 0;
     if (!x->n)
         return;
-    if (lead_txn_begin(t) < 0) {
-        x->produced = AX_ERR_IO;
-        return;
+    if (!(x->window && t->win.open)) {
+        dispatch_win_flush(t); /* one transaction at a time */
+        if (lead_txn_begin(t) < 0) {
+            x->produced = AX_ERR_IO;
+            return;
+        }
+        if (x->window)
+            win_open(t);
     }
     x->open = 1;
     x->produced = produce_rows(t, rows, &x->holds, err, sizeof err);
@@ -319,18 +410,38 @@ static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
         char why[700];
         snprintf(why, sizeof why, "dispatch of %zu instance(s): %s", x->n, err);
         x->open = 0;
+        int carried = x->window;
+        if (carried)
+            win_close(t);
         lead_txn_abort(t, why);
+        if (carried)
+            win_settle(t, 0); /* the earlier batches of the window went with it */
     }
 }
 
-/* The marks of x are durable: commit its Kafka transaction, then settle
- * the marks (committed) or undo them (failed: the due scan retries). */
+/* The batch x is produced (its marks were durable before): commit its
+ * Kafka transaction — or leave it in the open window, settled with it —
+ * then settle the marks (committed) or undo them (failed: the due scan
+ * retries). */
 static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch_txn_t *x) {
     ax_svc_t *svc = &t->svc;
     char err[512] = "";
     if (x->open) {
         x->open = 0;
-        if (lead_txn_commit(t) < 0) {
+        if (x->window && !x->holds.n && win_add(t, x->ids, x->n) == 0) {
+            int produced = x->produced;
+            t->dispatched += produced;
+            free(x->ids);
+            x->ids = NULL;
+            if (ax_mono_ms() >= t->win.until_mono || t->win.n >= 100000)
+                dispatch_win_flush(t);
+            if (produced > 0)
+                lag_note_sent(t);
+            return produced;
+        }
+        /* held rows are recorded at once (the window ends here) */
+        int rc = x->window ? dispatch_win_flush(t) : lead_txn_commit(t);
+        if (rc < 0) {
             hold_list_free(&x->holds);
             after_failed_commit(t, rows);
             x->produced = AX_ERR_IO;
@@ -348,7 +459,8 @@ static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
                     "twice; executors drop the duplicates)", err);
         t->dispatched += produced;
     } else if (x->n && produced != AX_ERR_NOMEM) {
-        /* Nothing of the transaction is visible: back to the due scan. */
+        /* Not committed: back to the due scan (an executor that read a record of
+         * it already drops the second one: its claim finds the instance taken). */
         ax_pending_undo_t u = {.ids = x->ids, .n = x->n};
         if (ax_store_pending_undo(svc->pg, &u, NULL, err, sizeof err) < 0)
             ax_warn("dispatch undo: %s (recovered later)", err);
@@ -362,38 +474,19 @@ static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
     return produced;
 }
 
-/* The PostgreSQL transaction that marked rows could not commit: nothing
- * of the Kafka transaction may appear either. */
-static void dispatch_drop_txn(trigger_t *t, dispatch_txn_t *x) {
-    char err[512];
-    if (x->open && t->txp && ax_kafka_txn_end_abort(t->txp, 10000, err, sizeof err) < 0)
-        lead_give_up(t, err);
-    x->open = 0;
-    hold_list_free(&x->holds);
-    free(x->ids);
-    x->ids = NULL;
-}
-
 int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows) {
     dispatch_txn_t x;
-    dispatch_open(t, rows, &x);
+    dispatch_open(t, rows, 0, &x);
     return dispatch_close(t, rows, &x);
 }
 
-int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int *produced,
-                         char *err, size_t errlen) {
-    dispatch_txn_t x = {0};
-    int early = rows->n > 0 && t->svc.conf.dispatch_overlap;
-    if (early)
-        dispatch_open(t, rows, &x);
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                         int *produced, char *err, size_t errlen) {
     int rc = ax_pg_commit(t->svc.pg, err, errlen);
-    if (rc < 0) {
-        if (early)
-            dispatch_drop_txn(t, &x);
+    if (rc < 0)
         return rc; /* the caller rolls back */
-    }
-    if (!early)
-        dispatch_open(t, rows, &x);
+    dispatch_txn_t x;
+    dispatch_open(t, rows, window, &x);
     int p = dispatch_close(t, rows, &x);
     if (produced)
         *produced = p;

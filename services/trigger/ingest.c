@@ -99,7 +99,7 @@ static int ingest_run(trigger_t *t, const ax_ingest_in_t *in, size_t n, ax_inges
     }
     int rc = ax_store_ingest(svc->pg, &c, in, n, out, err, errlen);
     if (tx && rc == 0 && c.epoch)
-        rc = dispatch_commit_with(t, &out->rows, NULL, err, errlen);
+        rc = dispatch_commit_with(t, &out->rows, 1, NULL, err, errlen);
     else if (tx && rc == 0)
         rc = ax_pg_commit(svc->pg, err, errlen);
     if (tx && rc < 0)

@@ -51,12 +51,16 @@ static void hook_leader(trigger_t *t) {
     sched_on_leader(t);
     arm_scan(t, 0);
 }
-static void hook_follower(trigger_t *t) { sched_on_follower(t); }
+static void hook_follower(trigger_t *t) {
+    dispatch_win_forget(t);
+    sched_on_follower(t);
+}
 static void hook_clock_jump(trigger_t *t, const char *why) { sched_rebuild(t, why); }
 
 static void on_stop(ax_svc_t *svc) {
     trigger_t *t = trigger_of(svc);
     if (t->leader) {
+        dispatch_win_flush(t); /* what the ingest's window carries, committed and settled */
         sched_on_follower(t);
         if (t->txp) {
             rd_kafka_destroy(t->txp);
@@ -176,6 +180,9 @@ static void trigger_fini(trigger_t *t) {
     alert_fini();
     sched_destroy(t);
     free(t->refused);
+    if (t->win.ev)
+        event_free(t->win.ev);
+    free(t->win.ids);
     tm_fini(t);
     ax_svc_destroy(&t->svc);
 }

@@ -84,7 +84,7 @@ void sweep_on_timer(evutil_socket_t fd, short what, void *arg) {
         return;
     }
     int64_t *ids = lost.n ? calloc(lost.n, sizeof *ids) : NULL;
-    if (!ids || lead_txn_begin(t) < 0) {
+    if (!ids || dispatch_win_flush(t) < 0 || lead_txn_begin(t) < 0) {
         free(ids);
         ax_lost_leases_free(&lost);
         return;

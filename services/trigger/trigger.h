@@ -113,6 +113,15 @@ typedef struct trigger {
     struct refusal { int64_t id; size_t len; rd_kafka_resp_err_t err; } *refused;
     size_t nrefused, caprefused;
     size_t nfailed_other; /* the last batch's reports of other errors */
+    /* dispatch.c: the leader's Kafka transaction kept open across ingest
+     * batches for dispatch.transaction.ms */
+    struct dispatch_win {
+        int open;           /* begun by an ingest batch, not committed */
+        int64_t until_mono; /* committed by the first batch after this, or ev */
+        int64_t *ids;       /* what it carries: settled (or undone) at its commit */
+        size_t n, cap;
+        struct event *ev;   /* commits it when no batch comes */
+    } win;
 
     /* tlead (leader side): what leader.c calls above itself, set by main.c,
      * so leader.c depends on no file of the trigger */
@@ -193,13 +202,21 @@ static inline void arm_scan(trigger_t *t, int64_t ms) {
  * them). Returns rows produced, or <0. */
 int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
 /* Commit the open PostgreSQL transaction whose statement marked rows
- * dispatched, then dispatch them as dispatch_produce; with
- * dispatch.overlap the Kafka transaction is opened and the records
- * produced before the PostgreSQL commit, committed after it (aborted if it
- * failed). 0 (*produced: dispatch_produce's result), or the commit's
- * error (err): the caller rolls back; nothing was dispatched. */
-int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int *produced,
-                         char *err, size_t errlen);
+ * dispatched, then dispatch them as dispatch_produce — with `window`
+ * (the ingest) into the transaction kept open for dispatch.transaction.ms
+ * (dispatch_win_flush commits it), when that is not 0. 0 (*produced:
+ * dispatch_produce's result), or the commit's error (err): the caller
+ * rolls back; nothing was dispatched. */
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                         int *produced, char *err, size_t errlen);
+/* Commit the ingest's open Kafka transaction, if any, and settle what it
+ * carried (undo it if the commit failed): before another transaction is
+ * begun, when its window is over, when the leader stops. <0: not
+ * committed. */
+int dispatch_win_flush(trigger_t *t);
+/* Leadership lost: the producer is gone with the transaction; what it
+ * carried is recovered by the next leader (recover_pending). */
+void dispatch_win_forget(trigger_t *t);
 /* Make undispatched again what a failed or abandoned Kafka transaction
  * left pending (dispatch_batch): of older epochs, or older than a minute. */
 void recover_pending(trigger_t *t);
@@ -236,6 +253,7 @@ typedef struct dispatch_txn {
     int64_t *ids;      /* the rows not held */
     size_t n;
     int open;          /* begun and produced, not committed */
+    int window;        /* into the ingest's transaction (dispatch.transaction.ms) */
     int produced;      /* rows produced, or <0 */
     hold_list_t holds; /* rows that could not be produced */
 } dispatch_txn_t;

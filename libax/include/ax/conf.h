@@ -102,7 +102,7 @@ typedef struct ax_conf {
     int64_t produce_partition_chunk;    /* 0: Attempt records and results by key */
     int64_t submit_partition_chunk;     /* 0: submissions by key */
     int64_t dispatch_partition_chunk;   /* 0: dispatch records by key */
-    int64_t dispatch_overlap;           /* 1: produce before the marks commit */
+    int64_t dispatch_transaction_ms;    /* the leader's dispatch transaction window; 0: per batch */
     /* api (ax-api, docs/API.md, docs/SECURITY.md) */
     char *api_listen;
     char *api_tokens;           /* NAME:SCOPE:SHA256HEX,... (hashes, not tokens) */

@@ -30,6 +30,7 @@ typedef struct ax_run_claimed {
     int64_t lease_ms;
     int shard_index, shard_total;
     int probe; /* shard_mode = 'probe': run as the size probe */
+    int32_t attempt;
 } ax_run_claimed_t;
 
 /* Claim every instance of ids[i] at attempts[i] (i < n) that is SCHEDULED

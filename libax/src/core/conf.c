@@ -327,13 +327,19 @@ const ax_conf_def_t ax_conf_table[] = {
      "larger costs the broker less per transaction (measured with 32). 1 = one record per "
      "partition in turn; 0 = by instance id. "
      "Ignored when kafka.partitioner is set. Read at start only."},
-    {"dispatch.overlap", AX_CONF_INT, OFF(dispatch_overlap), "1", 0, 1, "trigger",
-     "1: the leader opens the Kafka transaction of a dispatch batch and produces its records "
-     "while PostgreSQL commits the statement that marked them dispatched, and commits the "
-     "transaction once that commit returned (aborting it if the commit failed), so the "
-     "records travel to the broker during the PostgreSQL commit instead of after it. 0: "
-     "produce only after the commit. Either way nothing of the batch is visible to executors "
-     "before its marks are durable."},
+    {"dispatch.transaction.ms", AX_CONF_INT, OFF(dispatch_transaction_ms), "1000", 0, 10000,
+     "trigger,executor",
+     "How long the leader keeps one Kafka transaction open across dispatch batches of the "
+     "ingest (submissions, the timer topic) before committing it: its records are produced "
+     "once their PostgreSQL commit returned and read by executors as soon as the broker has "
+     "them (isolation.level read_uncommitted), so a batch pays no transaction of its own "
+     "and the commit (partitions registered, EndTxn, markers) is paid once per window. The "
+     "transactional.id still fences a stale leader's producer; what a failed or fenced "
+     "commit leaves is produced again (instances undone, the due scan; executors drop what "
+     "they already claimed). Other dispatches (due scan, fires) commit at once. 0: one "
+     "transaction per batch, committed before the batch is settled, and executors read "
+     "committed records only. Set the same value for the trigger and the executors: an "
+     "executor with 0 sees a window's records only at its commit. Read at start only."},
     {"api.listen", AX_CONF_STR, OFF(api_listen), "127.0.0.1:8480", 0, 0, "api",
      "HOST:PORT ax-api listens on for the REST API (/api/v1), /healthz, /readyz and the web "
      "console. Plain HTTP unless api.tls.cert and api.tls.key are set."},

@@ -71,8 +71,8 @@ AX_STMT(st_claim, "run.claim",
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
         " FROM c WHERE i.id BETWEEN $7::bigint AND $8::bigint AND i.id = c.id AND i.state = c.state"
         "  AND i.attempt = c.attempt"
-        " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe'");
-enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE };
+        " RETURNING i.id, c.lease, i.shard_index, i.shard_total, i.shard_mode = 'probe', i.attempt");
+enum { CLAIM_ID, CLAIM_LEASE, CLAIM_SHARD_INDEX, CLAIM_SHARD_TOTAL, CLAIM_PROBE, CLAIM_ATTEMPT };
 
 AX_STMT(st_limited_lock, "run.claim_limited.lock",
         "SELECT job_id FROM instance_state WHERE id = $1::bigint AND attempt = $2::int"
@@ -212,6 +212,7 @@ int ax_run_claim(ax_pg_t *pg, const char *worker, const int64_t *ids, const int3
             .shard_index = (int)ax_pg_int(r, i, CLAIM_SHARD_INDEX),
             .shard_total = (int)ax_pg_int(r, i, CLAIM_SHARD_TOTAL),
             .probe = ax_pg_bool(r, i, CLAIM_PROBE),
+            .attempt = (int32_t)ax_pg_int(r, i, CLAIM_ATTEMPT),
         };
     PQclear(r);
     qsort(out, (size_t)rows, sizeof *out, claimed_cmp);
