@@ -277,10 +277,9 @@ static int become_leader(trigger_t *t, int64_t epoch) {
     t->epoch = epoch;
     t->leader = 1;
     /* Fence any older leader's producer before producing anything. No
-     * linger: a dispatch batch is produced in one go, and with
-     * dispatch.overlap its records should be on their way while
-     * PostgreSQL commits their marks (they wait for the transaction's
-     * partitions to be added anyway, and go out together then). */
+     * linger: a dispatch batch is produced in one go, once its marks are
+     * committed, and executors read it uncommitted (dispatch.transaction.ms):
+     * every millisecond here is on the fire-to-start path. */
     t->txp = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0, 30000, err, sizeof err);
     if (!t->txp) {
         ax_warn("leader: %s; giving the lease back", err);
