@@ -27,9 +27,13 @@ static int op_claim_batch(void *arg, ax_claim_item_t *items, size_t n, char *err
     ax_svc_t *svc = &c->ex->svc;
     int64_t *ids = calloc(n, sizeof *ids);
     int32_t *att = calloc(n, sizeof *att);
-    if (!ids || !att) {
+    /* which rows won went to an item: at most n rows; allocated before the
+     * claim commits (claimed rows nobody runs would wait for their lease) */
+    unsigned char *taken = calloc(n, 1);
+    if (!ids || !att || !taken) {
         free(ids);
         free(att);
+        free(taken);
         return ax_seterr(err, errlen, AX_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
@@ -46,12 +50,9 @@ static int op_claim_batch(void *arg, ax_claim_item_t *items, size_t n, char *err
      * second record of the instance in the same batch (a dispatch produced
      * again, an uncommitted one read beside its replacement) or of another
      * attempt stays unclaimed, and the claim one by one calls it lost. */
-    unsigned char *taken = nrows ? calloc(nrows, 1) : NULL;
-    if (nrows && !taken && rc == 0)
-        rc = ax_seterr(err, errlen, AX_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const ax_run_claimed_t *w = ax_run_find(rows, nrows, sizeof *rows, items[i].instance_id);
-        if (!w || w->attempt != items[i].attempt || taken[w - rows])
+        if (!w || w->attempt != items[i].attempt || (size_t)(w - rows) >= n || taken[w - rows])
             continue;
         taken[w - rows] = 1;
         items[i].verdict = AX_CLAIM_CLAIMED;

@@ -357,6 +357,32 @@ static void win_close(trigger_t *t) {
         event_del(t->win.ev);
 }
 
+static int id_cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Leave out of the window's settle the ids a batch about to flush it
+ * marked again (an instance handed back and due again within the
+ * window): a settle takes ids out of every dispatch_batch row, so it
+ * would take them out of that batch's row too, and a crash before that
+ * batch's commit would leave them marked with no row to recover them by.
+ * They stay in the window's row until that batch settles or undoes them. */
+static void win_drop_ids(trigger_t *t, const int64_t *ids, size_t n) {
+    struct dispatch_win *w = &t->win;
+    int64_t *s = n && w->n ? malloc(n * sizeof *s) : NULL;
+    if (!s)
+        return; /* nothing to do, or no memory: the sweep's recovery covers it */
+    memcpy(s, ids, n * sizeof *s);
+    qsort(s, n, sizeof *s, id_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < w->n; i++)
+        if (!bsearch(&w->ids[i], s, n, sizeof *s, id_cmp))
+            w->ids[k++] = w->ids[i];
+    w->n = k;
+    free(s);
+}
+
 int dispatch_win_flush(trigger_t *t) {
     if (!t->win.open)
         return 0;
@@ -395,6 +421,8 @@ static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, int wind
     if (!x->n)
         return;
     if (!(x->window && t->win.open)) {
+        if (t->win.open)
+            win_drop_ids(t, x->ids, x->n);
         dispatch_win_flush(t); /* one transaction at a time */
         if (lead_txn_begin(t) < 0) {
             x->produced = AX_ERR_IO;

@@ -59,8 +59,9 @@ static void hook_clock_jump(trigger_t *t, const char *why) { sched_rebuild(t, wh
 
 static void on_stop(ax_svc_t *svc) {
     trigger_t *t = trigger_of(svc);
-    if (t->leader) {
+    if (t->leader)
         dispatch_win_flush(t); /* what the ingest's window carries, committed and settled */
+    if (t->leader) { /* (a failed flush may have given the lease up) */
         sched_on_follower(t);
         if (t->txp) {
             rd_kafka_destroy(t->txp);

@@ -64,7 +64,8 @@ wait_for 30 "$N records produced into the window" uncommitted_is $((N + 2))
 stop_svc trigger KILL
 start_svc trigger@2 "${LEASE[@]}" --set dispatch.transaction.ms=$W
 wait_for 60 "the $N instances produced again and committed" committed_is $((N + 2))
-[ "$(uncommitted)" = $((2 * N + 2)) ] || fail "$(uncommitted) dispatch records, expected $((2 * N + 2))"
+# the aborted records are still there (a retried transaction may add more)
+[ "$(uncommitted)" -ge $((2 * N + 2)) ] || fail "$(uncommitted) dispatch records, expected $((2 * N + 2))"
 start_svc executor@2 --set dispatch.transaction.ms=$W
 for i in $(seq 1 $N); do
     wait_for 60 "win-$i finished" finished "win-$i"

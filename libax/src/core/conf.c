@@ -340,6 +340,10 @@ const ax_conf_def_t ax_conf_table[] = {
      "transaction per batch, committed before the batch is settled, and executors read "
      "committed records only. Set the same value for the trigger and the executors: an "
      "executor with 0 sees a window's records only at its commit. Read at start only."},
+    {"dispatch.overlap", AX_CONF_INT, OFF(dispatch_overlap), "0", 0, 1, "trigger",
+     "Ignored since dispatch.transaction.ms (2026-12-04), accepted so older configuration "
+     "files still load: the leader produces a batch's dispatch records only after the "
+     "PostgreSQL commit of their marks (1 began producing before it)."},
     {"api.listen", AX_CONF_STR, OFF(api_listen), "127.0.0.1:8480", 0, 0, "api",
      "HOST:PORT ax-api listens on for the REST API (/api/v1), /healthz, /readyz and the web "
      "console. Plain HTTP unless api.tls.cert and api.tls.key are set."},
