@@ -143,6 +143,23 @@ finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)"
 # Count messages on a topic (all partitions) by reading it to the end.
 topic_count() { kc -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
 
+# dispatch_once TOPIC INSTANCES: across failovers, every instance is on the
+# dispatch topic and none is committed there twice. Executors read dispatch
+# records uncommitted (dispatch.transaction.ms > 0), so the record an
+# instance ran from can belong to a transaction a failover aborted, and then
+# no committed record of it follows: the instances are counted with the
+# aborted records (the executor's view), the duplicates among the committed
+# ones. A record's key is its instance id (jobs without a routing field).
+dispatch_keys() { local t=$1; shift; kc "$@" -C -t "$t" -o beginning -e -q -f '%k\n' 2>/dev/null; }
+dispatch_once() {
+    local c cd ud
+    c=$(dispatch_keys "$1" | wc -l); cd=$(dispatch_keys "$1" | sort -u | wc -l)
+    ud=$(dispatch_keys "$1" -X isolation.level=read_uncommitted | sort -u | wc -l)
+    log "$1: $c committed message(s) of $cd instance(s); $ud instance(s) counting aborted records; $2 instance(s)"
+    [ "$ud" = "$2" ] || fail "$ud instance(s) on $1 for $2 instances"
+    [ "$c" = "$cd" ] || fail "an instance committed twice on $1 ($c messages, $cd instances)"
+}
+
 # A run over TLS (infra/test's TLS pass, AX_TLS=1) never falls back to
 # plaintext unseen: the configuration must name TLS for both (the servers
 # accept nothing else; 220_tls.sh checks that they really speak TLS).
