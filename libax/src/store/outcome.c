@@ -100,11 +100,14 @@ AX_STMT(st_finish, "outcome.finish",
     "    state = CASE WHEN o.retry_ms IS NULL THEN 'FINISHED' ELSE 'SCHEDULED' END"
     "      ::ax_instance_state,"
     "    outcome = CASE WHEN o.retry_ms IS NULL THEN o.outcome END,"
-    /* one time for the batch, the statement's start (after every row's
-     * RUNNING commit): clock_timestamp() per row widened the BRIN summary
-     * on finished_at (019) with every row, one WAL record per job
-     * (BENCHMARKS.md, "Issue #13: one finish time per statement") */
-    "    finished_at = CASE WHEN o.retry_ms IS NULL THEN statement_timestamp() END,"
+    /* one time for the batch, the statement's start: clock_timestamp()
+     * per row widened the BRIN summary on finished_at (019) with every
+     * row, one WAL record per job (BENCHMARKS.md, "Issue #13: one finish
+     * time per statement"). A run's result follows its RUNNING commit; a
+     * lease-lost or cancel result can race run.start, whose RUNNING then
+     * commits while this statement waits for the row: never before it */
+    "    finished_at = CASE WHEN o.retry_ms IS NULL"
+    "      THEN greatest(statement_timestamp(), i.running_at) END,"
     "    attempt = i.attempt + CASE WHEN o.retry_ms IS NULL THEN 0 ELSE 1 END,"
     "    due_at = CASE WHEN o.retry_ms IS NULL THEN i.due_at"
     "             ELSE now() + o.retry_ms * interval '1 millisecond' END,"
@@ -142,7 +145,7 @@ AX_STMT(st_finish, "outcome.finish",
     "      OR (o.error_class = 'cancelled' AND o.worker = 'axctl')"
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, o.attempt, o.outcome, i.exit_code, i.error_class, i.error,"
-    "    statement_timestamp() AS finished_at, o.holds_slot, o.job_id, o.running_at, o.worker,"
+    "    greatest(statement_timestamp(), i.running_at) AS finished_at, o.holds_slot, o.job_id, o.running_at, o.worker,"
     "    o.started_ms, o.retry_ms, i.deployment, CASE WHEN $11::boolean THEN i.output END AS output,"
     "    i.locked_at AS locked,"
     "    i.running_at AS ran, i.finished_at AS fin_at"
