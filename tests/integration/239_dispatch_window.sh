@@ -18,10 +18,7 @@ W=10000
 LEASE=(--set trigger.lease.ms=3000)
 DT=$(topic dispatch)
 committed() { topic_count "$DT"; }
-uncommitted() {
-    kc -X isolation.level=read_uncommitted -C -t "$DT" -o beginning -e -q -f 'x\n' 2>/dev/null |
-        wc -l
-}
+uncommitted() { topic_count_all "$DT"; }
 committed_is() { [ "$(committed)" = "$1" ]; }
 uncommitted_is() { [ "$(uncommitted)" = "$1" ]; }
 lost() { sql "SELECT coalesce(sum(value), 0) FROM ax_counter WHERE name = 'executor.claims_lost'"; }

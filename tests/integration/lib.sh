@@ -140,12 +140,14 @@ field() { sql "SELECT $2 FROM job_instance WHERE trace_id = '$1' ORDER BY id DES
 state_is() { [ "$(field "$1" state)" = "$2" ]; }
 finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)")" = "FINISHED/true" ]; }
 
-# Count messages on a topic (all partitions) by reading it to the end.
-topic_count() { kc -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
-
-# Count messages on a topic with the records of open and aborted
-# transactions too (what an executor reads: dispatch.transaction.ms).
-topic_count_all() { kc -X isolation.level=read_uncommitted -C -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
+# topic_read TOPIC FORMAT [kcat option...]: every message of a topic (all
+# partitions), read to its end, printed with kcat's FORMAT.
+topic_read() { local t=$1 f=$2; shift 2; kc "$@" -C -t "$t" -o beginning -e -q -f "$f" 2>/dev/null; }
+# Count messages on a topic: committed ones, and (topic_count_all) with the
+# records of open and aborted transactions too, what an executor reads
+# (dispatch.transaction.ms).
+topic_count() { topic_read "$1" 'x\n' | wc -l; }
+topic_count_all() { topic_read "$1" 'x\n' -X isolation.level=read_uncommitted | wc -l; }
 
 # dispatch_once TOPIC INSTANCES: across failovers, every instance is on the
 # dispatch topic, none is committed there twice, and all but a few have a
@@ -154,22 +156,20 @@ topic_count_all() { kc -X isolation.level=read_uncommitted -C -t "$1" -o beginni
 # belong to a transaction a failover aborted, and then no committed record
 # of it follows (it is not due again): the instances are counted with the
 # aborted records (the executor's view), the duplicates among the committed
-# ones, and at most DISPATCH_UNCOMMITTED_MAX (8) instances may lack a
-# committed record (a leader whose transactions never commit fails). A
-# record's key is its instance id (jobs without a routing field).
-dispatch_keys() { local t=$1; shift; kc "$@" -C -t "$t" -o beginning -e -q -f '%k\n' 2>/dev/null; }
+# ones, and at most 8 instances may lack a committed record (a leader whose
+# transactions never commit fails). A record's key is its instance id (jobs
+# without a routing field).
 dispatch_once() {
     local com unc c cd ud
-    com=$(dispatch_keys "$1") || fail "cannot read $1"
-    unc=$(dispatch_keys "$1" -X isolation.level=read_uncommitted) || fail "cannot read $1 uncommitted"
+    com=$(topic_read "$1" '%k\n') || fail "cannot read $1"
+    unc=$(topic_read "$1" '%k\n' -X isolation.level=read_uncommitted) || fail "cannot read $1 uncommitted"
     c=$(grep -c . <<<"$com" || true)
     cd=$({ grep . <<<"$com" || true; } | sort -u | wc -l)
     ud=$({ grep . <<<"$unc" || true; } | sort -u | wc -l)
     log "$1: $c committed message(s) of $cd instance(s); $ud instance(s) counting aborted records; $2 instance(s)"
     [ "$ud" = "$2" ] || fail "$ud instance(s) on $1 for $2 instances"
     [ "$c" = "$cd" ] || fail "an instance committed twice on $1 ($c messages, $cd instances)"
-    [ $((ud - cd)) -le "${DISPATCH_UNCOMMITTED_MAX:-8}" ] ||
-        fail "$((ud - cd)) of $2 instances have no committed record on $1"
+    [ $((ud - cd)) -le 8 ] || fail "$((ud - cd)) of $2 instances have no committed record on $1"
 }
 
 # A run over TLS (infra/test's TLS pass, AX_TLS=1) never falls back to
