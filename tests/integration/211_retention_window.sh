@@ -56,7 +56,8 @@ log "pend read (loops rows): $(echo "$scans" | tr '\n' ';')"
 [ -n "$scans" ] || fail "no read of the unconfirmed ids (CTE pend) in the plan"
 while read -r loops rows; do
     [ "$loops" -le 1 ] || fail "the $PEND unconfirmed ids were read $loops times in one statement (once per candidate row)"
-    [ "$rows" = "$PEND" ] || fail "the unconfirmed ids read were $rows, not $PEND (the setup did not hold)"
+    # other deployments' unconfirmed batches count too (the suite's earlier tests may leave some)
+    [ "$rows" -ge "$PEND" ] || fail "the unconfirmed ids read were $rows, fewer than $PEND (the setup did not hold)"
 done <<<"$scans"
 
 left=$(sql "SELECT string_agg(id::text, ',') FROM instance_state WHERE deployment = '$D'")
