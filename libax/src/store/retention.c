@@ -48,13 +48,16 @@ AX_STMT(st_instances, "retention.instances",
         " seen AS (SELECT * FROM walk WHERE walk.deployment = $4"
         "  ORDER BY walk.id LIMIT $7::bigint),"
         " cut AS (SELECT now() - $6::bigint * interval '1 ms' AS t),"
-        /* the ids of the unconfirmed dispatch batches: a few rows, or
-         * with dispatch.transaction.ms the whole open window's (~10,000
-         * at 10,000 jobs/s); NOT IN is a hashed subplan, where NOT EXISTS
-         * over the CTE scanned it for every row (126 ms a call against
-         * 7.6: BENCHMARKS.md, "10 minutes at 10,000 jobs/s offered with
-         * the dispatch window: a regression") */
-        " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch),"
+        /* the ids of this deployment's unconfirmed dispatch batches (a
+         * leader's batches hold its own deployment's instances only): a
+         * few rows, or with dispatch.transaction.ms the whole open
+         * window's (~10,000 at 10,000 jobs/s); NOT IN is a hashed
+         * subplan, where NOT EXISTS over the CTE scanned it for every row
+         * (126 ms a call against 7.6: BENCHMARKS.md, "10 minutes at
+         * 10,000 jobs/s offered with the dispatch window: a regression";
+         * tests/integration/211_retention_window.sh) */
+        " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch"
+        "  WHERE deployment = $4),"
         " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
         "  WHERE NOT seen.active AND" PUBLISHED("seen")
         "   AND seen.finished_at < cut.t"
