@@ -35,9 +35,19 @@ command -v psql >/dev/null || { echo "peers.sh: psql is needed to empty the peer
 # shellcheck source=peers_clean.sh
 source "$here/peers_clean.sh"
 ax() { # ax EXECUTORS [RATE]
+    # A run that fails says so (its exit status and the last lines of its
+    # stderr) instead of leaving its round without a figure.
+    local err rc
+    err=$(mktemp)
     # shellcheck disable=SC2086 # BENCH_ARGS: words
-    "$build/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$build" noop "$1" "$n" ${2:+"$2"} 2>/dev/null |
+    "$build/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$build" noop "$1" "$n" ${2:+"$2"} 2>"$err" |
         grep -E '^(completed|sched_fin|cpu_pct|pg_commits|outcomes)'
+    rc=${PIPESTATUS[0]}
+    if ((rc != 0)); then
+        echo "ax: bench_exec failed (exit $rc):"
+        grep -v '^20[0-9][0-9]-' "$err" | tail -n 5 | sed 's/^/  /'
+    fi
+    rm -f "$err"
 }
 for i in $(seq 1 "$rounds"); do
     echo "== ax, 1 executor, then the peers: round $i $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
