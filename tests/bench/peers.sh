@@ -38,14 +38,14 @@ ax() { # ax EXECUTORS [RATE]
     # A run that fails says so (its exit status and the last lines of its
     # stderr) instead of leaving its round without a figure.
     local err rc
-    err=$(mktemp)
+    err=$(mktemp) || { echo "ax: mktemp failed"; return 1; }
     # shellcheck disable=SC2086 # BENCH_ARGS: words
     "$build/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$build" noop "$1" "$n" ${2:+"$2"} 2>"$err" |
         grep -E '^(completed|sched_fin|cpu_pct|pg_commits|outcomes)'
     rc=${PIPESTATUS[0]}
     if ((rc != 0)); then
         echo "ax: bench_exec failed (exit $rc):"
-        grep -v '^20[0-9][0-9]-' "$err" | tail -n 5 | sed 's/^/  /'
+        grep -vE '^20[0-9]{2}-[^ ]+ (INFO|DEBUG) ' "$err" | tail -n 5 | sed 's/^/  /'
     fi
     rm -f "$err"
 }

@@ -18,7 +18,7 @@ ROLE="it211-$$"
 N=400      # old, finished, published instances
 PEND=10000 # ids in the open window
 ret_cleanup() {
-    sql "DELETE FROM dispatch_batch WHERE deployment LIKE '$D%';
+    sql "DELETE FROM dispatch_batch WHERE deployment IN ('$D', '${D}other');
          DELETE FROM ax_leader WHERE role = '$ROLE';
          DELETE FROM instance_def WHERE id IN (SELECT id FROM instance_state WHERE deployment = '$D')" \
         >/dev/null 2>&1 || true
@@ -34,7 +34,10 @@ sql "INSERT INTO job_instance (state, outcome, due_at, finished_at, result_publi
      FROM generate_series(1, $N) g" >/dev/null
 read -r first last n < <(sql "SELECT min(id), max(id), count(*) FROM instance_state WHERE deployment = '$D'" | tr '|' ' ')
 [ "$n" = "$N" ] || fail "$n instances made, $N expected"
-held=$((first + N / 2))
+held=$(sql "SELECT id FROM instance_state WHERE deployment = '$D' ORDER BY id OFFSET $((N / 2)) LIMIT 1")
+# rows the walk has to pass from our first to our last (other sessions'
+# ids could lie between them)
+span=$(sql "SELECT count(*) FROM instance_state WHERE id BETWEEN $first AND $last")
 # The open window: the held instance among PEND - 1 ids of instances in flight
 # elsewhere (ids past any row of this table).
 sql "INSERT INTO dispatch_batch (epoch, deployment, ids)
@@ -44,18 +47,20 @@ sql "INSERT INTO dispatch_batch (epoch, deployment, ids)
 sql "INSERT INTO dispatch_batch (epoch, deployment, ids)
      SELECT 1, '${D}other', array_agg(g) FROM generate_series($last + 2000000, $last + 2000499) g" >/dev/null
 sql "INSERT INTO ax_leader (role, holder, epoch, expires_at, acquired_at)
-     VALUES ('$ROLE', 'it211', 1, now() + interval '1 hour', now())" >/dev/null
+     VALUES ('$ROLE', 'it211', 1, now() + interval '1 hour', now())
+     ON CONFLICT (role) DO UPDATE SET holder = 'it211', epoch = 1,
+       expires_at = now() + interval '1 hour'" >/dev/null
 
 # $1-$3 the lease, $4 deployment, $5 the cursor, $6 keep 10 minutes, $7 rows
 # of this deployment per batch, $8 rows walked.
 plan=$(psql -X -q -t -A -v ON_ERROR_STOP=1 <<EOF
 PREPARE ret AS $SQL;
-EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ret('$ROLE', 'it211', 1, '$D', $((first - 1)), 600000, $N, $((N + 100)));
+EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ret('$ROLE', 'it211', 1, '$D', $((first - 1)), 600000, $N, $((span + 100)));
 EOF
 ) || fail "retention.instances failed: $plan"
 
 # Every node that reads the CTE pend: its loops and rows.
-scans=$(jq -r '[.. | objects | select(."CTE Name"? == "pend") | "\(."Actual Loops") \(."Actual Rows")"] | .[]' <<<"$plan")
+scans=$(jq -r '[.. | objects | select(."CTE Name"? == "pend") | "\(."Actual Loops" | floor) \(."Actual Rows" | floor)"] | .[]' <<<"$plan")
 log "pend read (loops rows): $(echo "$scans" | tr '\n' ';')"
 [ -n "$scans" ] || fail "no read of the unconfirmed ids (CTE pend) in the plan"
 while read -r loops rows; do

@@ -293,8 +293,9 @@ const ax_conf_def_t ax_conf_table[] = {
      "records to <prefix>callback, dead letters, axctl): how long records wait to share "
      "a produce request (librdkafka sends one request per partition). Adds up to this much "
      "between an executor's finish and the callback's read of it, not to fire-to-start. The "
-     "transactional producers keep their own: the trigger's dispatch none (executors "
-     "read a dispatch record as soon as it is produced, dispatch.transaction.ms), the "
+     "transactional producers keep their own: the trigger's dispatch none (a batch's "
+     "records go out as they are produced; with dispatch.transaction.ms above 0 executors "
+     "read them before the window commits), the "
      "callback's results 5 ms (a transaction's records, flushed by its commit). "
      "kafka.linger.ms overrides all of them."},
     {"produce.partition.chunk", AX_CONF_INT, OFF(produce_partition_chunk), "128", 0, 1000000,
