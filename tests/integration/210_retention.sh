@@ -3,10 +3,11 @@
 # published instances older than retention.finished.ms disappear with their
 # state rows, attempts and submission keys; unpublished, unfinished ones and
 # the finished child of a live parent stay; fire-ledger rows older than
-# retention.ledger.ms go except each job's latest; a submission key inside
-# its window (its instance still kept) still deduplicates, one whose
-# instance was deleted does not (the documented window); a submit-topic
-# watermark that did not move for retention.finished.ms goes. Old rows are made
+# retention.ledger.ms go except each job's latest (a deleted job's latest
+# too); a submission key inside its window (its instance still kept) still
+# deduplicates, one whose instance was deleted does not (the documented
+# window); a submit-topic watermark that did not move for
+# retention.finished.ms goes. Old rows are made
 # by moving finished_at / decided_at back an hour, so nothing here depends
 # on how fast the sweep runs.
 source "$(dirname "$0")/lib.sh"
@@ -76,6 +77,19 @@ for j in "$ja" "$jb"; do
          FROM job j, generate_series(1, CASE WHEN j.name = '$ja' THEN 6 ELSE 3 END) g
          WHERE j.name = '$j'" >/dev/null
 done
+# Job c, deleted, with three old ledger rows: a deleted job's rows
+# (026_job_delete_keeps_history: its delete leaves them) all go once old,
+# its latest too; and one young row of it stays until it is old.
+jc="${JOBP}c"
+axctl job create "$jc" -- true >/dev/null
+jcid=$(sql "SELECT id FROM job WHERE name = '$jc'")
+sql "INSERT INTO job_fire (job_id, nominal_time, decision, epoch, decided_at)
+     SELECT $jcid, now() - interval '2 hours' + g * interval '1 minute', 'skipped_misfire', 1,
+            CASE WHEN g = 4 THEN now() ELSE now() - interval '1 hour' END
+     FROM generate_series(1, 4) g" >/dev/null
+sql "UPDATE job_fire SET nominal_time = now() - interval '3 hours' WHERE job_id = $jcid
+     AND decided_at > now() - interval '10 minutes'" >/dev/null
+axctl job delete "$jc" >/dev/null || fail "job delete $jc"
 
 gone() { [ "$(sql "SELECT count(*) FROM instance_def WHERE id IN ($old) AND id NOT IN ($unpub)")" = 0 ]; }
 wait_for 60 "the old published instances deleted" gone
@@ -89,8 +103,11 @@ sql "UPDATE submit_offset SET updated_at = now() - interval '1 hour'
      WHERE topic = '$(topic submit)' AND partition = $still" >/dev/null
 wm_gone() { [ "$(wm)" = $moved ]; }
 wait_for 60 "the watermark that stood still deleted" wm_gone
-fires() { [ "$(sql "SELECT count(*) FROM job_fire f JOIN job j ON j.id = f.job_id WHERE j.name IN ('$ja', '$jb')")" = 2 ]; }
+fires() { [ "$(sql "SELECT count(*) FROM job_fire f JOIN job j ON j.id = f.job_id WHERE j.name IN ('$ja', '$jb')")" = 2 ] &&
+          [ "$(sql "SELECT count(*) FROM job_fire WHERE job_id = $jcid")" = 1 ]; }
 wait_for 60 "the old ledger rows deleted" fires
+[ "$(sql "SELECT count(*) FROM job_fire WHERE job_id = $jcid AND decided_at > now() - interval '10 minutes'")" = 1 ] \
+    || fail "the deleted job's young ledger row is not the one kept"
 
 # Everything of a deleted instance went with it.
 [ "$(sql "SELECT count(*) FROM instance_state WHERE id IN ($old) AND id NOT IN ($unpub)")" = 0 ] \

@@ -99,15 +99,19 @@ AX_STMT(st_instances, "retention.instances",
         "  (SELECT n FROM mine)");
 
 /* A job's latest row stays whatever its age: the trigger resumes the
- * schedule, the misfire policy and the overlap check from it. */
+ * schedule, the misfire policy and the overlap check from it. A deleted
+ * job's rows (026_job_delete_keeps_history: its delete leaves them) belong
+ * to no deployment: any leader deletes them once old, the latest too. */
 AX_STMT(st_ledger, "retention.ledger",
         "WITH seen AS (SELECT f.job_id, f.nominal_time, f.decided_at FROM job_fire f"
         "  WHERE (f.job_id, f.nominal_time) > ($5::bigint, to_timestamp($6::bigint / 1000.0))"
         "  ORDER BY f.job_id, f.nominal_time LIMIT $8::bigint),"
-        " gone AS (SELECT seen.job_id, seen.nominal_time FROM seen JOIN job j ON j.id = seen.job_id"
-        "  WHERE j.deployment = $4 AND seen.decided_at < now() - $7::bigint * interval '1 ms'"
-        "   AND EXISTS (SELECT 1 FROM job_fire l WHERE l.job_id = seen.job_id"
-        "    AND l.nominal_time > seen.nominal_time)"
+        " gone AS (SELECT seen.job_id, seen.nominal_time FROM seen"
+        "  LEFT JOIN job j ON j.id = seen.job_id"
+        "  WHERE (j.deployment = $4 OR j.id IS NULL)"
+        "   AND seen.decided_at < now() - $7::bigint * interval '1 ms'"
+        "   AND (j.id IS NULL OR EXISTS (SELECT 1 FROM job_fire l WHERE l.job_id = seen.job_id"
+        "    AND l.nominal_time > seen.nominal_time))"
         "   AND" FENCE "),"
         " del AS (DELETE FROM job_fire f USING gone WHERE f.job_id = gone.job_id"
         "  AND f.nominal_time = gone.nominal_time RETURNING 1),"

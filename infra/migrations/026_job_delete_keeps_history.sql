@@ -1,0 +1,29 @@
+-- 026_job_delete_keeps_history: deleting a job no longer rewrites its
+-- history in the delete's own statement.
+--
+-- Since 003 a statement trigger on job did what the dropped foreign keys had
+-- done: it deleted the job's fire-ledger rows and set job_id to NULL on
+-- every retained instance of the job (instance_state and instance_def, 016).
+-- For a busy job that is a rewrite of every row it ran in the retention
+-- window, in one statement under db.statement.timeout.ms (5 s): measured,
+-- a job with 300,000 retained instances and ledger rows took 4.7 s to
+-- delete, so a job firing every second (600,000 runs in the default 7-day
+-- retention) could not be deleted at all — `axctl job delete` and
+-- DELETE /api/v1/jobs/{name} failed with "canceling statement due to
+-- statement timeout" — and each delete left a dead version of every row.
+--
+-- Now a job's delete is one row (and its job_paused row, by its foreign key):
+--   * its instances keep the job's id in job_id. Ids are never reused
+--     (job_id_seq), and every reader reaches the job through a join on the
+--     id (statistics, circuit, concurrency slots, listing by job name), so
+--     an id of a deleted job joins nothing, as NULL did. They go with the
+--     retention sweep like any finished instance (retention.finished.ms);
+--     a job is deleted only when none of its instances is unfinished or
+--     every unfinished one was asked to cancel.
+--   * its fire-ledger rows stay until retention.ledger.ms after they were
+--     decided; the leader's retention sweep deletes a deleted job's rows
+--     whatever their deployment, its latest row too (nothing resumes from
+--     it). `axctl job history` of a job created again under the same name
+--     does not show them: the new job has a new id.
+DROP TRIGGER IF EXISTS job_after_delete ON job;
+DROP FUNCTION IF EXISTS ax_job_after_delete();
