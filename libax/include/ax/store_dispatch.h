@@ -148,14 +148,15 @@ int ax_store_due_next(ax_pg_t *pg, const char *deployment, const int64_t *wait_m
 
 /* ---- settle, undo, recovery -------------------------------------------------- */
 
-/* After the Kafka commit: ids[] leave the pending batches (a batch whose
- * ids are all among them is deleted, one row). */
-int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
-                            size_t errlen);
+/* After the Kafka commit: ids[] leave the deployment's pending batches (a
+ * batch whose ids are all among them is deleted, one row). */
+int ax_store_pending_settle(ax_pg_t *pg, const char *deployment, const int64_t *ids, size_t n,
+                            char *errbuf, size_t errlen);
 
-/* Which dispatches to undo: those of ids[] (the Kafka transaction failed:
- * nothing of it is visible), or, with ids NULL, every pending batch of the
- * deployment of an epoch below `epoch` or older than a minute (what a
+/* Which dispatches to undo: those of ids[] in the deployment's pending
+ * batches (the Kafka transaction failed: nothing of it is visible), or,
+ * with ids NULL, every pending batch of the deployment of an epoch below
+ * `epoch` or older than a minute (what a
  * failed or abandoned transaction left; also a previous release's
  * dispatch_pending rows). */
 typedef struct ax_pending_undo {

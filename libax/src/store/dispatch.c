@@ -715,21 +715,21 @@ int ax_store_due_next(ax_pg_t *pg, const char *deployment, const int64_t *wait_m
 #define UNDISPATCH "CASE WHEN state = 'SCHEDULED' THEN NULL ELSE dispatched_at END"
 
 AX_STMT(st_settle, "dispatch.settle",
-        "WITH " PEND_TAKE("$1::bigint[]") " SELECT 1");
+        "WITH " PEND_TAKE("$1::bigint[]", "$2") " SELECT 1");
 
-int ax_store_pending_settle(ax_pg_t *pg, const int64_t *ids, size_t n, char *errbuf,
-                            size_t errlen) {
+int ax_store_pending_settle(ax_pg_t *pg, const char *deployment, const int64_t *ids, size_t n,
+                            char *errbuf, size_t errlen) {
     char *arr = ax__int_array(ids, n);
     if (!arr)
         return AX_ERR_NOMEM;
-    const char *p[] = {arr};
-    int rc = ax_stmt_run(pg, &st_settle, 1, p, NULL, NULL, NULL, errbuf, errlen);
+    const char *p[] = {arr, deployment};
+    int rc = ax_stmt_run(pg, &st_settle, 2, p, NULL, NULL, NULL, errbuf, errlen);
     free(arr);
     return rc;
 }
 
 AX_STMT(st_undo, "dispatch.undo",
-        "WITH " PEND_TAKE("$1::bigint[]") ","
+        "WITH " PEND_TAKE("$1::bigint[]", "$2") ","
         /* a previous release's rows (018_hot_writes: additive) */
         " p AS MATERIALIZED (DELETE FROM dispatch_pending"
         "  WHERE instance_id = ANY($1::bigint[]) RETURNING instance_id)"
@@ -758,8 +758,8 @@ int ax_store_pending_undo(ax_pg_t *pg, const ax_pending_undo_t *u, int64_t *ret_
         char *arr = ax__int_array(u->ids, u->n);
         if (!arr)
             return AX_ERR_NOMEM;
-        const char *p[] = {arr};
-        int rc = ax_stmt_run(pg, &st_undo, 1, p, NULL, NULL, NULL, errbuf, errlen);
+        const char *p[] = {arr, u->deployment};
+        int rc = ax_stmt_run(pg, &st_undo, 2, p, NULL, NULL, NULL, errbuf, errlen);
         free(arr);
         return rc;
     }

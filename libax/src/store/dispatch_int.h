@@ -33,16 +33,20 @@ enum {
     " HAVING count(*) > 0)"
 
 /* CTEs that take the ids of the array parameter `a` out of the pending
- * batches holding them: a batch whose ids are all among them is deleted
- * (the settle's case: one row), one holding others too keeps those. CTE
- * `taken` lists the ids taken (instance_id). dispatch_batch holds only the
- * unconfirmed batches (a few rows): it is read whole, and each batch's
- * ids are looked up in a hashed set of `a` (array operators such as <@
- * and && compare every pair: 10 ms for two arrays of 1,000). */
-#define PEND_TAKE(a)                                                                      \
+ * batches of deployment `dep` holding them: a batch whose ids are all among
+ * them is deleted (the settle's case: one row), one holding others too
+ * keeps those. CTE `taken` lists the ids taken (instance_id).
+ * dispatch_batch holds only the unconfirmed batches (a few rows per
+ * deployment): the deployment's are read whole, and each batch's ids are
+ * looked up in a hashed set of `a` (array operators such as <@ and &&
+ * compare every pair: 10 ms for two arrays of 1,000). A deployment's
+ * batches hold only its own instances (every writer stores its own), so
+ * other deployments' windows are not read. */
+#define PEND_TAKE(a, dep)                                                                 \
     "pa AS MATERIALIZED (SELECT unnest(" a ") AS id),"                                     \
     " pt AS MATERIALIZED (SELECT b.id, b.ids, ARRAY(SELECT v FROM unnest(b.ids) v"        \
-    "  WHERE v NOT IN (SELECT id FROM pa)) AS rest FROM dispatch_batch b),"                \
+    "  WHERE v NOT IN (SELECT id FROM pa)) AS rest FROM dispatch_batch b"                 \
+    "  WHERE b.deployment = " dep "),"                                                     \
     " ptd AS (DELETE FROM dispatch_batch b USING pt"                                      \
     "  WHERE b.id = pt.id AND cardinality(pt.rest) = 0),"                                 \
     " ptu AS (UPDATE dispatch_batch b SET ids = pt.rest FROM pt"                          \

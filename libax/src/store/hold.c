@@ -11,7 +11,7 @@
 /* The statement that settles a dispatch batch with holds: the pending rows
  * of the batch ($1) go, the held ones ($2..$4) are recorded. */
 AX_STMT(st_record, "hold.record",
-    "WITH " PEND_TAKE("$1::bigint[]")
+    "WITH " PEND_TAKE("$1::bigint[]", "$5")
     " INSERT INTO instance_hold AS h (instance_id, deployment, topic, reason)"
     " SELECT u.id, $5, nullif(u.topic, ''), u.reason"
     " FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, topic, reason)"

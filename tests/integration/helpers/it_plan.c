@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < 2 && !rc; b++)
         rc |= ingest_one(pg, argv[2], argv[3], "plan", b);
     rc |= show(pg, "mode.after_ingest");
-    rc |= step(ax_store_pending_settle(pg, NULL, 0, err, sizeof err), "settle") ||
+    rc |= step(ax_store_pending_settle(pg, "it-plan.", NULL, 0, err, sizeof err), "settle") ||
           show(pg, "mode.after_settle");
     rc |= plans(pg, "ingest", INGEST_TEXT) || plans(pg, "settle", "WITH pa AS MATERIALIZED");
     ax_pg_destroy(pg);
