@@ -53,11 +53,11 @@ sql "INSERT INTO ax_leader (role, holder, epoch, expires_at, acquired_at)
 
 # $1-$3 the lease, $4 deployment, $5 the cursor, $6 keep 10 minutes, $7 rows
 # of this deployment per batch, $8 rows walked.
-plan=$(psql -X -q -t -A -v ON_ERROR_STOP=1 <<EOF
+plan=$(psql -X -q -t -A -v ON_ERROR_STOP=1 2>"$WORK/psql.err" <<EOF
 PREPARE ret AS $SQL;
 EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ret('$ROLE', 'it211', 1, '$D', $((first - 1)), 600000, $N, $((span + 100)));
 EOF
-) || fail "retention.instances failed: $plan"
+) || fail "retention.instances failed: $(cat "$WORK/psql.err") $plan"
 
 # Every node that reads the CTE pend: its loops and rows.
 scans=$(jq -r '[.. | objects | select(."CTE Name"? == "pend") | "\(."Actual Loops" | floor) \(."Actual Rows" | floor)"] | .[]' <<<"$plan")
