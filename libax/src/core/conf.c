@@ -68,7 +68,8 @@ const ax_conf_def_t ax_conf_table[] = {
      "trigger",
      "How long a fire-ledger row (job_fire: one per job and nominal fire time, axctl job "
      "fires) is kept after it was decided; each job's latest row is kept whatever its age "
-     "(the schedule, misfire and overlap decisions resume from it). 0: never delete."},
+     "(the schedule, misfire and overlap decisions resume from it); a deleted job's rows "
+     "all go, its latest too. 0: never delete."},
     {"retention.batch", AX_CONF_INT, OFF(retention_batch), "1000", 10, 100000, "trigger",
      "Most rows the retention sweep examines (and so deletes) in one statement, its own "
      "short transaction."},
