@@ -15,8 +15,11 @@
 -- Now a job's delete is one row (and its job_paused row, by its foreign key):
 --   * its instances keep the job's id in job_id. Ids are never reused
 --     (job_id_seq), and every reader reaches the job through a join on the
---     id (statistics, circuit, concurrency slots, listing by job name), so
---     an id of a deleted job joins nothing, as NULL did. They go with the
+--     id (statistics, circuit, concurrency slots, claims, the API's listing
+--     of a job's instances), so an id of a deleted job joins nothing, as
+--     NULL did. (`axctl instance list --job` filters on the stored
+--     job_name, which the trigger never cleared: it shows a deleted job's
+--     instances under a new job of the same name, as before.) They go with the
 --     retention sweep like any finished instance (retention.finished.ms);
 --     a job is deleted only when none of its instances is unfinished or
 --     every unfinished one was asked to cancel.

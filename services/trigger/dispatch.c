@@ -364,9 +364,10 @@ static int id_cmp(const void *a, const void *b) {
 
 /* Leave out of the window's settle the ids a batch about to flush it
  * marked again (an instance handed back and due again within the
- * window): a settle takes ids out of every dispatch_batch row, so it
- * would take them out of that batch's row too, and a crash before that
- * batch's commit would leave them marked with no row to recover them by.
+ * window): a settle takes ids out of every dispatch_batch row of its
+ * deployment, so it would take them out of that batch's row too, and a
+ * crash before that batch's commit would leave them marked with no row
+ * to recover them by.
  * They stay in the window's row until that batch settles or undoes them. */
 static void win_drop_ids(trigger_t *t, const int64_t *ids, size_t n) {
     struct dispatch_win *w = &t->win;

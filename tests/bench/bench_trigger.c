@@ -250,7 +250,8 @@ static void cleanup(void) {
         return;
     const char *p[] = {g_like};
     int64_t t0 = ax_mono_ms();
-    /* Instances first: deleting a job only nulls its instances' job_id. */
+    /* Instances and ledger rows first: deleting a job leaves both to the
+     * retention sweep (026_job_delete_keeps_history). */
     sql("DELETE FROM job_instance WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)", 1, p,
         NULL);
     sql("DELETE FROM job_fire WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)", 1, p,
@@ -285,6 +286,8 @@ static void cleanup_stale(void) {
         const char *p[] = {like};
         sql("DELETE FROM job_instance WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)",
             1, p, NULL);
+        sql("DELETE FROM job_fire WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)", 1, p,
+            NULL);
         sql("DELETE FROM job WHERE name LIKE $1", 1, p, NULL);
         fprintf(stderr, "bench_trigger: deleted the jobs left by run %d\n", (int)pid);
     }

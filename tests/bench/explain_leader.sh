@@ -84,8 +84,7 @@ explain "lane status (lag sample write)" lane.status_save \
 explain "redispatch (sweep)" dispatch.redispatch_unclaimed "600000, 'ax.', 1000"
 explain "lease sweep" dispatch.lost_leases "1000, 'ax.', 6000"
 # 1000 instances in flight (dispatched, pending confirmation)
-explain "dispatch undo (1000 in flight)" dispatch.undo "'$IDS'" \
+explain "dispatch undo (1000 in flight)" dispatch.undo "'$IDS', 'ax.'" \
     "UPDATE instance_state SET dispatched_at = now() WHERE id = ANY('$IDS'::bigint[]);
-     INSERT INTO dispatch_pending (instance_id, epoch, deployment)
-     SELECT unnest('$IDS'::bigint[]), 1, 'ax.'"
+     INSERT INTO dispatch_batch (epoch, deployment, ids) VALUES (1, 'ax.', '$IDS'::bigint[])"
 explain "leader lease renewal" leader.renew "'ax.trigger', 'x', 1, 10000"

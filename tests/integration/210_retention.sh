@@ -80,16 +80,19 @@ done
 # Job c, deleted, with three old ledger rows: a deleted job's rows
 # (026_job_delete_keeps_history: its delete leaves them) all go once old,
 # its latest too; and one young row of it stays until it is old.
+# The job is deleted first and its rows written after, with their final
+# times in one statement, so no sweep sees them while the job exists (the
+# young row's nominal time is the earliest: the latest is an old one).
 jc="${JOBP}c"
 axctl job create "$jc" -- true >/dev/null
 jcid=$(sql "SELECT id FROM job WHERE name = '$jc'")
+axctl job delete "$jc" >/dev/null || fail "job delete $jc"
 sql "INSERT INTO job_fire (job_id, nominal_time, decision, epoch, decided_at)
-     SELECT $jcid, now() - interval '2 hours' + g * interval '1 minute', 'skipped_misfire', 1,
+     SELECT $jcid, CASE WHEN g = 4 THEN now() - interval '3 hours'
+                        ELSE now() - interval '2 hours' + g * interval '1 minute' END,
+            'skipped_misfire', 1,
             CASE WHEN g = 4 THEN now() ELSE now() - interval '1 hour' END
      FROM generate_series(1, 4) g" >/dev/null
-sql "UPDATE job_fire SET nominal_time = now() - interval '3 hours' WHERE job_id = $jcid
-     AND decided_at > now() - interval '10 minutes'" >/dev/null
-axctl job delete "$jc" >/dev/null || fail "job delete $jc"
 
 gone() { [ "$(sql "SELECT count(*) FROM instance_def WHERE id IN ($old) AND id NOT IN ($unpub)")" = 0 ]; }
 wait_for 60 "the old published instances deleted" gone

@@ -109,6 +109,9 @@ cleanup() {
     for n in "${!SVC_PID[@]}"; do stop_svc "$n" KILL; done
     local h
     for h in "${IT_ON_EXIT[@]}"; do "$h" || true; done
+    # the ledger rows first: a job's delete leaves them to the retention (026)
+    sql "DELETE FROM job_fire WHERE job_id IN (SELECT id FROM job WHERE name LIKE '${JOBP}%')" \
+        >/dev/null 2>&1 || true
     sql "DELETE FROM job WHERE name LIKE '${JOBP}%'" >/dev/null 2>&1 || true
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then # 77: skipped (it_skip)
         for f in "$WORK"/*.log; do
