@@ -19,8 +19,8 @@
 --     of a job's instances), so an id of a deleted job joins nothing, as
 --     NULL did. (`axctl instance list --job` filters on the stored
 --     job_name, which the trigger never cleared: it shows a deleted job's
---     instances under a new job of the same name, as before.) They go with the
---     retention sweep like any finished instance (retention.finished.ms);
+--     instances under a new job of the same name, as before.) They go with
+--     the retention sweep like any finished instance (retention.finished.ms);
 --     a job is deleted only when none of its instances is unfinished or
 --     every unfinished one was asked to cancel.
 --   * its fire-ledger rows stay until retention.ledger.ms after they were

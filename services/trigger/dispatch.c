@@ -305,11 +305,13 @@ static void win_settle(trigger_t *t, int committed) {
     struct dispatch_win *w = &t->win;
     char err[512];
     if (w->n && committed) {
-        if (ax_store_pending_settle(t->svc.pg, t->svc.conf.topic_prefix, w->ids, w->n, err, sizeof err) < 0)
+        if (ax_store_pending_settle(t->svc.pg, t->svc.conf.topic_prefix, w->ids, w->n, err,
+                                    sizeof err) < 0)
             ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
                     "twice; executors drop the duplicates)", err);
     } else if (w->n) {
-        ax_pending_undo_t u = {.ids = w->ids, .n = w->n, .deployment = t->svc.conf.topic_prefix};
+        ax_pending_undo_t u = {.ids = w->ids, .n = w->n,
+                               .deployment = t->svc.conf.topic_prefix};
         if (ax_store_pending_undo(t->svc.pg, &u, NULL, err, sizeof err) < 0)
             ax_warn("dispatch undo: %s (recovered later)", err);
         arm_scan(t, t->svc.conf.backoff_initial_ms);
@@ -483,14 +485,16 @@ static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
                      "executors drop the duplicates)");
         t->dispatched += produced;
     } else if (x->n && produced >= 0) {
-        if (ax_store_pending_settle(svc->pg, svc->conf.topic_prefix, x->ids, x->n, err, sizeof err) < 0)
+        if (ax_store_pending_settle(svc->pg, svc->conf.topic_prefix, x->ids, x->n, err,
+                                    sizeof err) < 0)
             ax_warn("dispatch settle: %s (recovered later: the instances may be produced "
                     "twice; executors drop the duplicates)", err);
         t->dispatched += produced;
     } else if (x->n && produced != AX_ERR_NOMEM) {
         /* Not committed: back to the due scan (an executor that read a record of
          * it already drops the second one: its claim finds the instance taken). */
-        ax_pending_undo_t u = {.ids = x->ids, .n = x->n, .deployment = svc->conf.topic_prefix};
+        ax_pending_undo_t u = {.ids = x->ids, .n = x->n,
+                               .deployment = svc->conf.topic_prefix};
         if (ax_store_pending_undo(svc->pg, &u, NULL, err, sizeof err) < 0)
             ax_warn("dispatch undo: %s (recovered later)", err);
         arm_scan(t, svc->conf.backoff_initial_ms);

@@ -8,7 +8,11 @@
 source "$(dirname "$0")/lib.sh"
 
 P="jc-$$-$RANDOM"   # every job of this test starts with this
-drop_jobs() { sql "DELETE FROM job WHERE name LIKE '$P-%'" >/dev/null 2>&1 || true; }
+drop_jobs() { # the ledger rows first: a job's delete leaves them (026)
+    sql "DELETE FROM job_fire WHERE job_id IN (SELECT id FROM job WHERE name LIKE '$P-%')" \
+        >/dev/null 2>&1 || true
+    sql "DELETE FROM job WHERE name LIKE '$P-%'" >/dev/null 2>&1 || true
+}
 trap 'rc=$?; drop_jobs; (exit $rc); cleanup' EXIT
 
 # expect RC PATTERN COMMAND...: exit status RC and PATTERN (grep -E) in stdout+stderr.
@@ -221,4 +225,5 @@ expect 0 "deleted job $hist" axctl job delete "$hist"
     || fail "the job's delete deleted its ledger rows in its own statement"
 expect 1 "no job named $hist" axctl job show "$hist"
 expect 1 "no job named $hist" axctl job delete "$hist"
+sql "DELETE FROM job_fire WHERE job_id = $jid" >/dev/null
 log "ok"

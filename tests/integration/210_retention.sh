@@ -145,4 +145,5 @@ axctl submit --idempotency-key "$P-kold" --trace-id "$P-kold-2" --wait --wait-ti
 sql "DELETE FROM job_instance WHERE id = $parent" >/dev/null
 child_gone() { [ -z "$(sql "SELECT id FROM instance_def WHERE trace_id = '$P-child'")" ]; }
 wait_for 30 "the orphaned old child deleted" child_gone
+sql "DELETE FROM job_fire WHERE job_id = $jcid" >/dev/null # the deleted job's young row
 log "ok"
