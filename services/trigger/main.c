@@ -105,7 +105,7 @@ static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
         struct timeval tv = AX_TV_MS(c->trigger_sweep_interval_ms);
         event_add(t->ev_sweep, &tv);
     }
-    if (c->retention_interval_ms != old->retention_interval_ms) {
+    if (t->ev_retention && c->retention_interval_ms != old->retention_interval_ms) {
         struct timeval tv = AX_TV_MS(c->retention_interval_ms);
         event_add(t->ev_retention, &tv);
     }
@@ -155,7 +155,11 @@ static void arm_timers(trigger_t *t) {
     ax_svc_t *svc = &t->svc;
     t->ev_scan = evtimer_new(svc->base, scan_on_timer, t);
     t->ev_sweep = ax_svc_every(svc, svc->conf.trigger_sweep_interval_ms, sweep_on_timer, t);
-    t->ev_retention = ax_svc_every(svc, svc->conf.retention_interval_ms, retention_on_timer, t);
+    if (retention_start(t) == 0)
+        t->ev_retention =
+            ax_svc_every(svc, svc->conf.retention_interval_ms, retention_on_timer, t);
+    else
+        ax_warn("retention sweep not running: finished instances and ledger rows are kept");
     int64_t renew = svc->conf.trigger_lease_ms / 3;
     t->ev_lead = ax_svc_every(svc, renew < 1000 ? renew : 1000, on_lead, t);
     t->ev_reload = ax_svc_every(svc, 200, on_tick, t);
@@ -175,6 +179,7 @@ static void trigger_fini(trigger_t *t) {
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             event_free(evs[i]);
+    retention_stop(t);
     lag_stop(t);
     hold_stop(t);
     lead_fini(t);

@@ -45,10 +45,10 @@ typedef struct trigger {
     unsigned scan_failures;
     int64_t submitted, duplicates, dispatched, swept, fired, skipped;
 
-    /* the retention sweep (retention.c): where each pass has got to */
+    /* the retention sweep (retention.c): the loop's timer hands the lease
+     * key to a thread of its own, which deletes on its own connection */
     struct event *ev_retention;
-    int64_t ret_inst_after, ret_inst_passes, ret_inst_walk, ret_fire_job, ret_fire_ms;
-    int64_t ret_inst_deleted, ret_fire_deleted;
+    struct retention *ret;
 
     /* leadership (leader.c) */
     int leader;
@@ -230,7 +230,11 @@ void scan_on_timer(evutil_socket_t fd, short what, void *arg);
 /* sweep.c */
 void sweep_on_timer(evutil_socket_t fd, short what, void *arg);
 
-/* retention.c */
+/* retention.c: retention_start before the loop runs (-1: not started, the
+ * reason logged), retention_stop after it (waits for a statement under
+ * way) */
+int retention_start(trigger_t *t);
+void retention_stop(trigger_t *t);
 void retention_on_timer(evutil_socket_t fd, short what, void *arg);
 
 /* backlog.c: fail the newest SCHEDULED instances beyond their job's cap */
