@@ -18,6 +18,9 @@
  *   completed_per_s   N / (last finished_at - first scheduled_at)
  *   sched_fin_ms      finished_at - scheduled_at, p50/p99/max
  *   fire_start_ms     running_at - due_at (fire-to-start), p50/p99/max
+ *   submit_run_ms     running_at - the submission's produce time (in its trace
+ *                     id, the bench's clock), p50/p99: what the stamps taken
+ *                     from the ingest on do not show, the wait before it
  *   stage_*_ms        due->dispatched, dispatched->locked, locked->running,
  *                     running->finished, finished->published, p50/p99
  *   cpu_pct_*         CPU over the measurement window (submission start to
@@ -459,7 +462,9 @@ static int submit(const char *tag, long from, long n, double rate) {
         ax_submit_t s;
         ax_submit_init(&s);
         s.job = g_job;
-        snprintf(trace, sizeof trace, "bx-%d-%s%ld", (int)getpid(), tag, from + i);
+        /* its submit time last: submit_run_ms below */
+        snprintf(trace, sizeof trace, "bx-%d-%s%ld-%lld", (int)getpid(), tag, from + i,
+                 (long long)ax_now_ms());
         s.trace_id = trace;
         void *buf;
         size_t len;
@@ -770,7 +775,8 @@ static int run(const char *build, const char *mode, int nexec, long n,
             " " PCT("locked_at - dispatched_at") ","
             " " PCT("running_at - locked_at") ","
             " " PCT("finished_at - running_at") ","
-            " " PCT("result_published_at - finished_at")
+            " " PCT("result_published_at - finished_at") ","
+            " " PCT("running_at - to_timestamp(split_part(trace_id, '-', 4)::bigint / 1000.0)")
             " FROM job_instance WHERE job_id = $1::bigint AND id > $2::bigint",
             2, pa, &r) < 0)
         return 1;
@@ -797,6 +803,7 @@ static int run(const char *build, const char *mode, int nexec, long n,
            "stage_fin_pub_ms=%s\n",
            PQgetvalue(r, 0, 8), PQgetvalue(r, 0, 9), PQgetvalue(r, 0, 10), PQgetvalue(r, 0, 11),
            PQgetvalue(r, 0, 12));
+    printf("submit_run_ms=%s\n", PQgetvalue(r, 0, 13));
     PQclear(r);
     /* CPU */
     double ex_sum = 0;

@@ -14,7 +14,15 @@
 #       alone; B = the same while a second ax-trigger (deployment ret.<pid>.)
 #       sweeps ROWS preloaded old rows. Prints completed_per_s and the
 #       stage latencies of each run, and how many rows B deleted during it.
-#   RET_ARGS="--set k=v ..." are passed to the sweeping trigger.
+#   AX_CONFIG=ax.conf tests/bench/retention.sh BUILD loop [ROWS] [N] [ROUNDS] [RATE]
+#       ROUNDS (default 3) of: A = bench_exec --reuse-topics BUILD noop 1 N
+#       RATE (default 2000 a second) with its own trigger's retention on
+#       (retention.finished.ms = 1 day) and nothing old; B = the same with
+#       ROWS old rows preloaded in the benchmark's own deployment, so its
+#       own leader sweeps them while it dispatches. Prints the latencies of
+#       each run: what the sweep costs the leader that runs it.
+#   RET_ARGS="--set k=v ..." are passed to the sweeping trigger (in loop
+#   mode: to bench_exec, so to every service).
 #
 # The sweeping trigger is a second process: B measures what the deletes
 # cost the hot path in PostgreSQL (WAL, locks, I/O, CPU), not the pause of
@@ -28,6 +36,8 @@ conf_get() { awk -F' *= *' -v k="$1" '$1 == k { print $2 }' "$AX_CONFIG" | tail 
 export PGHOST=$(conf_get pg.host) PGPORT=$(conf_get pg.port) PGDATABASE=$(conf_get pg.dbname) \
        PGUSER=$(conf_get pg.user) PGPASSWORD=$(conf_get pg.password)
 DEP="ret.$$."
+[ "$MODE" = loop ] && DEP="bench.reuse.p8s2." # bench_exec --reuse-topics' own deployment
+RATE=${6:-2000}
 sql() { psql -X -q -t -A -v ON_ERROR_STOP=1 -c "$1"; }
 TPID=
 
@@ -35,7 +45,8 @@ cleanup() {
     [ -n "$TPID" ] && kill "$TPID" 2>/dev/null && wait "$TPID" 2>/dev/null || true
     sql "DELETE FROM instance_def d USING instance_state s WHERE s.id = d.id AND s.deployment = '$DEP'" >/dev/null || true
     sql "DELETE FROM ax_leader WHERE role = '${DEP}trigger'" >/dev/null || true
-    AXCONF_TOPIC_PREFIX=$DEP "$BUILD/axctl/axctl" --config "$AX_CONFIG" topics delete >/dev/null 2>&1 || true
+    [ "$MODE" = loop ] || # bench_exec's reused topics stay
+        AXCONF_TOPIC_PREFIX=$DEP "$BUILD/axctl/axctl" --config "$AX_CONFIG" topics delete >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -98,5 +109,21 @@ ab)
         sql "DELETE FROM instance_def d USING instance_state s WHERE s.id = d.id AND s.deployment = '$DEP'" >/dev/null
     done
     ;;
-*) echo "usage: $0 BUILD rate|ab [ROWS] [N] [ROUNDS]" >&2; exit 2 ;;
+loop)
+    for r in $(seq 1 "$ROUNDS"); do
+        for v in A B; do
+            [ $v = B ] && preload
+            n1=$(left)
+            log=/tmp/retention.$$.$v$r.log
+            "$BUILD/tests/bench_exec" --config "$AX_CONFIG" --reuse-topics \
+                --set retention.finished.ms=86400000 ${RET_ARGS:-} "$BUILD" noop 1 "$N" "$RATE" \
+                >"$log" 2>&1 || echo "(bench_exec exit $?, $log)"
+            n2=$(left)
+            echo "round $r $v: $(grep -E "completed_per_s|sched_fin_ms|submit_run" "$log" | tr '\n' ' ')" \
+                "old_rows_before=$n1 after=$n2"
+            sql "DELETE FROM instance_def d USING instance_state s WHERE s.id = d.id AND s.deployment = '$DEP'" >/dev/null
+        done
+    done
+    ;;
+*) echo "usage: $0 BUILD rate|ab|loop [ROWS] [N] [ROUNDS] [RATE]" >&2; exit 2 ;;
 esac
