@@ -52,7 +52,7 @@
  * Usage: bench_exec [--config F] [--set k=v]... [--partitions P]
  *                   [--service-partitions Q] [--warmup W]
  *                   [--timeout S] [--submit-chunk K] [--metrics-port BASE]
- *                   [--reuse-topics] [--timeline MS]
+ *                   [--reuse-topics] [--timeline MS] [--live S]
  *                   BUILD_DIR MODE EXECUTORS N [RATE]
  *
  * --config and --set (except topic.prefix) are passed on to every service,
@@ -80,6 +80,15 @@
  * instance was scheduled, how many reached each state in it (timeline B:
  * scheduled dispatched locked running finished): which stage fell behind,
  * and when (BENCHMARKS.md, "Issue #13: the lag sample on demand").
+ * --live S: while the run goes on, every S seconds a line
+ *   live t_s=T n=K fire_start_ms=P50/P99 sched_fin_ms=P50/P99 submit_run_ms=P50/P99 not_success=F
+ * of the results read in those S seconds, from the Result records
+ * themselves (running_at - scheduled_at: for these jobs, due when
+ * ingested, fire-to-start; finished_at - scheduled_at; running_at - the
+ * produce time in the trace id): no statement on PostgreSQL, where
+ * tests/bench/sustained.sh's query of each minute's rows took 5-8 s of a
+ * core at 10,000 jobs/s. The results consumer is polled between
+ * submissions too.
  * --metrics-port BASE: each service gets metrics.listen=127.0.0.1:BASE+i
  * (0 trigger, 1 callback, 2.. the executors; before --set, which wins), so
  * a scraper started once finds every run's endpoints (default 0: none).
@@ -127,6 +136,10 @@ static char g_prefix[64]; /* bench.<pid>., or bench.reuse.p<P>s<Q>. with --reuse
 static int g_reuse; /* --reuse-topics: the topics and groups outlive the run */
 static int g_svc_partitions; /* --service-partitions, as created */
 static int g_timeline_ms; /* --timeline MS: per-stage counts per bucket of MS */
+static int g_live_s;      /* --live S: latencies of the results read, every S seconds */
+static int g_live_on;     /* from the measurement's first submission on */
+static int results_poll(int timeout_ms);
+static void live_tick(void);
 static char g_job[64];    /* bench-exec-<pid> */
 static int64_t g_job_id;
 
@@ -450,6 +463,8 @@ static int submit(const char *tag, long from, long n, double rate) {
             int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
             for (int64_t now = bench_mono_us(); now < due; now = bench_mono_us()) {
                 rd_kafka_poll(g_rk, 0);
+                if (g_live_on && results_poll(0) == 0)
+                    live_tick();
                 int64_t us = due - now;
                 usleep((useconds_t)(us > 2000 ? 2000 : us));
             }
@@ -509,6 +524,90 @@ static void seen_reset(int64_t above) {
 }
 
 /* Read what the results topic has, for up to timeout_ms. */
+/* --live S: the latencies of the results read since the last line. */
+typedef struct live_set {
+    double *v;
+    size_t n, cap;
+} live_set_t;
+static live_set_t g_lv_fs, g_lv_sf, g_lv_sr;
+static long g_lv_bad;
+static int64_t g_lv_t0, g_lv_next;
+
+static void live_push(live_set_t *l, double v) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16384;
+        double *nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv)
+            return; /* a sample lost, not the run */
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = v;
+}
+
+static void live_add(const rd_kafka_message_t *m) {
+    ax_result_t r;
+    char err[256];
+    if (!m->payload || ax_result_decode(m->payload, m->len, &r, err, sizeof err) < 0)
+        return;
+    if (r.running_at_ms > 0) {
+        live_push(&g_lv_fs, (double)(r.running_at_ms - r.scheduled_at_ms));
+        /* bx-PID-TAG-SUBMIT_MS (submit()) */
+        const char *dash = r.trace_id ? strrchr(r.trace_id, '-') : NULL;
+        long long sub = dash ? atoll(dash + 1) : 0;
+        if (sub > 0)
+            live_push(&g_lv_sr, (double)(r.running_at_ms - sub));
+    }
+    live_push(&g_lv_sf, (double)(r.finished_at_ms - r.scheduled_at_ms));
+    g_lv_bad += r.outcome != AX_OUTCOME_SUCCESS;
+    ax_result_clear(&r);
+}
+
+static int dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "P50/P99" of l (nearest rank), emptied. */
+static const char *live_pct(live_set_t *l, char buf[64]) {
+    if (l->n == 0) {
+        snprintf(buf, 64, "0/0");
+        return buf;
+    }
+    qsort(l->v, l->n, sizeof *l->v, dcmp);
+    snprintf(buf, 64, "%.1f/%.1f", l->v[(l->n - 1) * 50 / 100], l->v[(l->n - 1) * 99 / 100]);
+    l->n = 0;
+    return buf;
+}
+
+static void live_tick_at(int force) {
+    if (!g_live_on)
+        return;
+    int64_t now = ax_mono_ms();
+    if (force && g_lv_next > now && g_lv_sf.n > 0)
+        g_lv_next = now; /* the last, shorter interval */
+    if (g_lv_next == 0) {
+        g_lv_t0 = now;
+        g_lv_next = now + (int64_t)g_live_s * 1000;
+        return;
+    }
+    if (now < g_lv_next)
+        return;
+    char a[64], b[64], c[64];
+    size_t n = g_lv_sf.n;
+    printf("live t_s=%lld n=%zu fire_start_ms=%s sched_fin_ms=%s submit_run_ms=%s "
+           "not_success=%ld\n",
+           (long long)((now - g_lv_t0) / 1000), n, live_pct(&g_lv_fs, a),
+           live_pct(&g_lv_sf, b), live_pct(&g_lv_sr, c), g_lv_bad);
+    fflush(stdout);
+    g_lv_bad = 0;
+    g_lv_next += (int64_t)g_live_s * 1000;
+}
+
+static void live_tick(void) {
+    live_tick_at(0);
+}
+
 static int results_poll(int timeout_ms) {
     int64_t end = ax_mono_ms() + timeout_ms;
     for (;;) {
@@ -525,8 +624,10 @@ static int results_poll(int timeout_ms) {
         size_t kl = m->key_len < sizeof key - 1 ? m->key_len : sizeof key - 1;
         memcpy(key, m->key ? m->key : "", m->key ? kl : 0);
         key[m->key ? kl : 0] = 0;
-        rd_kafka_message_destroy(m);
         int64_t id = atoll(key);
+        if (g_live_on && id > g_base)
+            live_add(m);
+        rd_kafka_message_destroy(m);
         if (id <= g_base)
             continue;
         size_t bit = (size_t)(id - g_base - 1);
@@ -580,6 +681,7 @@ static int wait_published(int64_t above, long want, long stall_s, int64_t *ret_d
     while (!g_stop && g_nseen < want) {
         if (results_poll(200) < 0)
             return -1;
+        live_tick();
         if (g_nseen != last) {
             last = g_nseen;
             last_change = ax_mono_ms();
@@ -627,7 +729,7 @@ static const char usage[] =
     "Usage: bench_exec [--config F] [--set k=v]... [--partitions P] [--service-partitions Q]\n"
     "                  [--warmup W] [--timeout S]\n"
     "                  [--submit-chunk K] [--metrics-port BASE] [--reuse-topics]\n"
-    "                  [--timeline MS]\n"
+    "                  [--timeline MS] [--live S]\n"
     "                  BUILD_DIR MODE EXECUTORS N [RATE]\n"
     "MODE is noop (ax-noop.so) or sleep10 (ax-sleep.so 10); RATE paces submissions (jobs/s).\n"
     "--config and --set are passed on to the services (except topic.prefix).\n";
@@ -744,11 +846,14 @@ static int run(const char *build, const char *mode, int nexec, long n,
     seen_reset(above);
     cpu_snap(&c0, NULL);
     int64_t p0 = ax_mono_ms(), w0 = bench_epoch_ms();
+    g_live_on = g_live_s > 0;
+    live_tick(); /* its clock starts */
     if (submit("m", 0, n, rate) < 0)
         return 1;
     int64_t submit_ms = ax_mono_ms() - p0, done_mono;
     if (wait_published(above, n, stall_s, &done_mono) < 0)
         return 1;
+    live_tick_at(1);
     cpu_snap(&c1, &c0);
     int64_t w1 = bench_epoch_ms();
     pg_snap(&s1);
@@ -932,6 +1037,7 @@ int main(int argc, char **argv) {
         INT_OPT("--submit-chunk", 0, 1000000, g_submit_chunk)
         INT_OPT("--metrics-port", 0, 65535, g_metrics_port)
         INT_OPT("--timeline", 1, 3600000, g_timeline_ms)
+        INT_OPT("--live", 1, 3600, g_live_s)
         else {
             fprintf(stderr, "%s", usage);
             return 2;

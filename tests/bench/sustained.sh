@@ -4,7 +4,7 @@
 #
 #   AX_CONFIG=ax.conf tests/bench/sustained.sh BUILD RATE [DURATION_S] [EXECUTORS]
 #
-# Runs `bench_exec --config AX_CONFIG --timeout 600 [retention settings]
+# Runs `bench_exec --config AX_CONFIG --timeout 600 --live SUS_EVERY [retention settings]
 # BUILD noop EXECUTORS RATE*DURATION_S RATE` (DURATION_S default 600,
 # EXECUTORS 1): the services on a prefix of their own, a warm-up, then
 # RATE submissions per second. From the end of the warm-up, every
@@ -13,9 +13,12 @@
 #   at              the line's wall-clock time, UTC (for PostgreSQL's log)
 #   t_s             seconds since the measurement began (the warm-up's end)
 #   offered         submissions offered so far (RATE x t_s)
-#   fin, fin_per_s  instances of the run FINISHED in this interval
-#   fire_start_ms   running_at - due_at of those, p50/p99
+#   fin, fin_per_s  results of the run read from <prefix>results in this
+#                   interval (bench_exec --live: FINISHED and published)
+#   fire_start_ms   running_at - scheduled_at of those, p50/p99 (these jobs
+#                   are due when ingested: fire-to-start)
 #   sched_fin_ms    finished_at - scheduled_at of those, p50/p99
+#   submit_run_ms   running_at - the submission's produce time, p50/p99
 #   not_success     those whose outcome is not SUCCESS
 #   unfinished_pg   the run's instances in PostgreSQL not FINISHED
 #   backlog         offered - finished so far (in Kafka or in PostgreSQL)
@@ -78,7 +81,7 @@ trap stop_bench EXIT
 trap 'exit 130' INT TERM
 
 # shellcheck disable=SC2086 # RET and SUS_ARGS are lists of words
-"$BUILD/tests/bench_exec" --config "$AX_CONFIG" --timeout 600 $RET ${SUS_ARGS:-} \
+"$BUILD/tests/bench_exec" --config "$AX_CONFIG" --timeout 600 --live "$EVERY" $RET ${SUS_ARGS:-} \
     "$BUILD" noop "$NEXEC" "$N" "$RATE" >"$LOG" 2>&1 &
 BPID=$!
 DEP="bench.$BPID." JOB="bench-exec-$BPID"
@@ -112,41 +115,30 @@ tables() {
 echo "t_s=0 $(tables)"
 fin_total=0 bad=0 k=0
 read -r b0 t0 < <(cpu_line)
-from=$T0
 while :; do
     k=$((k + 1))
-    due=$((T0 + k * EVERY * 1000))
-    while (($(date +%s%3N) < due)); do
+    # bench_exec's k-th "live" line: the results it read in the interval
+    # (from the Result records: no statement on PostgreSQL)
+    until (($(grep -c '^live ' "$LOG" || true) >= k)); do
         kill -0 "$BPID" 2>/dev/null || { echo "bench_exec ended early:" >&2; tail -5 "$LOG" >&2; exit 1; }
-        sleep 0.5
+        sleep 0.2
     done
     now=$(date +%s%3N)
-    read -r fin fs sf ns unf < <(sql "
-        WITH w AS (
-          SELECT s.outcome, extract(epoch FROM s.running_at - s.due_at) * 1000 AS fs,
-                 extract(epoch FROM s.finished_at - d.scheduled_at) * 1000 AS sf
-          FROM instance_state s JOIN instance_def d USING (id)
-          WHERE s.job_id = $JOB_ID AND s.finished_at >= to_timestamp($from / 1000.0)
-            AND s.finished_at < to_timestamp($now / 1000.0))
-        SELECT count(*),
-               coalesce(round(percentile_cont(0.5) WITHIN GROUP (ORDER BY fs)::numeric, 1), 0) || '/' ||
-               coalesce(round(percentile_cont(0.99) WITHIN GROUP (ORDER BY fs)::numeric, 1), 0),
-               coalesce(round(percentile_cont(0.5) WITHIN GROUP (ORDER BY sf)::numeric, 1), 0) || '/' ||
-               coalesce(round(percentile_cont(0.99) WITHIN GROUP (ORDER BY sf)::numeric, 1), 0),
-               count(*) FILTER (WHERE outcome <> 'SUCCESS'),
-               (SELECT count(*) FROM instance_state WHERE job_id = $JOB_ID AND active)
-        FROM w")
+    line=$(grep '^live ' "$LOG" | sed -n "${k}p")
+    val() { sed -nE "s/.* $1=([^ ]*).*/\1/p" <<<"$line"; }
+    fin=$(val n) fs=$(val fire_start_ms) sf=$(val sched_fin_ms) sr=$(val submit_run_ms)
+    ns=$(val not_success)
+    unf=$(sql "SELECT count(*) FROM instance_state WHERE job_id = $JOB_ID AND active")
     read -r b1 t1 < <(cpu_line)
     busy=$(((b1 - b0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1)))
     b0=$b1 t0=$t1
     fin_total=$((fin_total + fin)) bad=$((bad + ns))
     ts=$(((now - T0) / 1000))
     off=$((RATE * (now - T0) / 1000)); ((off > N)) && off=$N
-    printf 'at=%s t_s=%d offered=%d fin=%d fin_per_s=%d fire_start_ms=%s sched_fin_ms=%s not_success=%d unfinished_pg=%d backlog=%d%s busy_pct=%d load1=%s %s\n' \
-        "$(date -u -d "@$((now / 1000))" +%T)" "$ts" "$off" "$fin" $((fin / EVERY)) "$fs" "$sf" "$ns" "$unf" $((off - fin_total)) \
+    printf 'at=%s t_s=%d offered=%d fin=%d fin_per_s=%d fire_start_ms=%s sched_fin_ms=%s submit_run_ms=%s not_success=%d unfinished_pg=%d backlog=%d%s busy_pct=%d load1=%s %s\n' \
+        "$(date -u -d "@$((now / 1000))" +%T)" "$ts" "$off" "$fin" $((fin / EVERY)) "$fs" "$sf" "$sr" "$ns" "$unf" $((off - fin_total)) \
         "$(rss)" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" "$(tables)"
-    from=$now
-    (((now - T0) / 1000 >= DUR)) && break
+    ((k * EVERY >= DUR)) && break
 done
 echo "finished_total=$fin_total offered_total=$N mean_fin_per_s=$((fin_total / DUR)) not_success_total=$bad"
 stop_bench
