@@ -59,6 +59,12 @@ void ax_pg_destroy(ax_pg_t *pg);
  * Returns 0, or AX_ERR_IO with the reason (no password in it). */
 int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen);
 
+/* Asks the server to cancel whatever the connection runs now (PQcancel):
+ * safe from any thread, also while another thread waits in a statement on
+ * pg; that statement then fails ("canceling statement due to user
+ * request"). 1 if a request was sent, 0 if not connected or it failed. */
+int ax_pg_cancel(ax_pg_t *pg);
+
 /* 1 if the last ax_pg_ensure() made a new connection (session state such
  * as advisory locks or LISTEN must be set up again). Clears the flag. */
 int ax_pg_reconnected(ax_pg_t *pg);

@@ -4,6 +4,7 @@
  * conninfo string built by hand), and statements only take parameters.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,22 @@ struct ax_pg {
      * plan_fixed: pg.options names plan_cache_mode, which then wins. */
     signed char plan_generic, plan_local;
     unsigned char plan_fixed;
+    /* the connection's cancel request (ax_pg_cancel, from any thread):
+     * made by the thread that connects, under cancel_mu */
+    pthread_mutex_t cancel_mu;
+    PGcancel *cancel;
 };
+
+/* conn closed: its cancel request goes with it. */
+static void conn_close(ax_pg_t *pg) {
+    pthread_mutex_lock(&pg->cancel_mu);
+    if (pg->cancel)
+        PQfreeCancel(pg->cancel);
+    pg->cancel = NULL;
+    pthread_mutex_unlock(&pg->cancel_mu);
+    PQfinish(pg->conn);
+    pg->conn = NULL;
+}
 
 static int pg_keyword_known(const char *kw) {
     PQconninfoOption *opts = PQconndefaults();
@@ -158,6 +174,7 @@ ax_pg_t *ax_pg_new(const ax_conf_t *conf, const char *application_name, char *er
     ax_pg_t *pg = calloc(1, sizeof *pg);
     if (!pg)
         return NULL;
+    pthread_mutex_init(&pg->cancel_mu, NULL);
     size_t n = conf->n_pg;
     pg->keys = calloc(n + 3 + TCP_KEYS, sizeof *pg->keys);
     pg->values = calloc(n + 3 + TCP_KEYS, sizeof *pg->values);
@@ -256,7 +273,8 @@ void ax_pg_destroy(ax_pg_t *pg) {
     if (!pg)
         return;
     if (pg->conn)
-        PQfinish(pg->conn);
+        conn_close(pg);
+    pthread_mutex_destroy(&pg->cancel_mu);
     free(pg->keys);
     free(pg->values);
     free(pg->options);
@@ -277,10 +295,8 @@ static void chomp(char *s) {
 int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
     if (pg->conn && PQstatus(pg->conn) == CONNECTION_OK)
         return 0;
-    if (pg->conn) {
-        PQfinish(pg->conn);
-        pg->conn = NULL;
-    }
+    if (pg->conn)
+        conn_close(pg);
     pg->conn = PQconnectdbParams(pg->keys, pg->values, 0);
     if (!pg->conn)
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "PostgreSQL: out of memory");
@@ -289,11 +305,14 @@ int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
                   PQerrorMessage(pg->conn));
         if (errbuf)
             chomp(errbuf);
-        PQfinish(pg->conn);
-        pg->conn = NULL;
+        conn_close(pg);
         pg->was_down = 1;
         return AX_ERR_IO;
     }
+    PGcancel *cancel = PQgetCancel(pg->conn);
+    pthread_mutex_lock(&pg->cancel_mu);
+    pg->cancel = cancel;
+    pthread_mutex_unlock(&pg->cancel_mu);
     if (pg->was_down)
         ax_info("PostgreSQL connection re-established");
     pg->was_down = 0;
@@ -303,6 +322,16 @@ int ax_pg_ensure(ax_pg_t *pg, char *errbuf, size_t errlen) {
     pg->plan_generic = 0; /* a new session has the connection's option */
     pg->plan_local = -1;
     return 0;
+}
+
+int ax_pg_cancel(ax_pg_t *pg) {
+    char err[256];
+    int sent = 0;
+    pthread_mutex_lock(&pg->cancel_mu);
+    if (pg->cancel)
+        sent = PQcancel(pg->cancel, err, sizeof err);
+    pthread_mutex_unlock(&pg->cancel_mu);
+    return sent;
 }
 
 int ax_pg_reconnected(ax_pg_t *pg) {

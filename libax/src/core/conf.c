@@ -78,8 +78,8 @@ const ax_conf_def_t ax_conf_table[] = {
     {"retention.budget.ms", AX_CONF_INT, OFF(retention_budget_ms), "100", 1, 10000, "trigger",
      "Longest time one run of the retention sweep spends deleting (it stops after the batch "
      "that went past it): with retention.interval.ms, the share of a PostgreSQL backend the "
-     "sweep may take. The sweep runs on a thread and connection of its own, so it never holds "
-     "up dispatching; a run still under way when the next is due makes that one skipped."},
+     "sweep may take. The sweep runs on a thread and connection of its own, so dispatching does "
+     "not wait for it; a run still under way when the next is due makes that one skipped."},
     {"trigger.redispatch.after.ms", AX_CONF_INT, OFF(trigger_redispatch_after_ms), "600000", 1000,
      I64MAX, "trigger",
      "A dispatched instance still SCHEDULED (never claimed) after this long is produced "

@@ -23,8 +23,9 @@ static int stmt_id(ax_stmt_t *st) {
     pthread_mutex_lock(&g_reg_mu);
     id = st->id;
     if (id == 0 && g_nreg < AX_STMT_MAX) {
-        g_reg[g_nreg++] = st;
-        id = g_nreg;
+        g_reg[g_nreg] = st;
+        id = g_nreg + 1;
+        __atomic_store_n(&g_nreg, id, __ATOMIC_RELEASE);
         __atomic_store_n(&st->id, id, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&g_reg_mu);
@@ -181,7 +182,7 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
         if (round == 0 && stale_plan(r) && PQtransactionStatus(conn) == PQTRANS_IDLE) {
             PQclear(r);
             PQclear(PQexec(conn, "DEALLOCATE ALL"));
-            for (int i = 1; i <= g_nreg; i++) {
+            for (int i = 1, n = __atomic_load_n(&g_nreg, __ATOMIC_ACQUIRE); i <= n; i++) {
                 int64_t *s = ax_pg_prep_slot(pg, i);
                 if (s)
                     *s = 0;
