@@ -88,7 +88,7 @@
  * produce time in the trace id): no statement on PostgreSQL, where
  * tests/bench/sustained.sh's query of each minute's rows took 5-8 s of a
  * core at 10,000 jobs/s. The results consumer is polled between
- * submissions too.
+ * submissions too; an interval nothing finished in prints -/-.
  * --metrics-port BASE: each service gets metrics.listen=127.0.0.1:BASE+i
  * (0 trigger, 1 callback, 2.. the executors; before --set, which wins), so
  * a scraper started once finds every run's endpoints (default 0: none).
@@ -496,6 +496,10 @@ static int submit(const char *tag, long from, long n, double rate) {
             return -1;
         }
         rd_kafka_poll(g_rk, 0);
+        /* a submitter behind its rate (or unpaced) never waits above:
+         * the results are read here too */
+        if (g_live_on && i % 256 == 255 && results_poll(0) == 0)
+            live_tick();
     }
     if (g_stop)
         return -1;
@@ -568,14 +572,21 @@ static int dcmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* "P50/P99" of l (nearest rank), emptied. */
+/* The p-th percentile of the sorted v[0..n) by nearest rank: the
+ * ceil(p/100 * n)-th smallest. */
+static double rank(const double *v, size_t n, unsigned p) {
+    size_t k = (n * p + 99) / 100;
+    return v[k ? k - 1 : 0];
+}
+
+/* "P50/P99" of l, emptied; "-/-" when it holds none. */
 static const char *live_pct(live_set_t *l, char buf[64]) {
     if (l->n == 0) {
-        snprintf(buf, 64, "0/0");
+        snprintf(buf, 64, "-/-");
         return buf;
     }
     qsort(l->v, l->n, sizeof *l->v, dcmp);
-    snprintf(buf, 64, "%.1f/%.1f", l->v[(l->n - 1) * 50 / 100], l->v[(l->n - 1) * 99 / 100]);
+    snprintf(buf, 64, "%.1f/%.1f", rank(l->v, l->n, 50), rank(l->v, l->n, 99));
     l->n = 0;
     return buf;
 }
@@ -625,19 +636,20 @@ static int results_poll(int timeout_ms) {
         memcpy(key, m->key ? m->key : "", m->key ? kl : 0);
         key[m->key ? kl : 0] = 0;
         int64_t id = atoll(key);
-        if (g_live_on && id > g_base)
-            live_add(m);
-        rd_kafka_message_destroy(m);
-        if (id <= g_base)
+        if (id <= g_base) {
+            rd_kafka_message_destroy(m);
             continue;
+        }
         size_t bit = (size_t)(id - g_base - 1);
         if (bit / 8 >= g_seen_cap) {
             size_t cap = g_seen_cap ? g_seen_cap : 4096;
             while (bit / 8 >= cap)
                 cap *= 2;
             uint8_t *ns = realloc(g_seen, cap);
-            if (!ns)
+            if (!ns) {
+                rd_kafka_message_destroy(m);
                 return -1;
+            }
             memset(ns + g_seen_cap, 0, cap - g_seen_cap);
             g_seen = ns;
             g_seen_cap = cap;
@@ -645,7 +657,10 @@ static int results_poll(int timeout_ms) {
         if (!(g_seen[bit / 8] & (1u << (bit % 8)))) {
             g_seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
             g_nseen++;
+            if (g_live_on) /* a result read again counts once */
+                live_add(m);
         }
+        rd_kafka_message_destroy(m);
     }
 }
 
@@ -881,7 +896,7 @@ static int run(const char *build, const char *mode, int nexec, long n,
             " " PCT("running_at - locked_at") ","
             " " PCT("finished_at - running_at") ","
             " " PCT("result_published_at - finished_at") ","
-            " " PCT("running_at - to_timestamp(split_part(trace_id, '-', 4)::bigint / 1000.0)")
+            " " PCT("running_at - to_timestamp(substring(trace_id from '-([0-9]+)$')::bigint / 1000.0)")
             " FROM job_instance WHERE job_id = $1::bigint AND id > $2::bigint",
             2, pa, &r) < 0)
         return 1;

@@ -117,8 +117,16 @@ loop)
             log=/tmp/retention.$$.$v$r.log
             "$BUILD/tests/bench_exec" --config "$AX_CONFIG" --reuse-topics \
                 --set retention.finished.ms=86400000 ${RET_ARGS:-} "$BUILD" noop 1 "$N" "$RATE" \
-                >"$log" 2>&1 || echo "(bench_exec exit $?, $log)"
-            n2=$(left)
+                >"$log" 2>&1 &
+            bpid=$!
+            # the old rows left as the run ends: the last count read before
+            # its summary line (within 0.5 s), not after it, when bench_exec's
+            # cleanup deletes the deployment's rows
+            n2=$n1
+            while kill -0 "$bpid" 2>/dev/null && ! grep -q completed_per_s "$log"; do
+                n2=$(left); sleep 0.5
+            done
+            wait "$bpid" || echo "(bench_exec exit $?, $log)"
             echo "round $r $v: $(grep -E "completed_per_s|sched_fin_ms|submit_run" "$log" | tr '\n' ' ')" \
                 "old_rows_before=$n1 after=$n2"
             sql "DELETE FROM instance_def d USING instance_state s WHERE s.id = d.id AND s.deployment = '$DEP'" >/dev/null

@@ -32,7 +32,8 @@
 #
 # Retention is short so that its bound shows within the run (SUS_RET, the
 # default below: finished instances kept 120 s, the sweep every 250 ms for
-# at most 100 ms, i.e. up to ~40 % of the leader's time); the per-interval
+# at most 100 ms, i.e. up to ~40 % of a PostgreSQL backend's time, on the
+# leader's retention thread); the per-interval
 # figures need the interval's rows, so keep retention.finished.ms above
 # SUS_EVERY. SUS_ARGS: more --set k=v for bench_exec (passed to the
 # services). After DURATION_S the benchmark is stopped (SIGTERM: it deletes
