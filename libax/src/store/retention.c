@@ -84,8 +84,14 @@ AX_STMT(st_instances, "retention.instances",
          * retention (018_hot_writes: a Kafka position's dedupe lasts as
          * long as a submission key's; a topic recreated from offset 0 is
          * then new again) */
-        " wm AS (DELETE FROM submit_offset o USING cut WHERE o.topic = $4 || 'submit'"
-        "  AND o.updated_at < cut.t AND" FENCE "),"
+        /* SKIP LOCKED: a watermark an ingest holds is moving, not stale,
+         * and waiting for it could deadlock with that ingest (it locks
+         * the watermarks, then may wait for a submission key this
+         * statement's trigger deletes) */
+        " wm AS (DELETE FROM submit_offset o WHERE (o.topic, o.partition) IN ("
+        "  SELECT x.topic, x.partition FROM submit_offset x, cut"
+        "  WHERE x.topic = $4 || 'submit' AND x.updated_at < cut.t AND" FENCE
+        "  ORDER BY x.topic, x.partition FOR UPDATE OF x SKIP LOCKED)),"
         " last AS (SELECT max(id) AS id FROM seen)"
         /* one index lookup of the last row's definition (a join here
          * was planned as a backward scan of the whole primary key) */
