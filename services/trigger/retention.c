@@ -50,7 +50,6 @@ struct retention {
     trigger_t *t;
     ax_pg_t *pg;
     pthread_t thr;
-    int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     _Atomic int stop;   /* set under mu; a run under way stops at its next batch */
@@ -200,7 +199,6 @@ int retention_start(trigger_t *t) {
         free(r);
         return -1;
     }
-    r->started = 1;
     t->ret = r;
     return 0;
 }

@@ -231,8 +231,8 @@ void scan_on_timer(evutil_socket_t fd, short what, void *arg);
 void sweep_on_timer(evutil_socket_t fd, short what, void *arg);
 
 /* retention.c: retention_start before the loop runs (-1: not started, the
- * reason logged), retention_stop after it (waits for a statement under
- * way) */
+ * reason logged), retention_stop after it (cancels a statement under way,
+ * then joins the thread) */
 int retention_start(trigger_t *t);
 void retention_stop(trigger_t *t);
 void retention_on_timer(evutil_socket_t fd, short what, void *arg);
