@@ -61,6 +61,30 @@ static void test_handle_limits(void **state) {
     assert_string_equal(v, "66536");
 }
 
+/* Every client sends without Nagle's delay unless kafka.* says otherwise. */
+static void test_nagle_off_by_default(void **state) {
+    char v[64], err[512];
+    size_t n = sizeof v;
+    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(rk), "socket.nagle.disable", v, &n),
+                     RD_KAFKA_CONF_OK);
+    assert_string_equal(v, "true");
+    ax_conf_t c;
+    ax_conf_init(&c);
+    assert_int_equal(ax_conf_set(&c, "kafka.test.mock.num.brokers", "1", "test", err, sizeof err),
+                     0);
+    assert_int_equal(ax_conf_set(&c, "kafka.socket.nagle.disable", "false", "test", err,
+                                 sizeof err), 0);
+    rd_kafka_t *p = ax_kafka_producer_new(&c, "test-nagle", err, sizeof err);
+    if (!p)
+        fail_msg("producer: %s", err);
+    n = sizeof v;
+    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(p), "socket.nagle.disable", v, &n),
+                     RD_KAFKA_CONF_OK);
+    assert_string_equal(v, "false");
+    rd_kafka_destroy(p);
+    ax_conf_free(&c);
+}
+
 static void test_failed_produce_is_aborted(void **state) {
     char err[512];
     static char big[70000];
@@ -105,6 +129,7 @@ static void test_refused_commit_is_aborted(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handle_limits),
+        cmocka_unit_test(test_nagle_off_by_default),
         cmocka_unit_test(test_failed_produce_is_aborted),
         cmocka_unit_test(test_nothing_open_abort_is_ok),
         cmocka_unit_test(test_refused_commit_is_aborted),
