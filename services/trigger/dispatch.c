@@ -513,16 +513,21 @@ int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows) {
     return dispatch_close(t, rows, &x);
 }
 
-int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
-                         int *produced, char *err, size_t errlen) {
-    int rc = ax_pg_commit(t->svc.pg, err, errlen);
-    if (rc < 0)
-        return rc; /* the caller rolls back */
+void dispatch_committed(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                        int *produced) {
     dispatch_txn_t x;
     dispatch_open(t, rows, window, &x);
     int p = dispatch_close(t, rows, &x);
     if (produced)
         *produced = p;
+}
+
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                         int *produced, char *err, size_t errlen) {
+    int rc = ax_pg_commit(t->svc.pg, err, errlen);
+    if (rc < 0)
+        return rc; /* the caller rolls back */
+    dispatch_committed(t, rows, window, produced);
     return 0;
 }
 

@@ -69,43 +69,34 @@ static size_t ingest_inputs(ingest_row_t *rows, size_t from, size_t to, ax_inges
     return used;
 }
 
-/* Run the ingest statement for in[0..n); on the leader in a transaction
- * that re-reads the lease (fenced: ingested as a standby), and produce
- * what it marked dispatched after the commit. */
+/* Run the ingest statement for in[0..n) — one round trip, committed on
+ * its own; on the leader it re-reads and locks the lease itself (fenced:
+ * ingested as a standby) — and produce what it marked dispatched. */
 static int ingest_run(trigger_t *t, const ax_ingest_in_t *in, size_t n, ax_ingest_out_t *out,
                       char *err, size_t errlen) {
     ax_svc_t *svc = &t->svc;
     int direct[AX_PRIORITIES];
     lane_direct(t, direct);
+    int lead = lead_active(t);
     ax_ingest_ctx_t c = {
         .deployment = svc->conf.topic_prefix,
         .default_timeout_ms = svc->conf.executor_default_timeout_ms,
         /* only the leader knows the lanes: a standby never marks deferrals */
-        .lane_wait_ms = lead_active(t) ? t->lane_min_age_ms : NULL,
+        .lane_wait_ms = lead ? t->lane_min_age_ms : NULL,
         .direct = direct,
+        .epoch = lead ? t->epoch : 0,
+        .role = t->role,
+        .holder = t->holder,
     };
-    int tx = 0;
-    if (lead_active(t) && ax_pg_begin(svc->pg, err, errlen) == 0) {
-        tx = 1;
-        int lc = lead_check_in_tx(t, err, errlen);
-        if (lc == 0) {
-            c.epoch = t->epoch;
-        } else {
-            ax_pg_rollback(svc->pg);
-            tx = 0;
-            if (lc == AX_ERR_CONFLICT)
-                lead_lost(t, err); /* fenced: ingest as a standby */
-        }
-    }
     int rc = ax_store_ingest(svc->pg, &c, in, n, out, err, errlen);
-    if (tx && rc == 0 && c.epoch)
-        rc = dispatch_commit_with(t, &out->rows, 1, NULL, err, errlen);
-    else if (tx && rc == 0)
-        rc = ax_pg_commit(svc->pg, err, errlen);
-    if (tx && rc < 0)
-        ax_pg_rollback(svc->pg);
-    if (rc < 0)
-        ax_ingest_out_free(out);
+    if (rc == 0 && out->fenced) {
+        char why[128];
+        snprintf(why, sizeof why, "fenced: epoch %lld is no longer the leader",
+                 (long long)c.epoch);
+        lead_lost(t, why); /* nothing was marked dispatched */
+    } else if (rc == 0 && c.epoch) {
+        dispatch_committed(t, &out->rows, 1, NULL);
+    }
     return rc;
 }
 

@@ -201,12 +201,15 @@ static inline void arm_scan(trigger_t *t, int64_t ms) {
  * failure the instances are made undispatched again (the due scan retries
  * them). Returns rows produced, or <0. */
 int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
+/* Dispatch rows whose dispatched marks are committed, as dispatch_produce
+ * — with `window` (the ingest) into the transaction kept open for
+ * dispatch.transaction.ms (dispatch_win_flush commits it), when that is
+ * not 0. *produced (may be NULL): dispatch_produce's result. */
+void dispatch_committed(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                        int *produced);
 /* Commit the open PostgreSQL transaction whose statement marked rows
- * dispatched, then dispatch them as dispatch_produce — with `window`
- * (the ingest) into the transaction kept open for dispatch.transaction.ms
- * (dispatch_win_flush commits it), when that is not 0. 0 (*produced:
- * dispatch_produce's result), or the commit's error (err): the caller
- * rolls back; nothing was dispatched. */
+ * dispatched, then dispatch_committed. 0, or the commit's error (err): the
+ * caller rolls back; nothing was dispatched. */
 int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
                          int *produced, char *err, size_t errlen);
 /* Commit the ingest's open Kafka transaction, if any, and settle what it

@@ -23,7 +23,8 @@ for r in $(seq 1 "$R"); do for side in OLD NEW; do
         grep -E '^(completed|sched_fin|stage|cpu_pct)'
     p "SELECT 'ingest plan_us_job=' || round((sum(total_plan_time) / 20000 * 1000)::numeric, 2)
          || ' exec_us_job=' || round((sum(total_exec_time) / 20000 * 1000)::numeric, 2)
-       FROM pg_stat_statements WHERE query LIKE 'WITH u AS MATERIALIZED ( SELECT u.*%' AND calls >= 10"
+       FROM pg_stat_statements WHERE (query LIKE 'WITH ld AS ( SELECT % FROM ax_leader %'
+         OR query LIKE 'WITH u AS MATERIALIZED ( SELECT u.*%') AND calls >= 10"
     p "SELECT 'all plan_us_job=' || round((sum(total_plan_time) / 20000 * 1000)::numeric, 2)
          || ' exec_us_job=' || round((sum(total_exec_time) / 20000 * 1000)::numeric, 2)
        FROM pg_stat_statements WHERE calls >= 10"

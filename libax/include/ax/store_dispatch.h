@@ -78,8 +78,12 @@ typedef struct ax_ingest_ctx {
      * instance of a lane with a wait is recorded as deferred. NULL: none
      * (a standby never marks deferrals) */
     const int64_t *lane_wait_ms;
-    /* the leader's epoch, checked in the caller's transaction, or 0 */
+    /* the leader's lease (role, holder, epoch; epoch 0: a standby), checked
+     * and locked FOR SHARE by the statement itself, which commits on its
+     * own: a lease no longer held ingests as a standby (ax_ingest_out_t.fenced) */
     int64_t epoch;
+    const char *role;
+    const char *holder;
     /* per priority: 1 if a due-now instance is dispatched by the statement
      * itself (dispatch_batch, produced by the caller after commit) */
     const int *direct;
@@ -92,6 +96,9 @@ typedef struct ax_ingest_ctx {
 typedef struct ax_ingest_out {
     ax_dispatch_rows_t rows;
     char **submit_key;
+    /* epoch given and the lease found no longer held (known only when the
+     * statement inserted a row): nothing was marked dispatched */
+    int fenced;
 } ax_ingest_out_t;
 void ax_ingest_out_free(ax_ingest_out_t *out);
 

@@ -140,13 +140,18 @@ static char *int_array_i(const int *v, size_t n) {
  * filtered on the job side, and the new instances are the batch's rows
  * themselves (no join back by key).
  *
- * On the leader ($14: its epoch, checked in this transaction; 0 elsewhere)
+ * On the leader ($14: its epoch, $23 and $24 its lease's role and holder;
+ * 0 elsewhere), the lease is re-read and locked FOR SHARE by the statement
+ * itself (CTE ld: a successor's takeover waits for this commit), so an
+ * ingest is one round trip and one implicit transaction, not BEGIN, the
+ * lease's SELECT, the statement and COMMIT; with the lease no longer held
+ * the batch is ingested as a standby's (column leased = 0). There,
  * an instance due now, whose lane flows with room and nothing deferred
  * ($15, per priority), and that is not a static shard parent, is marked
  * dispatched with one dispatch_batch row in the same statement and produced
  * right after the commit, so it skips the due scan and its extra update of
  * the row. The rest waits for the leader's due scan. Columns:
- * DISPATCH_COLS, hold (NULL: produce now), submit_key.
+ * DISPATCH_COLS, hold (NULL: produce now), submit_key, leased.
  *
  * Parameters: $1-$10 per row (job, argv, payload hex, timeout, priority,
  * run_at, delay, trace, idempotency key, submit key), $11 default timeout,
@@ -154,7 +159,8 @@ static char *int_array_i(const int *v, size_t n) {
  * partition of the batch's Kafka positions $20 topic, $21 partition, $22
  * offset past the batch's last, $16 end offset (NULL: unknown); per row
  * $17 its partition (1-based into $20-$22; NULL: not a Kafka position), $18
- * its offset, $19 whether its key occurs twice in the batch. */
+ * its offset, $19 whether its key occurs twice in the batch; $23 and $24
+ * the lease's role and holder (with $14). */
 #define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
 /* A submit key that is the submission's Kafka position (services/trigger/
  * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'):
@@ -185,7 +191,10 @@ static char *int_array_i(const int *v, size_t n) {
  * track_planning at 1,000 jobs/s: BENCHMARKS.md, "Issue #13: planning on
  * the hot path"). */
 AX_STMT_GENERIC(st_ingest, "dispatch.ingest",
-    "WITH u AS MATERIALIZED ("
+    "WITH ld AS ("
+    " SELECT 1 FROM ax_leader WHERE $14::bigint > 0 AND role = $23 AND holder = $24"
+    "  AND epoch = $14::bigint AND expires_at > now() FOR SHARE"
+    "), u AS MATERIALIZED ("
     /* one row per key: a key the batch carries twice keeps one row */
     " SELECT" INGEST_ROWS " AND u.dup IS NOT TRUE"
     " UNION ALL (SELECT DISTINCT ON (u.skey)" INGEST_ROWS
@@ -235,7 +244,7 @@ AX_STMT_GENERIC(st_ingest, "dispatch.ingest",
     "       WHEN u.shard_base IS NOT NULL THEN 'probe' END AS smode,"
     /* due now while its lane defers: recorded as deferred at once */
     "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END AS deferred,"
-    "  CASE WHEN $14::bigint > 0 AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
+    "  CASE WHEN EXISTS (SELECT 1 FROM ld) AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
     "   AND u.shard_count IS NULL THEN now() END AS disp"
     " FROM u LEFT JOIN sk ON u.kp IS NULL AND sk.submit_key = u.skey"
     "  LEFT JOIN (SELECT kp.i, wm.prev_offset FROM wm"
@@ -257,8 +266,9 @@ AX_STMT_GENERIC(st_ingest, "dispatch.ingest",
     "), " PEND_BATCH("n", "disp IS NOT NULL", "$14::bigint", "$12")
     " SELECT id, 1, jname, hk, to_json(cmd)::text, pl, tmo, NULL::bigint,"
     "  (extract(epoch FROM due) * 1000)::bigint, p, trace, idem, grp, routing_key,"
-    "  CASE WHEN disp IS NULL THEN 1 END AS hold, skey FROM n");
-enum { INGEST_HOLD = DC_NCOLS, INGEST_SUBMIT_KEY };
+    "  CASE WHEN disp IS NULL THEN 1 END AS hold, skey, (SELECT count(*) FROM ld) AS leased"
+    " FROM n");
+enum { INGEST_HOLD = DC_NCOLS, INGEST_SUBMIT_KEY, INGEST_LEASED };
 
 void ax_ingest_out_free(ax_ingest_out_t *out) {
     if (!out)
@@ -479,8 +489,9 @@ int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t 
                            a[A_IDEM].s, a[A_SKEY].s, ax_num(&n_tmo, c->default_timeout_ms),
                            c->deployment, ages, ax_num(&n_epoch, c->epoch), direct,
                            a[A_LE].s, a[A_KP].s, a[A_OFF].s, a[A_DUP].s, a[A_TOPIC].s,
-                           a[A_PART].s, a[A_NEXT].s};
-        rc = ax_stmt_run(pg, &st_ingest, 22, p, NULL, NULL, &r, errbuf, errlen);
+                           a[A_PART].s, a[A_NEXT].s, c->epoch > 0 ? c->role : NULL,
+                           c->epoch > 0 ? c->holder : NULL};
+        rc = ax_stmt_run(pg, &st_ingest, 24, p, NULL, NULL, &r, errbuf, errlen);
     }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_strbuf_free(&a[k]);
@@ -489,6 +500,8 @@ int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t 
     if (rc < 0)
         return rc;
     rc = ax__dispatch_rows_read(r, INGEST_HOLD, &out->rows);
+    if (rc == 0 && c->epoch > 0 && PQntuples(r) > 0)
+        out->fenced = strcmp(PQgetvalue(r, 0, INGEST_LEASED), "0") == 0;
     if (rc == 0 && out->rows.n) {
         out->submit_key = calloc(out->rows.n, sizeof *out->submit_key);
         for (size_t i = 0; out->submit_key && i < out->rows.n; i++)

@@ -23,17 +23,35 @@ static int cmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* IT_LEASE="ROLE HOLDER EPOCH": ingest as that leader (every lane
+ * dispatched by the statement) and print "lease: fenced=F dispatched=D"
+ * after each batch's line. */
+static char lease_role[128], lease_holder[128];
+static long long lease_epoch;
+
 static int run(ax_pg_t *pg, const char *dep, ax_ingest_in_t *in, size_t n, int batch) {
     char err[1024];
+    static const int direct[AX_PRIORITIES] = {1, 1, 1, 1, 1};
     ax_ingest_ctx_t c = {.deployment = dep, .default_timeout_ms = 60000};
+    if (lease_epoch > 0) {
+        c.epoch = lease_epoch;
+        c.role = lease_role;
+        c.holder = lease_holder;
+        c.direct = direct;
+    }
     ax_ingest_out_t out = {0};
     if (ax_store_ingest(pg, &c, in, n, &out, err, sizeof err) < 0) {
         fprintf(stderr, "it_ingest: batch %d: %s\n", batch, err);
         return 1;
     }
+    size_t disp = 0;
+    for (size_t k = 0; k < out.rows.n; k++)
+        disp += !out.rows.v[k].hold;
     if (out.rows.n)
         qsort(out.submit_key, out.rows.n, sizeof *out.submit_key, cmp);
     printf("batch %d: %zu\n", batch, out.rows.n);
+    if (lease_epoch > 0)
+        printf("lease: fenced=%d dispatched=%zu\n", out.fenced, disp);
     for (size_t k = 0; k < out.rows.n; k++)
         printf("%s\n", out.submit_key[k]);
     ax_ingest_out_free(&out);
@@ -51,6 +69,11 @@ int main(int argc, char **argv) {
     if (ax_conf_load_file(&conf, argv[1], 1, err, sizeof err) < 0 ||
         ax_conf_load_env(&conf, environ, err, sizeof err) < 0) {
         fprintf(stderr, "it_ingest: %s\n", err);
+        return 2;
+    }
+    const char *lease = getenv("IT_LEASE");
+    if (lease && sscanf(lease, "%127s %127s %lld", lease_role, lease_holder, &lease_epoch) != 3) {
+        fprintf(stderr, "it_ingest: IT_LEASE is not 'ROLE HOLDER EPOCH'\n");
         return 2;
     }
     ax_pg_t *pg = ax_pg_new(&conf, "it_ingest", err, sizeof err);

@@ -80,7 +80,7 @@ static int ingest_one(ax_pg_t *pg, const char *deployment, const char *job, cons
     return rc;
 }
 
-#define INGEST_TEXT "WITH u AS MATERIALIZED"
+#define INGEST_TEXT "WITH ld AS ("
 
 static int prepared(ax_pg_t *pg, const char *name) {
     const char *p[] = {INGEST_TEXT};
