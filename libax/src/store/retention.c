@@ -58,7 +58,7 @@ AX_STMT(st_instances, "retention.instances",
          * tests/integration/211_retention_window.sh) */
         " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch"
         "  WHERE deployment = $4),"
-        " gone AS (SELECT d.id FROM seen JOIN instance_def d ON d.id = seen.id, cut"
+        " gone AS (SELECT d.id, d.ctid AS tid FROM seen JOIN instance_def d ON d.id = seen.id, cut"
         "  WHERE NOT seen.active AND" PUBLISHED("seen")
         "   AND seen.finished_at < cut.t"
         "   AND NOT EXISTS (SELECT 1 FROM instance_def c JOIN instance_state cs ON cs.id = c.id"
@@ -71,7 +71,11 @@ AX_STMT(st_instances, "retention.instances",
         "   AND NOT EXISTS (SELECT 1 FROM dispatch_pending p WHERE p.instance_id = d.id)"
         "   AND d.id NOT IN (SELECT pend.id FROM pend)"
         "   AND" FENCE "),"
-        " del AS (DELETE FROM instance_def d USING gone WHERE d.id = gone.id RETURNING d.id),"
+        /* by the row's place gone already read, not a second descent of
+         * the primary key (a definition is never updated in place on the
+         * hot path; one moved meanwhile is left for the next pass) */
+        " del AS (DELETE FROM instance_def d USING gone WHERE d.ctid = gone.tid"
+        "  AND d.id = gone.id RETURNING d.id),"
         /* a published results batch goes with the last of its instances
          * (those it still lists and that still name it; one a recovery
          * marked alone has its own time) */
