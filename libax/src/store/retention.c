@@ -58,7 +58,8 @@ AX_STMT(st_instances, "retention.instances",
          * tests/integration/211_retention_window.sh) */
         " pend AS MATERIALIZED (SELECT unnest(ids) AS id FROM dispatch_batch"
         "  WHERE deployment = $4),"
-        " gone AS (SELECT d.id, d.ctid AS tid FROM seen JOIN instance_def d ON d.id = seen.id, cut"
+        " gone AS MATERIALIZED (SELECT d.id, d.ctid AS tid FROM seen JOIN instance_def d"
+        "  ON d.id = seen.id, cut"
         "  WHERE NOT seen.active AND" PUBLISHED("seen")
         "   AND seen.finished_at < cut.t"
         "   AND NOT EXISTS (SELECT 1 FROM instance_def c JOIN instance_state cs ON cs.id = c.id"
@@ -78,12 +79,13 @@ AX_STMT(st_instances, "retention.instances",
         "  AND d.id = gone.id RETURNING d.id),"
         /* a published results batch goes with the last of its instances
          * (those it still lists and that still name it; one a recovery
-         * marked alone has its own time) */
+         * marked alone has its own time): the ones deleted, not gone's
+         * (a definition moved since gone read it stays) */
         " rbd AS (DELETE FROM ax_result_batch b WHERE b.id IN (SELECT seen.result_batch"
-        "   FROM seen JOIN gone ON gone.id = seen.id)"
+        "   FROM seen JOIN del ON del.id = seen.id)"
         "  AND b.deployment = $4 AND b.published_at IS NOT NULL"
         "  AND NOT EXISTS (SELECT 1 FROM instance_state s WHERE s.id = ANY(b.ids)"
-        "   AND s.result_batch = b.id AND s.id NOT IN (SELECT id FROM gone))),"
+        "   AND s.result_batch = b.id AND s.id NOT IN (SELECT id FROM del))),"
         /* the deployment's submit-topic watermarks that stood still for the
          * retention (018_hot_writes: a Kafka position's dedupe lasts as
          * long as a submission key's; a topic recreated from offset 0 is
