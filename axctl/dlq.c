@@ -58,6 +58,8 @@ static rd_kafka_t *reader(rd_kafka_topic_partition_list_t *parts) {
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
     rd_kafka_conf_set_log_cb(kc, quiet_log);
     rd_kafka_conf_set_error_cb(kc, quiet_error);
+    /* as every client of libax (kafka.c): no Nagle's delay unless kafka.* says so */
+    rd_kafka_conf_set(kc, "socket.nagle.disable", "true", err, sizeof err);
     for (size_t i = 0; i < conf.n_kafka; i++)
         if (rd_kafka_conf_set(kc, conf.kafka[i].key, conf.kafka[i].value, err, sizeof err) !=
             RD_KAFKA_CONF_OK) {

@@ -522,12 +522,12 @@ void dispatch_committed(trigger_t *t, const ax_dispatch_rows_t *rows, int window
         *produced = p;
 }
 
-int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
-                         int *produced, char *err, size_t errlen) {
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int *produced, char *err,
+                         size_t errlen) {
     int rc = ax_pg_commit(t->svc.pg, err, errlen);
     if (rc < 0)
         return rc; /* the caller rolls back */
-    dispatch_committed(t, rows, window, produced);
+    dispatch_committed(t, rows, 0, produced);
     return 0;
 }
 

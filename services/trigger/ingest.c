@@ -3,8 +3,9 @@
  * statement per batch (ax_store_ingest: dedup by submit key, defined jobs
  * joined by name, inline commands). Every trigger ingests; on the leader
  * an instance due now whose lane flows is marked dispatched by the same
- * statement and produced right after the commit (dispatch_produce), so it
- * skips the due scan. A submission that cannot be persisted or dispatched
+ * statement (on the ingest's own connection, committed on its own) and
+ * produced right after it (dispatch_committed, into the open window), so
+ * it skips the due scan. A submission that cannot be persisted or dispatched
  * goes to the DLQ with its reason.
  */
 #include <jansson.h>
@@ -69,9 +70,11 @@ static size_t ingest_inputs(ingest_row_t *rows, size_t from, size_t to, ax_inges
     return used;
 }
 
-/* Run the ingest statement for in[0..n) — one round trip, committed on
- * its own; on the leader it re-reads and locks the lease itself (fenced:
- * ingested as a standby) — and produce what it marked dispatched. */
+/* Run the ingest statement for in[0..n) on the ingest's own connection
+ * (t->ingest_pg: never inside a transaction, always on the statement's
+ * generic plan, so one round trip committed on its own; on the leader it
+ * re-reads and locks the lease itself, fenced: ingested as a standby's)
+ * and produce what it marked dispatched. */
 static int ingest_run(trigger_t *t, const ax_ingest_in_t *in, size_t n, ax_ingest_out_t *out,
                       char *err, size_t errlen) {
     ax_svc_t *svc = &t->svc;
@@ -88,12 +91,11 @@ static int ingest_run(trigger_t *t, const ax_ingest_in_t *in, size_t n, ax_inges
         .role = t->role,
         .holder = t->holder,
     };
-    int rc = ax_store_ingest(svc->pg, &c, in, n, out, err, errlen);
+    int rc = ax_pg_ensure(t->ingest_pg, err, errlen);
+    if (rc == 0)
+        rc = ax_store_ingest(t->ingest_pg, &c, in, n, out, err, errlen);
     if (rc == 0 && out->fenced) {
-        char why[128];
-        snprintf(why, sizeof why, "fenced: epoch %lld is no longer the leader",
-                 (long long)c.epoch);
-        lead_lost(t, why); /* nothing was marked dispatched */
+        lead_fenced(t); /* nothing was marked dispatched */
     } else if (rc == 0 && c.epoch) {
         dispatch_committed(t, &out->rows, 1, NULL);
     }

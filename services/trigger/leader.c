@@ -414,14 +414,24 @@ void lead_tick(trigger_t *t) {
     }
 }
 
+static void fenced_why(const trigger_t *t, char *err, size_t errlen) {
+    snprintf(err, errlen, "fenced: epoch %lld is no longer the leader", (long long)t->epoch);
+}
+
 int lead_check_in_tx(trigger_t *t, char *err, size_t errlen) {
     ax_lease_key_t k = {t->role, t->holder, t->epoch};
     int rc = ax_store_leader_check(t->svc.pg, &k, err, errlen);
     if (rc == AX_ERR_NOTFOUND) {
-        snprintf(err, errlen, "fenced: epoch %lld is no longer the leader", (long long)t->epoch);
+        fenced_why(t, err, errlen);
         return AX_ERR_CONFLICT;
     }
     return rc;
+}
+
+void lead_fenced(trigger_t *t) {
+    char why[128];
+    fenced_why(t, why, sizeof why);
+    lead_lost(t, why);
 }
 
 /* A transaction the leader could not complete: count it; after

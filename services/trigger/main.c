@@ -183,6 +183,8 @@ static void trigger_fini(trigger_t *t) {
     lag_stop(t);
     hold_stop(t);
     lead_fini(t);
+    ax_pg_destroy(t->ingest_pg);
+    t->ingest_pg = NULL;
     alert_fini();
     sched_destroy(t);
     free(t->refused);
@@ -212,6 +214,11 @@ int main(int argc, char **argv) {
         return rc;
     ax_lane_plan(t->lanes, svc->conf.trigger_aging_ms, t->lane_min_age_ms, t->lane_target);
     tm_init(t);
+    char perr[512];
+    if (!(t->ingest_pg = ax_pg_new(&svc->conf, "ax-trigger-ingest", perr, sizeof perr))) {
+        ax_error("ingest connection: %s", perr);
+        return 1;
+    }
     lead_init(t);
     if (lead_start(t) < 0 || sched_init(t) < 0)
         return 1;

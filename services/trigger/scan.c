@@ -112,7 +112,7 @@ static int dispatch_batch(trigger_t *t) {
     int produced = 0;
     if (rc == 0 && rows.n) {
         /* commits, dispatching; on failure rolled back below */
-        rc = dispatch_commit_with(t, &rows, 0, &produced, err, sizeof err);
+        rc = dispatch_commit_with(t, &rows, &produced, err, sizeof err);
         if (rc < 0)
             rc = lead_tx_finish(t, rc, "due scan", err, sizeof err);
     } else {

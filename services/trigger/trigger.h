@@ -40,6 +40,10 @@ typedef struct fire {
 } fire_t;
 
 typedef struct trigger {
+    /* the ingest's own PostgreSQL connection (ingest.c): its one statement
+     * commits on its own and stays on its cached generic plan, so the
+     * loop's connection never switches plan_cache_mode for it */
+    ax_pg_t *ingest_pg;
     ax_svc_t svc;
     struct event *ev_scan, *ev_sweep, *ev_lead, *ev_wheel, *ev_reload;
     unsigned scan_failures;
@@ -151,6 +155,9 @@ void lead_lost(trigger_t *t, const char *why);
 /* Re-read the lease row FOR SHARE inside the caller's transaction:
  * 0 still leader, AX_ERR_CONFLICT fenced (leadership dropped), <0 error. */
 int lead_check_in_tx(trigger_t *t, char *err, size_t errlen);
+/* A statement found the lease no longer ours (its epoch taken over):
+ * leadership lost, as lead_check_in_tx's caller does on AX_ERR_CONFLICT. */
+void lead_fenced(trigger_t *t);
 /* Produce in one Kafka transaction: begin, then the caller produces with
  * t->txp, then lead_txn_commit — or, when a produce failed, lead_txn_abort.
  * Every transaction begun ends committed or aborted: a failed commit
@@ -208,10 +215,11 @@ int dispatch_produce(trigger_t *t, const ax_dispatch_rows_t *rows);
 void dispatch_committed(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
                         int *produced);
 /* Commit the open PostgreSQL transaction whose statement marked rows
- * dispatched, then dispatch_committed. 0, or the commit's error (err): the
- * caller rolls back; nothing was dispatched. */
-int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
-                         int *produced, char *err, size_t errlen);
+ * dispatched (the due scan's), then dispatch_committed outside the window.
+ * 0, or the commit's error (err): the caller rolls back; nothing was
+ * dispatched. */
+int dispatch_commit_with(trigger_t *t, const ax_dispatch_rows_t *rows, int *produced, char *err,
+                         size_t errlen);
 /* Commit the ingest's open Kafka transaction, if any, and settle what it
  * carried (undo it if the commit failed): before another transaction is
  * begun, when its window is over, when the leader stops. <0: not

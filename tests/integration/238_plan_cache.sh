@@ -8,8 +8,9 @@
 # (no custom plan), and dispatch.settle after it, an ordinary statement,
 # on a custom plan with the session back on force_custom_plan. The session
 # has JIT compilation off. db.replan.interval.ms: dispatch.ingest runs on
-# the statement it prepared until it is that old, then (inside a
-# transaction, as the trigger runs it) on one prepared and planned again,
+# the statement it prepared until it is that old, then (outside a
+# transaction block, as the trigger's ingest connection runs it) on one
+# prepared and planned again,
 # the old one gone; with 0 on the same statement for good.
 source "$(dirname "$0")/lib.sh"
 D="it238.$$.$RANDOM."

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The leader's fence inside the ingest statement (dispatch.ingest re-reads
-# and locks its lease itself, one round trip, no BEGIN/COMMIT around it),
+# and locks its lease itself, committed on its own on the trigger's ingest
+# connection, no BEGIN/COMMIT around it),
 # through the store's own call (helpers/it_ingest.c with IT_LEASE), no
 # services, on a lease row of its own:
 # 1. the lease held: the batch's instances are marked dispatched, with one
@@ -9,14 +10,15 @@
 #    dispatch_batch row, the instances made as a standby's (left for the
 #    due scan), fenced;
 # 3. a takeover under way (a session has updated the lease row, not yet
-#    committed): the ingest waits for it (FOR SHARE), and once the takeover
-#    commits with a new epoch, it is fenced and marks nothing;
-# 4. the other way round: an ingest holding the lease (its statement held
-#    by a row lock after it read the lease) makes a takeover wait until it
-#    has committed, so the successor finds its dispatch_batch row.
+#    committed): the ingest waits for it (FOR SHARE: pg_blocking_pids), and
+#    once the takeover commits with a new epoch, it is fenced and marks
+#    nothing;
+# 4. the other way round: an ingest that read the lease and has not yet
+#    committed (run inside BEGIN here, IT_HOLD_MS) makes a takeover wait
+#    for its commit, so the successor finds its dispatch_batch row.
 source "$(dirname "$0")/lib.sh"
 D="it240.$$.$RANDOM."
-T="${D}s"
+TOPIC="${D}s"
 J="it240-$$"
 R="it240-role-$$"
 fence_cleanup() {
@@ -38,19 +40,24 @@ sql "INSERT INTO ax_leader (role, holder, epoch, expires_at, acquired_at)
 ingest() { # EPOCH OFFSET...: one batch of positions of partition 0 as holder h1
     local e=$1; shift
     local o
-    for o in "$@"; do echo "$J kafka:$T:0:$o"; done |
-        IT_LEASE="$R h1 $e" "$AX_BIN/tests/it_ingest" "$AX_CONFIG" "$D"
+    for o in "$@"; do echo "$J kafka:$TOPIC:0:$o"; done |
+        IT_LEASE="$R h1 $e" IT_APPNAME="${D}ingest" "$AX_BIN/tests/it_ingest" "$AX_CONFIG" "$D"
+}
+blocks() { # WAITER BLOCKER (application names): BLOCKER is among WAITER's blockers
+    [ "$(sql "SELECT count(*) FROM pg_stat_activity w, pg_stat_activity b
+              WHERE w.application_name = '$1' AND b.application_name = '$2'
+              AND b.pid = ANY(pg_blocking_pids(w.pid))")" = 1 ]
 }
 marked() { # OFFSET: the instance's dispatched_at is set (t/f)
     sql "SELECT s.dispatched_at IS NOT NULL FROM instance_state s JOIN instance_def d USING (id)
-         WHERE s.deployment = '$D' AND d.submit_key = 'kafka:$T:0:$1'"
+         WHERE s.deployment = '$D' AND d.submit_key = 'kafka:$TOPIC:0:$1'"
 }
 batches() { sql "SELECT count(*) FROM dispatch_batch WHERE deployment = '$D' AND epoch = $1"; }
 
 # 1. held
 out=$(ingest 7 0 1) || fail "it_ingest failed: $out"
 log "held: $(echo "$out" | tr '\n' ' ')"
-[ "$out" = "$(printf 'batch 1: 2\nlease: fenced=0 dispatched=2\nkafka:%s:0:0\nkafka:%s:0:1' "$T" "$T")" ] \
+[ "$out" = "$(printf 'batch 1: 2\nlease: fenced=0 dispatched=2\nkafka:%s:0:0\nkafka:%s:0:1' "$TOPIC" "$TOPIC")" ] \
     || fail "with the lease held: $out"
 [ "$(marked 0)$(marked 1)" = tt ] || fail "with the lease held, not marked dispatched"
 [ "$(batches 7)" = 1 ] || fail "with the lease held, $(batches 7) dispatch_batch rows under epoch 7, not 1"
@@ -69,7 +76,7 @@ log "expired: $(echo "$out" | tr '\n' ' ')"
 [ "$(batches 7)" = 1 ] || fail "an expired lease wrote a dispatch_batch row"
 sql "UPDATE ax_leader SET expires_at = now() + interval '1 hour' WHERE role = '$R'" >/dev/null
 
-# 3. a takeover under way: the ingest waits, then is fenced
+# 3. a takeover under way: the ingest waits for it, then is fenced
 PGAPPNAME="${D}takeover" psql -X -q -v ON_ERROR_STOP=1 -c "BEGIN" \
     -c "UPDATE ax_leader SET holder = 'h2', epoch = 8 WHERE role = '$R'" \
     -c "SELECT pg_sleep(3)" -c "COMMIT" >/dev/null 2>&1 &
@@ -79,48 +86,39 @@ takeover_holds() {
               AND query LIKE '%pg_sleep%'")" = 1 ]
 }
 wait_for 10 "the takeover session holding the lease row" takeover_holds
-t0=$(date +%s%N)
-out=$(ingest 7 4) || fail "it_ingest failed: $out"
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+ingest 7 4 > "$WORK/ing3.out" 2>&1 &
+ING=$!
+ingest_waits_takeover() { blocks "${D}ingest" "${D}takeover"; }
+wait_for 10 "the ingest waiting for the takeover" ingest_waits_takeover
+wait "$ING" || fail "it_ingest failed: $(cat "$WORK/ing3.out")"
 wait "$TK" || fail "the takeover session failed"
-log "during a takeover (${ms} ms): $(echo "$out" | tr '\n' ' ')"
-[ "$ms" -ge 1000 ] || fail "the ingest did not wait for the takeover (${ms} ms)"
+out=$(cat "$WORK/ing3.out")
+log "during a takeover: $(echo "$out" | tr '\n' ' ')"
 [ "$(echo "$out" | sed -n 2p)" = "lease: fenced=1 dispatched=0" ] || fail "after a takeover: $out"
 [ "$(marked 4)" = f ] || fail "an instance was marked dispatched under the taken-over epoch"
 
-# 4. an ingest holding the lease makes a takeover wait for its commit. The
-#    ingest is held after it locked the lease: a session inserts, and keeps
-#    uncommitted, the instance_def row of the id the ingest's instance will
-#    get (the sequence's next value), so the ingest's insert waits for it;
-#    the session rolls back after 3 s.
+# 4. an ingest that read the lease, not yet committed: a takeover waits
 sql "UPDATE ax_leader SET holder = 'h1', epoch = 9 WHERE role = '$R'" >/dev/null
-next=$(( $(sql "SELECT nextval('job_instance_id_seq')") + 1 ))
-PGAPPNAME="${D}row" psql -X -q -v ON_ERROR_STOP=1 -c "BEGIN" \
-    -c "INSERT INTO instance_def (id, timeout_ms, trace_id, idempotency_key) VALUES ($next, 1, 'x', 'x')" \
-    -c "SELECT pg_sleep(3)" -c "ROLLBACK" >/dev/null 2>&1 &
-ROW=$!
-row_holds() {
-    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = '${D}row'
-              AND query LIKE '%pg_sleep%'")" = 1 ]
-}
-wait_for 10 "a session holding instance $next's row" row_holds
-ingest 9 5 > "$WORK/ing4.out" 2>&1 &
+# (the session's idle-in-transaction timeout, 2.5 s by default, off for it)
+IT_HOLD_MS=4000 AXCONF_PG_OPTIONS="-c idle_in_transaction_session_timeout=0" \
+    ingest 9 5 > "$WORK/ing4.out" 2>&1 &
 ING=$!
-ingest_waits() {
-    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'it_ingest'
-              AND wait_event_type = 'Lock' AND query LIKE 'WITH ld AS%'")" -ge 1 ]
+ingest_holds() {
+    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = '${D}ingest'
+              AND state = 'idle in transaction'")" = 1 ]
 }
-wait_for 10 "the ingest waiting for instance $next's row" ingest_waits
-t0=$(date +%s%N)
-sql "UPDATE ax_leader SET holder = 'h2', epoch = 10 WHERE role = '$R'" >/dev/null \
-    || fail "the takeover failed"
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+wait_for 10 "the ingest's transaction open after its statement" ingest_holds
+PGAPPNAME="${D}takeover2" psql -X -q -v ON_ERROR_STOP=1 \
+    -c "UPDATE ax_leader SET holder = 'h2', epoch = 10 WHERE role = '$R'" >/dev/null 2>&1 &
+TK=$!
+takeover_waits() { blocks "${D}takeover2" "${D}ingest"; }
+wait_for 10 "the takeover waiting for the ingest's commit" takeover_waits
 wait "$ING" || fail "it_ingest failed: $(cat "$WORK/ing4.out")"
-wait "$ROW" || true
+wait "$TK" || fail "the takeover failed"
 out=$(cat "$WORK/ing4.out")
-log "takeover behind an ingest (${ms} ms): $(echo "$out" | tr '\n' ' ')"
-[ "$ms" -ge 1000 ] || fail "the takeover did not wait for the ingest holding the lease (${ms} ms)"
+log "a takeover behind an ingest: $(echo "$out" | tr '\n' ' ')"
 [ "$(echo "$out" | sed -n 2p)" = "lease: fenced=0 dispatched=1" ] || fail "the ingest before the takeover: $out"
 [ "$(marked 5)" = t ] || fail "the ingest before the takeover did not mark its instance"
 [ "$(batches 9)" = 1 ] || fail "the ingest before the takeover left no dispatch_batch row under epoch 9"
+[ "$(sql "SELECT epoch FROM ax_leader WHERE role = '$R'")" = 10 ] || fail "the takeover did not land"
 log "ok"

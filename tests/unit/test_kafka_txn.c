@@ -5,7 +5,9 @@
  * produce that fails inside a transaction is ended with
  * ax_kafka_txn_end_abort so the next begin works (left open, every later
  * begin fails "in state InTransaction": issue #11, defect 1); a commit the
- * broker refuses is aborted by ax_kafka_txn_commit, never left open.
+ * broker refuses is aborted by ax_kafka_txn_commit, never left open; and
+ * every client (producer, transactional producer, reader) sends without
+ * Nagle's delay unless kafka.socket.nagle.disable says otherwise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -82,6 +84,19 @@ static void test_nagle_off_by_default(void **state) {
                      RD_KAFKA_CONF_OK);
     assert_string_equal(v, "false");
     rd_kafka_destroy(p);
+    ax_conf_free(&c);
+    /* a consumer too, by default */
+    ax_conf_init(&c);
+    assert_int_equal(ax_conf_set(&c, "kafka.test.mock.num.brokers", "1", "test", err, sizeof err),
+                     0);
+    rd_kafka_t *k = ax_kafka_reader_new(&c, "test-nagle-reader", err, sizeof err);
+    if (!k)
+        fail_msg("reader: %s", err);
+    n = sizeof v;
+    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(k), "socket.nagle.disable", v, &n),
+                     RD_KAFKA_CONF_OK);
+    assert_string_equal(v, "true");
+    rd_kafka_destroy(k);
     ax_conf_free(&c);
 }
 

@@ -79,8 +79,10 @@ typedef struct ax_ingest_ctx {
      * (a standby never marks deferrals) */
     const int64_t *lane_wait_ms;
     /* the leader's lease (role, holder, epoch; epoch 0: a standby), checked
-     * and locked FOR SHARE by the statement itself, which commits on its
-     * own: a lease no longer held ingests as a standby (ax_ingest_out_t.fenced) */
+     * and locked FOR SHARE by the statement itself, which then commits on
+     * its own when run outside a transaction block (the trigger's ingest
+     * connection): a lease no longer held ingests as a standby's, nothing
+     * marked dispatched or deferred (ax_ingest_out_t.fenced) */
     int64_t epoch;
     const char *role;
     const char *holder;
@@ -97,7 +99,8 @@ typedef struct ax_ingest_out {
     ax_dispatch_rows_t rows;
     char **submit_key;
     /* epoch given and the lease found no longer held (known only when the
-     * statement inserted a row): nothing was marked dispatched */
+     * statement inserted a row: one inserting nothing never reads the
+     * lease): nothing was marked dispatched */
     int fenced;
 } ax_ingest_out_t;
 void ax_ingest_out_free(ax_ingest_out_t *out);

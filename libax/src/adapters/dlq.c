@@ -41,6 +41,8 @@ ax_dlq_t *ax_dlq_open(const ax_conf_t *c, int *ret_rc, char *errbuf, size_t errl
     }
     rd_kafka_conf_set_log_cb(kc, quiet_log);
     rd_kafka_conf_set_error_cb(kc, quiet_error);
+    /* as every client of libax (kafka.c): no Nagle's delay unless kafka.* says so */
+    rd_kafka_conf_set(kc, "socket.nagle.disable", "true", err, sizeof err);
     for (size_t i = 0; i < c->n_kafka; i++)
         if (rd_kafka_conf_set(kc, c->kafka[i].key, c->kafka[i].value, err, sizeof err) !=
             RD_KAFKA_CONF_OK) {

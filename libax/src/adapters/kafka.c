@@ -144,7 +144,7 @@ static rd_kafka_conf_t *base_conf_derived(const ax_conf_t *conf, const char *cli
     /* Every client sends at once (TCP_NODELAY): with Nagle's algorithm a
      * small request behind one not yet acknowledged waited for the ACK.
      * Measured at 1,000 jobs/s: fire-to-start p99 18.5 -> 12.7 ms and the
-     * broker 23 -> 15 % of a core (BENCHMARKS.md, "Nagle's delay"). */
+     * broker 23 -> 15 % of a core (BENCHMARKS.md, "Issue #13: Nagle's delay"). */
     static const char *const common[] = {"socket.nagle.disable", "true", NULL, NULL};
     const char *const *lists[] = {common, defaults, derived};
     for (size_t li = 0; li < AX_ARRAY_SIZE(lists); li++)

@@ -142,10 +142,17 @@ static char *int_array_i(const int *v, size_t n) {
  *
  * On the leader ($14: its epoch, $23 and $24 its lease's role and holder;
  * 0 elsewhere), the lease is re-read and locked FOR SHARE by the statement
- * itself (CTE ld: a successor's takeover waits for this commit), so an
- * ingest is one round trip and one implicit transaction, not BEGIN, the
- * lease's SELECT, the statement and COMMIT; with the lease no longer held
- * the batch is ingested as a standby's (column leased = 0). There,
+ * itself (CTE ld: a successor's takeover waits for this commit), so the
+ * trigger runs it alone, outside a transaction block, one round trip
+ * committed on its own, not BEGIN, the lease's SELECT, the statement and
+ * COMMIT. With the lease no longer held the batch is ingested as a
+ * standby's: nothing marked dispatched or deferred (column leased = 0).
+ * ld is evaluated at n's first row, after wm and sk locked their
+ * watermark and key rows (a batch that inserts nothing never reads the
+ * lease): the lease row is locked last. That cannot deadlock as long as
+ * no transaction updates ax_leader and then touches submit_offset,
+ * submission or the instance tables (store/leader.c's statements each
+ * touch ax_leader alone). There,
  * an instance due now, whose lane flows with room and nothing deferred
  * ($15, per priority), and that is not a static shard parent, is marked
  * dispatched with one dispatch_batch row in the same statement and produced
@@ -243,7 +250,8 @@ AX_STMT_GENERIC(st_ingest, "dispatch.ingest",
     "  CASE WHEN u.shard_count IS NOT NULL THEN 'static'"
     "       WHEN u.shard_base IS NOT NULL THEN 'probe' END AS smode,"
     /* due now while its lane defers: recorded as deferred at once */
-    "  CASE WHEN " DUE_NOW " AND " LANE_DEFERS " THEN now() END AS deferred,"
+    "  CASE WHEN EXISTS (SELECT 1 FROM ld) AND " DUE_NOW " AND " LANE_DEFERS
+    "   THEN now() END AS deferred,"
     "  CASE WHEN EXISTS (SELECT 1 FROM ld) AND " DUE_NOW " AND ($15::int[])[u.p + 1] = 1"
     "   AND u.shard_count IS NULL THEN now() END AS disp"
     " FROM u LEFT JOIN sk ON u.kp IS NULL AND sk.submit_key = u.skey"
@@ -501,7 +509,7 @@ int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t 
         return rc;
     rc = ax__dispatch_rows_read(r, INGEST_HOLD, &out->rows);
     if (rc == 0 && c->epoch > 0 && PQntuples(r) > 0)
-        out->fenced = strcmp(PQgetvalue(r, 0, INGEST_LEASED), "0") == 0;
+        out->fenced = ax_pg_int(r, 0, INGEST_LEASED) == 0;
     if (rc == 0 && out->rows.n) {
         out->submit_key = calloc(out->rows.n, sizeof *out->submit_key);
         for (size_t i = 0; out->submit_key && i < out->rows.n; i++)

@@ -1,15 +1,21 @@
 /*
  * it_ingest — integration-test helper: run the trigger's ingest statement
- * (ax_store_ingest, as a standby: nothing marked dispatched) on batches
- * read from stdin, one submission a line "JOB KEY [LOG_END]" (JOB '-': an
- * inline command, echo), a blank line ending a batch. Prints per batch a
- * line "batch N: K" then the submit key of each instance made, sorted.
+ * (ax_store_ingest; as a standby, nothing marked dispatched, unless
+ * IT_LEASE names a lease) on batches read from stdin, one submission a
+ * line "JOB KEY [LOG_END]" (JOB '-': an inline command, echo), a blank
+ * line ending a batch. Prints per batch a line "batch N: K" then the
+ * submit key of each instance made, sorted.
  * Usage: it_ingest CONFIG_FILE DEPLOYMENT. Exit 0, or 1 when a statement
- * failed (its error on stderr).
+ * failed (its error on stderr). Environment:
+ *   IT_LEASE="ROLE HOLDER EPOCH": ingest as that leader (see run());
+ *   IT_HOLD_MS=N: run each batch inside BEGIN, and COMMIT N ms after the
+ *     statement returned (the locks it took held meanwhile);
+ *   IT_APPNAME: the session's application_name (default it_ingest).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ax/conf.h"
 #include "ax/pg.h"
@@ -28,6 +34,7 @@ static int cmp(const void *a, const void *b) {
  * after each batch's line. */
 static char lease_role[128], lease_holder[128];
 static long long lease_epoch;
+static long hold_ms;
 
 static int run(ax_pg_t *pg, const char *dep, ax_ingest_in_t *in, size_t n, int batch) {
     char err[1024];
@@ -40,9 +47,22 @@ static int run(ax_pg_t *pg, const char *dep, ax_ingest_in_t *in, size_t n, int b
         c.direct = direct;
     }
     ax_ingest_out_t out = {0};
+    if (hold_ms > 0 && ax_pg_begin(pg, err, sizeof err) < 0) {
+        fprintf(stderr, "it_ingest: batch %d: BEGIN: %s\n", batch, err);
+        return 1;
+    }
     if (ax_store_ingest(pg, &c, in, n, &out, err, sizeof err) < 0) {
         fprintf(stderr, "it_ingest: batch %d: %s\n", batch, err);
         return 1;
+    }
+    if (hold_ms > 0) {
+        struct timespec ts = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        if (ax_pg_commit(pg, err, sizeof err) < 0) {
+            fprintf(stderr, "it_ingest: batch %d: COMMIT: %s\n", batch, err);
+            ax_ingest_out_free(&out);
+            return 1;
+        }
     }
     size_t disp = 0;
     for (size_t k = 0; k < out.rows.n; k++)
@@ -76,7 +96,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "it_ingest: IT_LEASE is not 'ROLE HOLDER EPOCH'\n");
         return 2;
     }
-    ax_pg_t *pg = ax_pg_new(&conf, "it_ingest", err, sizeof err);
+    const char *hold = getenv("IT_HOLD_MS");
+    hold_ms = hold ? atol(hold) : 0;
+    const char *app = getenv("IT_APPNAME");
+    ax_pg_t *pg = ax_pg_new(&conf, app && *app ? app : "it_ingest", err, sizeof err);
     if (!pg || ax_pg_ensure(pg, err, sizeof err) < 0) {
         fprintf(stderr, "it_ingest: %s\n", err);
         return 2;
