@@ -166,6 +166,8 @@ static int ingest_rows(trigger_t *t, ingest_row_t *rows, size_t from, size_t to,
     free(in);
     if (rc < 0 || !used)
         return rc;
+    for (size_t k = 0; k < out.rows.n; k++)
+        t->ingest_held += out.rows.v[k].hold != 0;
     /* Inserted, duplicate (same submit_key seen before), or unknown job:
      * a row is inserted when the statement returned its submit key. The
      * returned keys are sorted and each row's looked up (O(n log n)): the
@@ -234,6 +236,7 @@ int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) 
     if (!rows)
         return AX_ERR_NOMEM;
     int rc = 0;
+    t->ingest_held = 0;
     for (size_t i = 0; i < n; i++) {
         rd_kafka_message_t *m = msgs[i];
         ingest_row_t *w = &rows[i];
@@ -302,7 +305,11 @@ int ingest_batch(ax_svc_t *svc, rd_kafka_message_t **msgs, size_t n, void *arg) 
     }
     if (added)
         ax_debug("%lld instance(s) scheduled", (long long)added);
-    if (added && t->leader)
+    /* the due scan for what the statement left to it (not due yet, a
+     * deferring lane, a lane not dispatched from the ingest, a static
+     * shard parent); a batch dispatched whole needs none: three statements
+     * a batch saved at low load */
+    if (added && t->leader && t->ingest_held)
         arm_scan(t, 0);
 out:
     for (size_t i = 0; i < n; i++) {

@@ -44,6 +44,7 @@ typedef struct trigger {
      * commits on its own and stays on its cached generic plan, so the
      * loop's connection never switches plan_cache_mode for it */
     ax_pg_t *ingest_pg;
+    int64_t ingest_held; /* rows of the batch the ingest left to the due scan */
     ax_svc_t svc;
     struct event *ev_scan, *ev_sweep, *ev_lead, *ev_wheel, *ev_reload;
     unsigned scan_failures;
