@@ -53,6 +53,14 @@ marked() { # OFFSET: the instance's dispatched_at is set (t/f)
          WHERE s.deployment = '$D' AND d.submit_key = 'kafka:$TOPIC:0:$1'"
 }
 batches() { sql "SELECT count(*) FROM dispatch_batch WHERE deployment = '$D' AND epoch = $1"; }
+raced() { # STEP WHAT EXPECT: wait for the ingest ($ING, output $WORK/STEP.out) and the
+          # other session ($TK); the ingest's lease line must be EXPECT
+    wait "$ING" || fail "it_ingest failed: $(cat "$WORK/$1.out")"
+    wait "$TK" || fail "the takeover session failed"
+    out=$(cat "$WORK/$1.out")
+    log "$2: $(echo "$out" | tr '\n' ' ')"
+    [ "$(echo "$out" | sed -n 2p)" = "$3" ] || fail "$2: $out"
+}
 
 # 1. held
 out=$(ingest 7 0 1) || fail "it_ingest failed: $out"
@@ -63,16 +71,16 @@ log "held: $(echo "$out" | tr '\n' ' ')"
 [ "$(batches 7)" = 1 ] || fail "with the lease held, $(batches 7) dispatch_batch rows under epoch 7, not 1"
 
 # 2. a stale epoch, then an expired lease
-out=$(ingest 6 2) || fail "it_ingest failed: $out"
-log "stale epoch: $(echo "$out" | tr '\n' ' ')"
-[ "$(echo "$out" | sed -n 2p)" = "lease: fenced=1 dispatched=0" ] || fail "with a stale epoch: $out"
-[ "$(marked 2)" = f ] || fail "a stale epoch's instance was marked dispatched"
+fenced_alone() { # WHAT EPOCH OFFSET: the batch is fenced, its instance not marked
+    out=$(ingest "$2" "$3") || fail "it_ingest failed: $out"
+    log "$1: $(echo "$out" | tr '\n' ' ')"
+    [ "$(echo "$out" | sed -n 2p)" = "lease: fenced=1 dispatched=0" ] || fail "$1: $out"
+    [ "$(marked "$3")" = f ] || fail "$1: its instance was marked dispatched"
+}
+fenced_alone "a stale epoch" 6 2
 [ "$(batches 6)" = 0 ] || fail "a stale epoch wrote a dispatch_batch row"
 sql "UPDATE ax_leader SET expires_at = now() - interval '1 second' WHERE role = '$R'" >/dev/null
-out=$(ingest 7 3) || fail "it_ingest failed: $out"
-log "expired: $(echo "$out" | tr '\n' ' ')"
-[ "$(echo "$out" | sed -n 2p)" = "lease: fenced=1 dispatched=0" ] || fail "with the lease expired: $out"
-[ "$(marked 3)" = f ] || fail "an expired lease's instance was marked dispatched"
+fenced_alone "an expired lease" 7 3
 [ "$(batches 7)" = 1 ] || fail "an expired lease wrote a dispatch_batch row"
 sql "UPDATE ax_leader SET expires_at = now() + interval '1 hour' WHERE role = '$R'" >/dev/null
 
@@ -90,11 +98,7 @@ ingest 7 4 > "$WORK/ing3.out" 2>&1 &
 ING=$!
 ingest_waits_takeover() { blocks "${D}ingest" "${D}takeover"; }
 wait_for 10 "the ingest waiting for the takeover" ingest_waits_takeover
-wait "$ING" || fail "it_ingest failed: $(cat "$WORK/ing3.out")"
-wait "$TK" || fail "the takeover session failed"
-out=$(cat "$WORK/ing3.out")
-log "during a takeover: $(echo "$out" | tr '\n' ' ')"
-[ "$(echo "$out" | sed -n 2p)" = "lease: fenced=1 dispatched=0" ] || fail "after a takeover: $out"
+raced ing3 "during a takeover" "lease: fenced=1 dispatched=0"
 [ "$(marked 4)" = f ] || fail "an instance was marked dispatched under the taken-over epoch"
 
 # 4. an ingest that read the lease, not yet committed: a takeover waits
@@ -113,11 +117,7 @@ PGAPPNAME="${D}takeover2" psql -X -q -v ON_ERROR_STOP=1 \
 TK=$!
 takeover_waits() { blocks "${D}takeover2" "${D}ingest"; }
 wait_for 10 "the takeover waiting for the ingest's commit" takeover_waits
-wait "$ING" || fail "it_ingest failed: $(cat "$WORK/ing4.out")"
-wait "$TK" || fail "the takeover failed"
-out=$(cat "$WORK/ing4.out")
-log "a takeover behind an ingest: $(echo "$out" | tr '\n' ' ')"
-[ "$(echo "$out" | sed -n 2p)" = "lease: fenced=0 dispatched=1" ] || fail "the ingest before the takeover: $out"
+raced ing4 "a takeover behind an ingest" "lease: fenced=0 dispatched=1"
 [ "$(marked 5)" = t ] || fail "the ingest before the takeover did not mark its instance"
 [ "$(batches 9)" = 1 ] || fail "the ingest before the takeover left no dispatch_batch row under epoch 9"
 [ "$(sql "SELECT epoch FROM ax_leader WHERE role = '$R'")" = 10 ] || fail "the takeover did not land"

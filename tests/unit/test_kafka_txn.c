@@ -63,41 +63,37 @@ static void test_handle_limits(void **state) {
     assert_string_equal(v, "66536");
 }
 
-/* Every client sends without Nagle's delay unless kafka.* says otherwise. */
-static void test_nagle_off_by_default(void **state) {
-    char v[64], err[512];
+/* A handle's socket.nagle.disable, as librdkafka holds it. */
+static void assert_nagle(rd_kafka_t *h, const char *want) {
+    char v[64];
     size_t n = sizeof v;
-    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(rk), "socket.nagle.disable", v, &n),
+    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(h), "socket.nagle.disable", v, &n),
                      RD_KAFKA_CONF_OK);
-    assert_string_equal(v, "true");
-    ax_conf_t c;
-    ax_conf_init(&c);
-    assert_int_equal(ax_conf_set(&c, "kafka.test.mock.num.brokers", "1", "test", err, sizeof err),
-                     0);
-    assert_int_equal(ax_conf_set(&c, "kafka.socket.nagle.disable", "false", "test", err,
-                                 sizeof err), 0);
-    rd_kafka_t *p = ax_kafka_producer_new(&c, "test-nagle", err, sizeof err);
-    if (!p)
-        fail_msg("producer: %s", err);
-    n = sizeof v;
-    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(p), "socket.nagle.disable", v, &n),
-                     RD_KAFKA_CONF_OK);
-    assert_string_equal(v, "false");
-    rd_kafka_destroy(p);
-    ax_conf_free(&c);
-    /* a consumer too, by default */
-    ax_conf_init(&c);
-    assert_int_equal(ax_conf_set(&c, "kafka.test.mock.num.brokers", "1", "test", err, sizeof err),
-                     0);
-    rd_kafka_t *k = ax_kafka_reader_new(&c, "test-nagle-reader", err, sizeof err);
-    if (!k)
-        fail_msg("reader: %s", err);
-    n = sizeof v;
-    assert_int_equal(rd_kafka_conf_get(rd_kafka_conf(k), "socket.nagle.disable", v, &n),
-                     RD_KAFKA_CONF_OK);
-    assert_string_equal(v, "true");
-    rd_kafka_destroy(k);
-    ax_conf_free(&c);
+    assert_string_equal(v, want);
+}
+
+/* Every client sends without Nagle's delay unless kafka.* says otherwise:
+ * the transactional producer of setup(), a plain producer told otherwise,
+ * a reader by default. */
+static void test_nagle_off_by_default(void **state) {
+    char err[512];
+    assert_nagle(rk, "true");
+    for (int reader = 0; reader < 2; reader++) {
+        ax_conf_t c;
+        ax_conf_init(&c);
+        assert_int_equal(
+            ax_conf_set(&c, "kafka.test.mock.num.brokers", "1", "test", err, sizeof err), 0);
+        if (!reader)
+            assert_int_equal(ax_conf_set(&c, "kafka.socket.nagle.disable", "false", "test", err,
+                                         sizeof err), 0);
+        rd_kafka_t *h = reader ? ax_kafka_reader_new(&c, "test-nagle-reader", err, sizeof err)
+                               : ax_kafka_producer_new(&c, "test-nagle", err, sizeof err);
+        if (!h)
+            fail_msg("client: %s", err);
+        assert_nagle(h, reader ? "true" : "false");
+        rd_kafka_destroy(h);
+        ax_conf_free(&c);
+    }
 }
 
 static void test_failed_produce_is_aborted(void **state) {
