@@ -75,6 +75,16 @@ class Console:
     def els(self, css):
         return self.d.find_elements(By.CSS_SELECTOR, css)
 
+    def type(self, what, css, text):
+        """Type text into the field css, found again if the page re-rendered it
+        meanwhile (a stale element: the login form drawn twice after a logout)."""
+        def typed():
+            e = self.el(css)
+            e.clear()
+            e.send_keys(text)
+            return e.get_attribute('value') == text
+        self.wait(what, typed, 30)
+
     def text(self, css):
         found = self.els(css)
         return found[0].text if found else ''
@@ -120,14 +130,13 @@ class Console:
 def login(c, token):
     c.d.get(c.base + '/')
     c.wait('the login form', lambda: c.els('#token'))
-    c.el('#token').send_keys('not-the-token')
+    c.type('the wrong token typed', '#token', 'not-the-token')
     c.el('form.login button[type=submit]').click()
     c.wait('the wrong token refused', lambda: 'refused' in c.text('#login-error'))
     if c.els('#nav a[aria-current]') or sessionStorage(c):
         raise Failed('a wrong token was kept')
     c.shot('login-refused-light')
-    c.el('#token').clear()
-    c.el('#token').send_keys(token)
+    c.type('the token typed', '#token', token)
     c.el('form.login button[type=submit]').click()
     c.wait('the overview after login', lambda: 'Live' in c.text('#live'))
     if c.d.get_cookies():
@@ -338,7 +347,7 @@ def read_only(c, token, job):
     """A read token sees the pages; the buttons that change things are disabled."""
     c.el('#logout').click()
     c.wait('the login form again', lambda: c.els('#token'))
-    c.el('#token').send_keys(token)
+    c.type('the read token typed', '#token', token)
     c.el('form.login button[type=submit]').click()
     c.wait('logged in as the read token', lambda: '(read)' in c.text('#who'))
     c.go(f'#/jobs/{job}')
