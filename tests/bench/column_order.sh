@@ -15,6 +15,8 @@ set -euo pipefail
 ROUNDS=${1:-8}; ROWS=${2:-200000}; DB=${3:-ax_colorder}
 cfg() { sed -n "s/^$1 *= *//p" "$AX_CONFIG" | head -1; }
 export PGHOST=$(cfg pg.host) PGPORT=$(cfg pg.port) PGUSER=$(cfg pg.user) PGPASSWORD=$(cfg pg.password)
+[[ $ROUNDS =~ ^[1-9][0-9]*$ && $ROWS =~ ^[1-9][0-9]*$ ]] || { echo "column_order: ROUNDS and ROWS are positive integers" >&2; exit 2; }
+[[ $DB =~ ^[a-z_][a-z0-9_]*$ ]] || { echo "column_order: SCRATCH must be a plain lower-case name" >&2; exit 2; }
 ((ROUNDS * 1000 <= ROWS)) || { echo "column_order: ROUNDS x 1,000 must be <= ROWS" >&2; exit 2; }
 p() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 p -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"

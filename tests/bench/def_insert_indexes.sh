@@ -9,6 +9,7 @@
 #   AX_CONFIG=ax.conf tests/bench/def_insert_indexes.sh [N] [ROUNDS]
 set -euo pipefail
 N=${1:-1000}; ROUNDS=${2:-2}
+[[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "def_insert_indexes: N and ROUNDS are positive integers" >&2; exit 2; }
 cfg() { sed -n "s/^$1 *= *//p" "$AX_CONFIG" | head -1; }
 export PGHOST=$(cfg pg.host) PGPORT=$(cfg pg.port) PGUSER=$(cfg pg.user) PGDATABASE=$(cfg pg.dbname)
 export PGPASSWORD=$(cfg pg.password)
