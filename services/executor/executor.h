@@ -196,6 +196,7 @@ struct executor {
     char **child_env_base;
     size_t child_env_n;
     int64_t ran, duplicates, dead_lettered, lost_leases;
+    int64_t primers; /* the trigger's partition primers skipped (dispatch.prime) */
     int64_t part_seq;     /* Attempt records produced (their chunks: report.c) */
     void *http;           /* h_http.c state */
     void *plugin;         /* h_plugin.c state */

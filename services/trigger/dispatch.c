@@ -140,6 +140,37 @@ static void on_row_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
     free(rd);
 }
 
+/* A dispatch record delivered: its partition is one the next window
+ * primes (dispatch.prime). Bounded: beyond 4,096 partitions in one window
+ * the rest register with their first record, as without primers. */
+static void on_row_message(ax_delivery_t *d, const rd_kafka_message_t *m) {
+    struct dispatch_win *w = &((row_dlv_t *)d)->t->win;
+    if (m->err || m->partition < 0 || !m->rkt)
+        return;
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    for (size_t k = w->nparts; k-- > 0;)
+        if (w->parts[k].partition == m->partition && strcmp(w->parts[k].topic, topic) == 0)
+            return;
+    if (w->nparts == w->capparts) {
+        size_t cap = w->capparts ? w->capparts * 2 : 16;
+        struct win_part *v = cap <= 4096 ? realloc(w->parts, cap * sizeof *v) : NULL;
+        if (!v)
+            return;
+        w->parts = v;
+        w->capparts = cap;
+    }
+    char *name = strdup(topic);
+    if (!name)
+        return;
+    w->parts[w->nparts++] = (struct win_part){name, m->partition};
+}
+
+static void win_parts_clear(struct dispatch_win *w) {
+    for (size_t k = 0; k < w->nparts; k++)
+        free(w->parts[k].topic);
+    w->nparts = 0;
+}
+
 /* After a failed commit: the largest record of this batch Kafka refused
  * for itself is held (one per failed transaction: a record set refused as
  * a whole names every record in it). Returns 1 if one was. */
@@ -199,6 +230,8 @@ static int produce_record(trigger_t *t, const ax_dispatch_t *d, const char *rout
     row_dlv_t *rd = calloc(1, sizeof *rd);
     if (rd) {
         rd->d.on_report = on_row_report;
+        if (t->svc.conf.dispatch_prime && t->svc.conf.dispatch_transaction_ms > 0)
+            rd->d.on_message = on_row_message; /* the next window's primers */
         /* no routing field: in chunks of dispatch.partition.chunk, so a
          * small transaction touches one or two partitions, not all */
         if (!routing)
@@ -293,9 +326,11 @@ static void after_failed_commit(trigger_t *t, const ax_dispatch_rows_t *rows) {
 
 /* ---- the ingest's window ---------------------------------------------------------- */
 
+static int win_flush(trigger_t *t, int prime);
+
 static void win_on_timer(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
-    dispatch_win_flush(arg);
+    win_flush(arg, 1);
 }
 
 /* Settle what the window's transaction carried (committed), or make it
@@ -386,18 +421,64 @@ static void win_drop_ids(trigger_t *t, const int64_t *ids, size_t n) {
     free(s);
 }
 
-int dispatch_win_flush(trigger_t *t) {
-    if (!t->win.open)
+static void on_primer_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
+    (void)err; /* a failed one fails the window's commit, like any record */
+    free(d);
+}
+
+/* Begin the next window at once with one primer on each partition the
+ * window just committed used (dispatch.prime), so the registration of
+ * those partitions with the new transaction is not on a batch's path (a
+ * partition's first record in a transaction waits for AddPartitionsToTxn
+ * and the broker's verification: BENCHMARKS.md, "Issue #13: the
+ * twenty-first session"). The primers' window is committed like any
+ * other, by its timer if no batch comes, and primes none after it: an
+ * idle leader makes no transactions. */
+static void win_prime(trigger_t *t) {
+    struct dispatch_win *w = &t->win;
+    char err[512];
+    if (!w->nparts || lead_txn_begin(t) < 0)
+        return;
+    win_open(t);
+    for (size_t k = 0; k < w->nparts; k++) {
+        ax_delivery_t *d = calloc(1, sizeof *d);
+        if (!d)
+            break;
+        d->on_report = on_primer_report;
+        d->part_hint = (int64_t)w->parts[k].partition + 1;
+        if (ax_kafka_produce(t->txp, w->parts[k].topic, AX_KAFKA_PRIMER_KEY,
+                             sizeof AX_KAFKA_PRIMER_KEY - 1, NULL, 0, NULL, d, err,
+                             sizeof err) < 0) {
+            free(d); /* not adopted; the rest register with their first record */
+            ax_debug("dispatch primer: %s", err);
+            break;
+        }
+    }
+}
+
+/* Commit the window, settle it, and — prime, when it ended by its length
+ * or size (not because another transaction comes next) and carried
+ * dispatches — begin the next with its primers. */
+static int win_flush(trigger_t *t, int prime) {
+    struct dispatch_win *w = &t->win;
+    if (!w->open)
         return 0;
     win_close(t);
+    prime = prime && w->n > 0;
     int rc = lead_txn_commit(t);
     win_settle(t, rc == 0);
+    if (rc == 0 && prime && t->leader && !t->svc.stopping && t->svc.conf.dispatch_prime)
+        win_prime(t);
+    win_parts_clear(w);
     return rc;
 }
+
+int dispatch_win_flush(trigger_t *t) { return win_flush(t, 0); }
 
 void dispatch_win_forget(trigger_t *t) {
     win_close(t);
     t->win.n = 0;
+    win_parts_clear(&t->win);
 }
 
 /* ---- one batch --------------------------------------------------------------------- */
@@ -465,7 +546,7 @@ static int dispatch_close(trigger_t *t, const ax_dispatch_rows_t *rows, dispatch
             free(x->ids);
             x->ids = NULL;
             if (ax_mono_ms() >= t->win.until_mono || t->win.n >= 100000)
-                dispatch_win_flush(t);
+                win_flush(t, 1);
             if (produced > 0)
                 lag_note_sent(t);
             return produced;

@@ -188,6 +188,8 @@ static void trigger_fini(trigger_t *t) {
     alert_fini();
     sched_destroy(t);
     free(t->refused);
+    dispatch_win_forget(t); /* the partitions noted for primers */
+    free(t->win.parts);
     if (t->win.ev)
         event_free(t->win.ev);
     free(t->win.ids);

@@ -126,6 +126,14 @@ typedef struct trigger {
         int64_t *ids;       /* what it carries: settled (or undone) at its commit */
         size_t n, cap;
         struct event *ev;   /* commits it when no batch comes */
+        /* the partitions its records went to (from their delivery reports,
+         * served in the commit's flush): the next window's primers go
+         * there (dispatch.prime) */
+        struct win_part {
+            char *topic;
+            int32_t partition;
+        } *parts;
+        size_t nparts, capparts;
     } win;
 
     /* tlead (leader side): what leader.c calls above itself, set by main.c,

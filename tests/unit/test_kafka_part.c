@@ -4,7 +4,8 @@
  * on partition (hint - 1) mod the topic's count, chunks of
  * produce.partition.chunk records in turn (ax_kafka_chunk_hint); hint 0
  * keeps the key's partition (murmur2, as before); with kafka.partitioner
- * set the hints are ignored.
+ * set the hints are ignored. And what tells a dispatch window's partition
+ * primer from a record (ax_kafka_is_primer).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,6 +89,25 @@ static void test_chunk_hint(void **state) {
     assert_int_equal(ax_kafka_chunk_hint(7, 1), 8);
 }
 
+/* A partition primer (dispatch.prime) is a record keyed ax-primer with no
+ * value; anything else, an error report or a value, is not one. */
+static void test_is_primer(void **state) {
+    char key[] = AX_KAFKA_PRIMER_KEY, other[] = "ax-primes", val[] = "x";
+    rd_kafka_message_t m = {.key = key, .key_len = sizeof key - 1};
+    assert_int_equal(ax_kafka_is_primer(&m), 1);
+    m.payload = val, m.len = 1; /* a value */
+    assert_int_equal(ax_kafka_is_primer(&m), 0);
+    m.payload = NULL, m.len = 0, m.err = RD_KAFKA_RESP_ERR__PARTITION_EOF;
+    assert_int_equal(ax_kafka_is_primer(&m), 0);
+    m.err = 0, m.key = other; /* another key, one letter apart */
+    assert_int_equal(ax_kafka_is_primer(&m), 0);
+    m.key = key, m.key_len = 2; /* a prefix of it */
+    assert_int_equal(ax_kafka_is_primer(&m), 0);
+    m.key = NULL, m.key_len = 0; /* no key */
+    assert_int_equal(ax_kafka_is_primer(&m), 0);
+    assert_int_equal(ax_kafka_is_primer(NULL), 0);
+}
+
 static void test_chunks_in_turn(void **state) {
     static rec_t recs[NREC];
     produce_all(recs, 100, NULL, NULL);
@@ -120,6 +140,7 @@ static void test_configured_partitioner_wins(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_hint),
+        cmocka_unit_test(test_is_primer),
         cmocka_unit_test(test_chunks_in_turn),
         cmocka_unit_test(test_no_hint_is_by_key),
         cmocka_unit_test(test_configured_partitioner_wins),

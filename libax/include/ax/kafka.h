@@ -61,6 +61,14 @@ int64_t ax_kafka_record_max(const ax_conf_t *conf);
  * or network trouble: not the record's fault). */
 int ax_kafka_err_record_refused(rd_kafka_resp_err_t err);
 
+/* A partition primer on a dispatch topic (dispatch.prime): a record with
+ * this key and no value, produced by the leading trigger into a new
+ * dispatch window so that the partition joins the Kafka transaction
+ * before a batch's records need it. It carries no instance: executors
+ * skip it (ax_kafka_is_primer) and move their offsets past it. */
+#define AX_KAFKA_PRIMER_KEY "ax-primer"
+int ax_kafka_is_primer(const rd_kafka_message_t *m);
+
 /* When set (by a command-line tool that reports errors itself), librdkafka's
  * log lines and error events of every handle made here are logged at debug
  * only: none reaches stderr at the default log.level. */

@@ -91,6 +91,11 @@ int64_t ax_kafka_record_max(const ax_conf_t *conf) {
     return conf->message_max_bytes + AX_KAFKA_HEADROOM;
 }
 
+int ax_kafka_is_primer(const rd_kafka_message_t *m) {
+    return m && !m->err && m->len == 0 && m->key && m->key_len == sizeof AX_KAFKA_PRIMER_KEY - 1 &&
+           memcmp(m->key, AX_KAFKA_PRIMER_KEY, m->key_len) == 0;
+}
+
 int ax_kafka_err_record_refused(rd_kafka_resp_err_t err) {
     return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
            err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
