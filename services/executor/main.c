@@ -111,18 +111,19 @@ static int take_message(executor_t *ex, rd_kafka_message_t *m) {
     r->msg = m;
     r->topic_ix = topic_index(ex, rd_kafka_topic_name(m->rkt));
     r->qi.lane = r->topic_ix < 0 ? AX_PRIORITY_DEFAULT : ex->ln.topics[r->topic_ix].lane;
-    ex->ln.served[r->qi.lane] = ax_mono_ms(); /* the lane was fetched from */
-    char reason[512];
-    int dlq = 0;
-    ax_dlq_about_t about = {0}; /* what it was, once it decoded */
     if (ax_kafka_is_primer(m)) {
         /* a partition primer of the trigger's dispatch window: no
-         * instance; done at once, its offset committed with the rest */
+         * instance (nor work served from its lane); done at once, its
+         * offset committed with the rest */
         r->state = RUN_DONE;
         ex->primers++;
         track(ex, r);
         return 0;
     }
+    ex->ln.served[r->qi.lane] = ax_mono_ms(); /* the lane was fetched from */
+    char reason[512];
+    int dlq = 0;
+    ax_dlq_about_t about = {0}; /* what it was, once it decoded */
     if (ax_svc_precheck(svc, m, AX_SCHEMA_DISPATCH, reason, sizeof reason) < 0 ||
         ax_dispatch_decode(m->payload, m->len, &r->d, reason, sizeof reason) < 0) {
         dlq = 1;

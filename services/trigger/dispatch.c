@@ -223,14 +223,14 @@ static int dispatch_of_row(const trigger_t *t, const ax_dispatch_row_t *x, argv_
 /* Produce one encoded record of row d onto `topic`: 0 produced, 1 held
  * (its topic is gone), AX_ERR_IO (err) the batch is aborted. */
 static int produce_record(trigger_t *t, const ax_dispatch_t *d, const char *routing,
-                          const char *topic, void *buf, size_t len, hold_list_t *holds,
-                          char *err, size_t errlen) {
+                          const char *topic, void *buf, size_t len, int window,
+                          hold_list_t *holds, char *err, size_t errlen) {
     char key[256];
     int klen = routing_key(routing, d, key, sizeof key);
     row_dlv_t *rd = calloc(1, sizeof *rd);
     if (rd) {
         rd->d.on_report = on_row_report;
-        if (t->svc.conf.dispatch_prime && t->svc.conf.dispatch_transaction_ms > 0)
+        if (window && t->svc.conf.dispatch_prime)
             rd->d.on_message = on_row_message; /* the next window's primers */
         /* no routing field: in chunks of dispatch.partition.chunk, so a
          * small transaction touches one or two partitions, not all */
@@ -258,8 +258,8 @@ static int produce_record(trigger_t *t, const ax_dispatch_t *d, const char *rout
  * the ids of rows that cannot be produced go to `holds` with their reason
  * (hold.c). Returns rows produced, or AX_ERR_IO (err) when a produce
  * failed: the caller aborts. */
-static int produce_rows(trigger_t *t, const ax_dispatch_rows_t *rows, hold_list_t *holds,
-                        char *err, size_t errlen) {
+static int produce_rows(trigger_t *t, const ax_dispatch_rows_t *rows, int window,
+                        hold_list_t *holds, char *err, size_t errlen) {
     int produced = 0;
     size_t max = (size_t)t->svc.conf.message_max_bytes;
     argv_cache_t argv = {0};
@@ -287,7 +287,8 @@ static int produce_rows(trigger_t *t, const ax_dispatch_rows_t *rows, hold_list_
                      len, max, d.payload_len);
             free(buf);
         } else {
-            rc = produce_record(t, &d, x->routing_field, topic, buf, len, holds, err, errlen);
+            rc = produce_record(t, &d, x->routing_field, topic, buf, len, window, holds, err,
+                                errlen);
             free(buf);
             if (rc == 0) {
                 t->lane_sent[lane]++;
@@ -437,10 +438,18 @@ static void on_primer_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
 static void win_prime(trigger_t *t) {
     struct dispatch_win *w = &t->win;
     char err[512];
-    if (!w->nparts || lead_txn_begin(t) < 0)
+    /* with kafka.partitioner set a primer would go to its key's partition,
+     * not the one it is for; without the window's timer nothing would
+     * commit a window of primers alone */
+    if (!w->nparts || !w->ev || ax_kafka_partitioner_set(&t->svc.conf) ||
+        lead_txn_begin(t) < 0)
         return;
     win_open(t);
     for (size_t k = 0; k < w->nparts; k++) {
+        /* a topic gone since (deleted with its group) would hold the
+         * transaction: the next dispatch to it is held instead (hold.c) */
+        if (hold_topic_known(t, w->parts[k].topic) != 1)
+            continue;
         ax_delivery_t *d = calloc(1, sizeof *d);
         if (!d)
             break;
@@ -508,6 +517,7 @@ static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, int wind
         if (t->win.open)
             win_drop_ids(t, x->ids, x->n);
         dispatch_win_flush(t); /* one transaction at a time */
+        win_parts_clear(&t->win); /* what another transaction's records used */
         if (lead_txn_begin(t) < 0) {
             x->produced = AX_ERR_IO;
             return;
@@ -516,7 +526,7 @@ static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, int wind
             win_open(t);
     }
     x->open = 1;
-    x->produced = produce_rows(t, rows, &x->holds, err, sizeof err);
+    x->produced = produce_rows(t, rows, x->window, &x->holds, err, sizeof err);
     if (x->produced < 0) {
         /* never left open: every later begin would fail */
         char why[700];
@@ -526,8 +536,10 @@ static void dispatch_open(trigger_t *t, const ax_dispatch_rows_t *rows, int wind
         if (carried)
             win_close(t);
         lead_txn_abort(t, why);
-        if (carried)
+        if (carried) {
             win_settle(t, 0); /* the earlier batches of the window went with it */
+            win_parts_clear(&t->win);
+        }
     }
 }
 

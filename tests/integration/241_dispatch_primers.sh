@@ -27,7 +27,7 @@ log "1. commands in a few windows"
 for i in 1 2 3; do
     out=$(axctl submit --wait --wait-timeout 60 --trace-id "prime-$i" -- sh -c "echo ran >> $marks") ||
         fail "submit $i failed: $out"
-    sleep 0.7 # past the window: the next command goes into a new one
+    sleep 0.7 # past the window (the next command joins the primers' window, or a new one)
 done
 [ "$(wc -l <"$marks")" = 3 ] || fail "commands ran $(wc -l <"$marks") times, expected 3"
 some_primers() { [ "$(primers)" -ge 1 ]; }
@@ -42,11 +42,19 @@ log "$p2 primer(s) on $DT ($p1 a while before)"
 [ "$p2" = "$p1" ] || fail "primers went on while idle: $p1, then $p2"
 [ "$(primers_committed)" = "$p2" ] || fail "$(primers_committed) of $p2 primers committed"
 [ "$p2" -le 8 ] || fail "$p2 primers for 3 windows of one command each on 2 partitions"
+# each primer on a partition a dispatch record went to
+topic_read "$DT" '%p %k %S\n' -X isolation.level=read_uncommitted >"$WORK/dt"
+used=$(awk '$2 != "ax-primer" { print $1 }' "$WORK/dt" | sort -u | tr '\n' ' ')
+primed=$(awk '$2 == "ax-primer" { print $1 }' "$WORK/dt" | sort -u | tr '\n' ' ')
+for p in $primed; do
+    [[ " $used" == *" $p "* ]] || fail "a primer on partition $p, where no dispatch went (dispatches: $used)"
+done
 stop_svc executor
-skipped=$(grep -oE '[0-9]+ partition primers skipped' "$WORK/ax-executor.log" | tail -n 1 | cut -d' ' -f1)
+skipped=$({ grep -oE '[0-9]+ partition primers skipped' "$WORK/ax-executor.log" || true; } |
+    tail -n 1 | cut -d' ' -f1)
 [ "$skipped" = "$p2" ] || fail "the executor skipped '${skipped}' primers, $p2 on the topic"
 n_dlq=$(topic_count "$(topic dlq)")
-[ "$n_dlq" = 0 ] || fail "$n_dlq record(s) dead-lettered"
+[ "$n_dlq" = 0 ] || fail "$n_dlq record(s) dead-lettered: $(topic_read "$(topic dlq)" '%k %h\n' | head -3)"
 
 log "3. dispatch.prime=0"
 stop_svc trigger

@@ -153,8 +153,9 @@ topic_read() { local t=$1 f=$2; shift 2; kc "$@" -C -t "$t" -o beginning -e -q -
 # counted; primer_count counts them alone (uncommitted ones too).
 no_primers() { grep -vx 'ax-primer' || true; }
 topic_count() {
-    case $1 in
-        *dispatch*) topic_read "$1" '%k\n' "${@:2}" | no_primers | wc -l ;;
+    case ${1#"$AXCONF_TOPIC_PREFIX"} in
+        dispatch | dispatch.*) # a primer: that key and no value (kcat's %S: -1)
+            topic_read "$1" '%k %S\n' "${@:2}" | { grep -vxE 'ax-primer (-1|0)' || true; } | wc -l ;;
         *) topic_read "$1" 'x\n' "${@:2}" | wc -l ;;
     esac
 }

@@ -45,6 +45,9 @@ typedef struct ax_delivery {
  * transaction of n such records touches min(partitions, n / chunk + 2)
  * partitions, however many the topic has, where keys would touch all. */
 int64_t ax_kafka_chunk_hint(int64_t seq, int64_t chunk);
+/* 1 if kafka.partitioner names librdkafka's partitioner: part_hint is then
+ * ignored by the producers made here. */
+int ax_kafka_partitioner_set(const ax_conf_t *conf);
 
 /* Size limits (docs/CONFIGURATION.md, message.max.bytes): a message's
  * value is at most message.max.bytes (M); a Kafka record, with its key,

@@ -51,11 +51,17 @@ static int32_t partition_cb(const rd_kafka_topic_t *rkt, const void *key, size_t
                                                    msg_opaque);
 }
 
-/* Install partition_cb unless kafka.partitioner chose one. */
-static void set_partitioner(rd_kafka_conf_t *kc, const ax_conf_t *conf) {
+int ax_kafka_partitioner_set(const ax_conf_t *conf) {
     for (size_t i = 0; i < conf->n_kafka; i++)
         if (strcmp(conf->kafka[i].key, "partitioner") == 0)
-            return;
+            return 1;
+    return 0;
+}
+
+/* Install partition_cb unless kafka.partitioner chose one. */
+static void set_partitioner(rd_kafka_conf_t *kc, const ax_conf_t *conf) {
+    if (ax_kafka_partitioner_set(conf))
+        return;
     rd_kafka_topic_conf_t *tc = rd_kafka_conf_get_default_topic_conf(kc);
     if (tc) {
         rd_kafka_topic_conf_set_partitioner_cb(tc, partition_cb);

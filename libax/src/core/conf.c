@@ -353,7 +353,8 @@ const ax_conf_def_t ax_conf_table[] = {
      "verification) before a batch's records wait for it; executors skip these records. "
      "At 1,000 jobs/s, 32 alternating pairs: fire-to-start p99 14.45 -> 12.5 ms (medians), "
      "the run's slowest job 36.7 -> 24.2 ms (BENCHMARKS.md). "
-     "0: a window's first record on each partition registers it. An executor of a release "
+     "0: a window's first record on each partition registers it (so too with kafka.partitioner "
+     "set: a primer would go to its key's partition). An executor of a release "
      "before 2026-12-05 dead-letters the primers: set 0 until every executor is upgraded "
      "(docs/DEPLOYMENT.md). Read at start only."},
     {"dispatch.overlap", AX_CONF_INT, OFF(dispatch_overlap), "0", 0, 1, "trigger",
