@@ -416,8 +416,9 @@ static int wbuf_done(wbuf_t *w, void **ret_buf, size_t *ret_len) {
  * generic value the caller must decref. */
 /* Header, schema id and the guard's walk: 0 when buf is exactly one
  * well-formed datum of schema `id`. */
-static int decode_check(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
-                        char *errbuf, size_t errlen) {
+/* Header and schema id: 0 when buf is framed as schema `id`. */
+static int decode_peek(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
+                       char *errbuf, size_t errlen) {
     const codec_schema_t *cs = lookup(id, errbuf, errlen);
     int32_t got = 0;
     int rc;
@@ -429,11 +430,17 @@ static int decode_check(int32_t id, const void *buf, size_t len, const codec_sch
     if (got != id)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "schema id %" PRId32 " is not %s (%" PRId32 ")",
                          got, cs->name, id);
-    if ((rc = ax__avro_guard_walk(cs->schema, (const uint8_t *)buf + HEADER_LEN, len - HEADER_LEN,
-                                  HEADER_LEN, errbuf, errlen)))
-        return rc;
     *ret_cs = cs;
     return 0;
+}
+
+static int decode_check(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
+                        char *errbuf, size_t errlen) {
+    int rc = decode_peek(id, buf, len, ret_cs, errbuf, errlen);
+    if (rc)
+        return rc;
+    return ax__avro_guard_walk((*ret_cs)->schema, (const uint8_t *)buf + HEADER_LEN,
+                               len - HEADER_LEN, HEADER_LEN, errbuf, errlen);
 }
 
 static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *ret_val,
@@ -602,13 +609,19 @@ static int copy_strv(avro_value_t *arr, char ***ret, size_t *ret_len) {
 /* ---- direct decoding (the hot records) ------------------------------- */
 
 /* Dispatch, Attempt (id 5) and Submit are read here straight from the
- * bytes, in their schema's field order, once the guard has walked them
- * (decode_check: exactly one well-formed datum of the writer's schema, so
- * untrusted bytes reach no decoder unchecked, and never avro-c). The reader
- * still checks every bound itself; a disagreement with the guard (cannot
- * happen) is an error, never a read past the buffer. test_codec_direct
- * compares these decoders with the avro-c ones kept below
- * (ax__*_decode_avro) on random records and on mutated and cut bytes. */
+ * bytes, in their schema's field order, never by avro-c. The reader is the
+ * guard for them: it checks everything the guard's walk checks (every
+ * length and block count against the bytes left, varints of at most 64
+ * bits, union branches, enum indexes, booleans, strings valid UTF-8
+ * without NUL, arrays of at most AX_CODEC_MAX_ITEMS, block sizes that
+ * match, exactly one datum and nothing after it), so the bytes of the
+ * records every job carries are walked once, not twice (the walk was 7 %
+ * of ax-executor's CPU at full load; BENCHMARKS.md, "Issue #13: the
+ * twenty-second session"). Only bytes the reader refuses are walked
+ * (direct_refused): the guard's message says where and why, as for every
+ * other record. test_codec_direct holds these decoders to the verdicts of
+ * the guard-then-avro-c ones kept below (ax__*_decode_avro) on random
+ * records and on mutated and cut bytes. */
 typedef struct rbuf {
     const uint8_t *p;
     size_t len, pos;
@@ -623,6 +636,10 @@ static int64_t r_long(rbuf_t *r) {
             return 0;
         }
         uint8_t b = r->p[r->pos++];
+        if (shift == 63 && b > 1) { /* bits past 64, as the guard refuses */
+            r->bad = 1;
+            return 0;
+        }
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80))
             return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
@@ -670,11 +687,12 @@ static const uint8_t *r_span(rbuf_t *r, size_t *ret_n) {
     return s;
 }
 
-/* A string, copied and NUL-terminated (a NUL inside is refused). */
+/* A string, copied and NUL-terminated: valid UTF-8 without NUL, as the
+ * guard's walk requires. */
 static char *r_str(rbuf_t *r) {
-    size_t n;
+    size_t n, at;
     const uint8_t *s = r_span(r, &n);
-    if (r->bad || memchr(s, 0, n)) {
+    if (r->bad || !ax__utf8_check((const char *)s, n, &at)) {
         r->bad = 1;
         return NULL;
     }
@@ -720,18 +738,23 @@ static void r_strv(rbuf_t *r, char ***ret, size_t *ret_len) {
         return;
     }
     for (;;) {
-        int64_t count = r_long(r);
+        int64_t count = r_long(r), size = -1;
         if (r->bad || count == 0)
             return;
         if (count < 0) {
             count = count == INT64_MIN ? 0 : -count;
-            (void)r_long(r); /* the block's size in bytes */
+            size = r_long(r); /* the block's size in bytes: checked below */
+            if (size < 0 || (uint64_t)size > r->len - r->pos)
+                r->bad = 1;
         }
-        /* every string takes at least its length byte */
-        if (r->bad || count <= 0 || (uint64_t)count > r->len - r->pos) {
+        /* every string takes at least its length byte; at most
+         * AX_CODEC_MAX_ITEMS in all, as the guard allows */
+        if (r->bad || count <= 0 || (uint64_t)count > r->len - r->pos ||
+            (uint64_t)count > AX_CODEC_MAX_ITEMS - n) {
             r->bad = 1;
             return;
         }
+        size_t start = r->pos;
         if (n + (size_t)count + 1 > cap) {
             size_t nc = n + (size_t)count + 1;
             char **nv = realloc(v, nc * sizeof *nv);
@@ -749,6 +772,10 @@ static void r_strv(rbuf_t *r, char ***ret, size_t *ret_len) {
             v[++n] = NULL;
             *ret_len = n;
         }
+        if (size >= 0 && r->pos - start != (size_t)size) {
+            r->bad = 1;
+            return;
+        }
     }
 }
 
@@ -758,9 +785,24 @@ static int r_done(rbuf_t *r, const char *what, char *errbuf, size_t errlen) {
         return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "out of memory decoding %s", what);
     if (r->bad || r->pos != r->len)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID,
-                         "%s: the guard and the decoder disagree at offset %zu", what,
-                         r->pos + HEADER_LEN);
+                         "%s: malformed at offset %zu (the guard accepts it: a reader bug)",
+                         what, r->pos + HEADER_LEN);
     return 0;
+}
+
+/* A direct read refused buf (rc: the reader's or a semantic rule's
+ * verdict, its message in errbuf): the guard's walk says why when the
+ * bytes are not one well-formed datum, as it would have said first
+ * before; otherwise the reader's message stands. */
+static int direct_refused(const codec_schema_t *cs, const void *buf, size_t len, int rc,
+                          char *errbuf, size_t errlen) {
+    char why[512];
+    if (rc == AX_ERR_NOMEM)
+        return rc;
+    if (ax__avro_guard_walk(cs->schema, (const uint8_t *)buf + HEADER_LEN, len - HEADER_LEN,
+                            HEADER_LEN, why, sizeof why) == 0)
+        return rc;
+    return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "%s", why);
 }
 
 static rbuf_t rbuf_of(const void *buf, size_t len) {
@@ -895,7 +937,7 @@ int ax_submit_decode(const void *buf, size_t len, ax_submit_t *ret, char *errbuf
 
     if (!ret)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
-    if ((rc = decode_check(AX_SCHEMA_SUBMIT, buf, len, &cs, errbuf, errlen)))
+    if ((rc = decode_peek(AX_SCHEMA_SUBMIT, buf, len, &cs, errbuf, errlen)))
         return rc;
     rbuf_t r = rbuf_of(buf, len);
     ax_submit_init(&m);
@@ -928,7 +970,7 @@ int ax_submit_decode(const void *buf, size_t len, ax_submit_t *ret, char *errbuf
 out:
     if (rc) {
         ax_submit_clear(&m);
-        return rc;
+        return direct_refused(cs, buf, len, rc, errbuf, errlen);
     }
     *ret = m;
     return 0;
@@ -1091,7 +1133,7 @@ int ax_dispatch_decode(const void *buf, size_t len, ax_dispatch_t *ret, char *er
 
     if (!ret)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
-    if ((rc = decode_check(AX_SCHEMA_DISPATCH, buf, len, &cs, errbuf, errlen)))
+    if ((rc = decode_peek(AX_SCHEMA_DISPATCH, buf, len, &cs, errbuf, errlen)))
         return rc;
     rbuf_t r = rbuf_of(buf, len);
     memset(&m, 0, sizeof m);
@@ -1113,7 +1155,7 @@ int ax_dispatch_decode(const void *buf, size_t len, ax_dispatch_t *ret, char *er
         rc = check_dispatch(&m, errbuf, errlen);
     if (rc) {
         ax_dispatch_clear(&m);
-        return rc;
+        return direct_refused(cs, buf, len, rc, errbuf, errlen);
     }
     *ret = m;
     return 0;
@@ -1277,7 +1319,7 @@ int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errb
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "no result struct");
     if (ax_codec_peek_schema(buf, len, &id, NULL, 0) == 0 && id == AX_SCHEMA_ATTEMPT_ID3)
         return ax__attempt_decode_avro(buf, len, ret, errbuf, errlen);
-    if ((rc = decode_check(AX_SCHEMA_ATTEMPT, buf, len, &cs, errbuf, errlen)))
+    if ((rc = decode_peek(AX_SCHEMA_ATTEMPT, buf, len, &cs, errbuf, errlen)))
         return rc;
     rbuf_t r = rbuf_of(buf, len);
     memset(&m, 0, sizeof m);
@@ -1296,11 +1338,11 @@ int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errb
     m.retryable = r_bool(&r);
     m.kind = (ax_attempt_kind_t)r_long(&r);
     if (!outcome_valid(m.outcome) || !kind_valid(m.kind))
-        r.bad = 1; /* the guard checked the indexes; belt and braces */
+        r.bad = 1; /* enum indexes: the guard's rule */
     rc = r_done(&r, cs->name, errbuf, errlen);
     if (rc) {
         ax_attempt_clear(&m);
-        return rc;
+        return direct_refused(cs, buf, len, rc, errbuf, errlen);
     }
     *ret = m;
     return 0;

@@ -1,0 +1,25 @@
+-- 027_trace_hash: instance_def's trace-id index is a hash index, not a
+-- B-tree (issue #13; BENCHMARKS.md, "Issue #13: the twenty-second
+-- session").
+--
+-- Trace ids are random (W3C trace ids, or 32 random hex digits ax makes),
+-- so every ingested instance put its trace id at a random leaf of a B-tree
+-- of 33-byte keys: the costliest of instance_def's indexes, and after each
+-- checkpoint the first change of each of its leaves writes a full-page
+-- image. Every lookup by trace id is an equality (axctl instance list
+-- --trace, the API's ?trace_id=, the instance_trace view), which a hash index
+-- serves: it keeps a 4-byte hash per row, not the key (64 MB against 113
+-- MB for 2,000,000 rows), and an insert changes one bucket page. Measured
+-- with tests/bench/trace_index.sh (1,000-row inserts like the ingest's into
+-- copies of instance_def, medians of 15): the index cost 2.1 -> 1.3 us a
+-- row on an empty table, 3.8-4.2 -> 2.2-2.6 us with 300,000 rows, 7.5 ->
+-- 4.4 us with 2,000,000, and 130-140 -> 89 bytes of WAL a row.
+--
+-- Additive: the previous release's statements look trace ids up by
+-- equality too, and use this index. The index is built inside the
+-- migration's transaction, so ingests wait while it is built (a read of
+-- instance_def: about 2 s per million retained instances on the dev
+-- servers); on a table of hundreds of millions of rows, apply it at a quiet
+-- time (docs/DEPLOYMENT.md, "Upgrades", "The schema").
+CREATE INDEX instance_def_trace_hash ON instance_def USING hash (trace_id);
+DROP INDEX instance_def_trace;
