@@ -54,18 +54,28 @@
  * (Every execution is planned for its parameters, force_custom_plan: the
  * estimate came from the statistics, not from a cached plan.) Such
  * statistics are what a quiet hour leaves before a burst, and what every
- * bench_exec run leaves for the next (its cleanup's VACUUM ANALYZE). */
+ * bench_exec run leaves for the next (its cleanup's VACUUM ANALYZE).
+ * The batch's rows are read first (b) and joined to their jobs after, once:
+ * with the job table's statistics small and exact (a handful of jobs,
+ * analyzed), the planner put the job's join inside the per-row loop, a
+ * hash right join per batch entry (a 1,024-bucket table built, the job
+ * table read and every bucket scanned for the unmatched row, 1,000 times a
+ * claim: 5 % of the executor's backend at full load, perf; BENCHMARKS.md,
+ * "Issue #13: the twenty-second session"). Materialized, b is one row per
+ * entry before any job is looked at. */
 AX_STMT(st_claim, "run.claim",
-        "WITH c AS MATERIALIZED ("
-        "  SELECT i.id, i.attempt, i.state,"
-        "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
-        "    $6::bigint)::bigint AS lease"
+        "WITH b AS MATERIALIZED ("
+        "  SELECT i.id, i.attempt, i.state, i.job_id"
         "  FROM unnest($2::bigint[], $3::int[]) AS u(id, attempt),"
         "  LATERAL (SELECT * FROM instance_state i WHERE i.id = u.id AND i.state = 'SCHEDULED'"
         "    AND i.attempt = u.attempt LIMIT 1) i"
-        "  LEFT JOIN job j ON j.id = i.job_id"
+        "), c AS MATERIALIZED ("
+        "  SELECT b.id, b.attempt, b.state,"
+        "    least(greatest($4::bigint * coalesce(j.avg_run_ms, 0), $5::bigint),"
+        "    $6::bigint)::bigint AS lease"
+        "  FROM b LEFT JOIN job j ON j.id = b.job_id"
         "  WHERE j.concurrency_limit IS NULL"
-        "  ORDER BY i.id"
+        "  ORDER BY b.id"
         ")"
         " UPDATE instance_state i SET state = 'LOCKED', worker = $1, locked_at = clock_timestamp(),"
         "  lease_expires_at = now() + c.lease * interval '1 millisecond'"
