@@ -7,7 +7,8 @@
 # is reset before each run and the line ends with the statement whose text
 # contains TEXT (its calls, rows and statement time per row; needs
 # pg_stat_statements and a role that may reset it). The measuring program is
-# bench_exec of NEW's build for both sides.
+# bench_exec of NEW's build for both sides; OLD runs first in odd pairs, NEW
+# in even ones; a run that fails prints "failed" and no figures.
 #
 #   AX_CONFIG=ax.conf tests/bench/ab_exec.sh OLD_BUILD NEW_BUILD PAIRS [N] [RATE]
 #   AX_CONFIG=ax.conf AB_OLD_SETS="" AB_NEW_SETS="--set k=v" \
@@ -29,12 +30,22 @@ export PGPASSWORD=$(cfg pg.password)
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 field() { grep -oP "$1=\K[^ ]+" <<<"$2" | head -1; }
 for ((i = 1; i <= PAIRS; i++)); do
-    for side in old new; do
+    order="old new"
+    ((i % 2 == 0)) && order="new old" # each side first in every other pair
+    for side in $order; do
         b=$OLD sets=${AB_OLD_SETS:-}
         [[ $side == new ]] && b=$NEW sets=${AB_NEW_SETS:-}
-        [[ -n ${AB_STMT:-} ]] && q -c "SELECT pg_stat_statements_reset()" >/dev/null
+        if [[ -n ${AB_STMT:-} ]] && ! q -c "SELECT pg_stat_statements_reset()" >/dev/null; then
+            echo "$ME: cannot reset pg_stat_statements" >&2
+            exit 1
+        fi
         # shellcheck disable=SC2086 # sets: words
         out=$("$BENCH" --config "$AX_CONFIG" --reuse-topics $sets "$b" noop 1 "$N" ${RATE:+"$RATE"} 2>/dev/null)
+        brc=$?
+        if ((brc != 0)); then
+            echo "$i $side failed: bench_exec exited with $brc"
+            continue
+        fi
         pg=$(field cpu_pct_postgres "$out") win=$(field window_s "$out")
         pgus=$(awk -v p="${pg:-0}" -v w="${win:-0}" -v n="$N" 'BEGIN {printf "%.1f", p / 100 * w * 1e6 / n}')
         line="$i $side completed_per_s=$(field completed_per_s "$out")"

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # trace_index.sh — what instance_def's trace-id index costs the ingest, as
-# a B-tree and as a hash index (BENCHMARKS.md, "Issue #13: the
-# twenty-second session"; migration 027_trace_hash). Three scratch copies
-# of instance_def (CREATE TABLE ... LIKE instance_def INCLUDING ALL, so its
-# columns, defaults and other indexes) in AX_CONFIG's database: one without
-# a trace index, one with the B-tree, one with the hash index. Each is
-# filled with PREFILL rows like bench_exec's (a plugin job, random 32-hex
-# trace ids), then ROUNDS rounds insert 1,000 more rows into each in turn
-# (committed, so the indexes grow as they do under load), and the script
-# prints each table's median and each round's ms per 1,000 rows, and the
-# WAL bytes per row of its last round (the insert's own, EXPLAIN (ANALYZE,
-# WAL)). The tables
+# the B-tree it is and as a hash index (BENCHMARKS.md, "Issue #13: the
+# twenty-second session": measured, not taken). Three scratch copies of
+# instance_def (CREATE TABLE ... LIKE instance_def INCLUDING DEFAULTS
+# INCLUDING CONSTRAINTS, with its primary key and its job, flow and parent
+# indexes made alike) in AX_CONFIG's database: one without a trace index,
+# one with a B-tree, one with a hash index. Each is filled with PREFILL
+# rows like bench_exec's but with random 32-hex trace ids (TRACE=same: one
+# trace id for every row, as a client that sets a constant one), then
+# ROUNDS rounds insert 1,000 more rows into each in turn (committed, so the
+# indexes grow as they do under load), and the script prints each table's
+# median and each round's ms per 1,000 rows, and the WAL bytes per row of
+# its last round (the insert's own, EXPLAIN (ANALYZE, WAL)). The tables
 # are dropped at the end.
-#   AX_CONFIG=ax.conf tests/bench/trace_index.sh [PREFILL] [ROUNDS]
+#   AX_CONFIG=ax.conf [TRACE=random|same] tests/bench/trace_index.sh [PREFILL] [ROUNDS]
 set -euo pipefail
 PREFILL=${1:-300000}; ROUNDS=${2:-15}
 [[ $PREFILL =~ ^[0-9]+$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "trace_index: PREFILL and ROUNDS are integers" >&2; exit 2; }
@@ -21,6 +22,11 @@ cfg() { sed -n "s/^$1 *= *//p" "$AX_CONFIG" | head -1; }
 export PGHOST=$(cfg pg.host) PGPORT=$(cfg pg.port) PGUSER=$(cfg pg.user) PGDATABASE=$(cfg pg.dbname)
 export PGPASSWORD=$(cfg pg.password)
 T="bench_trace_none bench_trace_btree bench_trace_hash"
+case ${TRACE:-random} in
+random) TRACE_EXPR="md5(random()::text)" ;;
+same) TRACE_EXPR="'the-same-trace-id-for-every-row'" ;;
+*) echo "trace_index: TRACE is random or same" >&2; exit 2 ;;
+esac
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 cleanup() { for t in $T; do q -c "DROP TABLE IF EXISTS $t" 2>/dev/null || true; done; q -c "DROP SEQUENCE IF EXISTS bench_trace_seq" 2>/dev/null || true; }
 trap cleanup EXIT
@@ -29,7 +35,7 @@ rows() { # rows TABLE N: N rows like bench_exec's
     echo "INSERT INTO $1 (id, job_id, job_name, handler_kind, command, payload, timeout_ms, trace_id,
       idempotency_key, executor_group)
       SELECT nextval('bench_trace_seq'), 1, 'bench', 'plugin', ARRAY['ax-noop.so'], '\\x', 60000,
-        md5(random()::text), 'idem-' || g, 'default' FROM generate_series(1, $2) g"
+        $TRACE_EXPR, 'idem-' || g, 'default' FROM generate_series(1, $2) g"
 }
 q -c "CREATE SEQUENCE bench_trace_seq"
 for t in $T; do
@@ -46,7 +52,7 @@ for t in $T; do
     ((PREFILL > 0)) && q -c "$(rows "$t" "$PREFILL")"
     q -c "VACUUM ANALYZE $t"
 done
-echo "prefill=$PREFILL rounds=$ROUNDS (ms per 1,000 rows)"
+echo "prefill=$PREFILL rounds=$ROUNDS trace=${TRACE:-random} (ms per 1,000 rows)"
 out=$(for ((r = 0; r < ROUNDS; r++)); do
     for t in $T; do
         echo "\\echo $t"

@@ -453,8 +453,11 @@ static void test_decoders_agree(void **state) {
 
 /* The direct reader refuses what the guard refuses, with the guard's
  * reason, in the cases random mutations rarely reach: a varint with bits
- * past 64, array blocks with a byte size (right and wrong), an array of
- * more than AX_CODEC_MAX_ITEMS strings. */
+ * past 64, array blocks with a byte size (right, wrong and negative), an
+ * array of more than AX_CODEC_MAX_ITEMS strings, an enum index whose low
+ * 32 bits are a valid one. (When both refuse, the reasons agree by
+ * construction: the direct decoders take the guard's; the verdicts are
+ * what these cases test.) */
 static size_t submit_bytes(uint8_t *b, const uint8_t *command, size_t clen, const uint8_t *run_at,
                            size_t rlen) {
     size_t n = 0;
@@ -477,6 +480,7 @@ static void test_reader_is_guard(void **state) {
     static const uint8_t cmd_a[] = {2, 2, 2, 'a', 0};                 /* ["a"] */
     static const uint8_t cmd_sized[] = {2, 1, 4, 2, 'a', 0};          /* ["a"], block of -1 and size 2 */
     static const uint8_t cmd_missized[] = {2, 1, 10, 2, 'a', 0};      /* the size says 5 */
+    static const uint8_t cmd_negsize[] = {2, 1, 1, 2, 'a', 0};        /* the size says -1 */
     static const uint8_t null_at[] = {0};
     static const uint8_t long65[] = {2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2};
     static const uint8_t long64[] = {2, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1};
@@ -487,7 +491,19 @@ static void test_reader_is_guard(void **state) {
     assert_int_equal(g_accepted, 3);
     both_decode(2, b, submit_bytes(b, cmd_missized, sizeof cmd_missized, null_at, 1));
     both_decode(2, b, submit_bytes(b, cmd_a, sizeof cmd_a, long65, sizeof long65));
-    assert_int_equal(g_refused, 2);
+    both_decode(2, b, submit_bytes(b, cmd_negsize, sizeof cmd_negsize, null_at, 1));
+    assert_int_equal(g_refused, 3);
+    /* an Attempt whose outcome index is 2^32 + 1: its low 32 bits are a
+     * valid index (FAILED), the index is not */
+    static const uint8_t wide_enum[] = {0, 0, 0, 0, AX_SCHEMA_ATTEMPT, 0x54, 2, 2, 'w', 0x82,
+                                        0x80, 0x80, 0x80, 0x20, 0, 0, 0, 0, 2, 4, 0, 0, 0};
+    both_decode(1, wide_enum, sizeof wide_enum);
+    assert_int_equal(g_refused, 4);
+    /* the same record with outcome 1 (FAILED) is accepted: only the index differs */
+    static const uint8_t narrow_enum[] = {0, 0, 0, 0, AX_SCHEMA_ATTEMPT, 0x54, 2, 2, 'w', 0x02,
+                                          0, 0, 0, 0, 2, 4, 0, 0, 0};
+    both_decode(1, narrow_enum, sizeof narrow_enum);
+    assert_int_equal(g_accepted, 4);
     /* 70,000 strings "a" in one block: more than AX_CODEC_MAX_ITEMS */
     size_t items = 70000, cap = 32 + 2 * items;
     uint8_t *big = malloc(cap), *cmd = malloc(cap);
@@ -506,7 +522,7 @@ static void test_reader_is_guard(void **state) {
     }
     cmd[c++] = 0;
     both_decode(2, big, submit_bytes(big, cmd, c, null_at, 1));
-    assert_int_equal(g_refused, 3);
+    assert_int_equal(g_refused, 5);
     free(big);
     free(cmd);
 }

@@ -4,11 +4,14 @@
  * binary). Schema ids and files are fixed in schemas/manifest.json; the
  * schemas are compiled into the library from the schemas/ .avsc files.
  *
- * Untrusted input: every *_decode() first walks the bytes against the schema
- * and bounds every length, count and union/enum index by what remains in the
- * buffer (and by AX_CODEC_MAX_ITEMS) before avro-c is allowed to read them.
- * A buffer that fails the walk is rejected with a reason and avro-c never
- * sees it. Trailing bytes after the record are an error too.
+ * Untrusted input: every *_decode() bounds every length, count and
+ * union/enum index by what remains in the buffer (and by AX_CODEC_MAX_ITEMS)
+ * before anything is read from it: the decoders that use avro-c walk the
+ * bytes against the schema first (avro_guard.c), and the direct readers of
+ * Submit, Dispatch and Attempt (id 5) check the same rules themselves, the
+ * walk then giving the reason of a refusal. A refused buffer is rejected
+ * with a reason and avro-c never sees it. Trailing bytes after the record
+ * are an error too.
  *
  * Ownership: decoded structs own their strings and arrays (malloc'd);
  * release them with the matching *_clear(). Encoders return a malloc'd

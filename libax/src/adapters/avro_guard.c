@@ -5,9 +5,11 @@
  * 2^31 in a 7-byte message makes it malloc 2 GiB (and leak it when the read
  * then fails), a negative length is passed to malloc as a huge size_t, enum
  * indexes and booleans are stored unchecked, and array counts are followed
- * blindly. So every decoder first walks the bytes here, against the same
- * parsed schema avro-c will use, and only a buffer that is exactly one
- * well-formed datum is handed to avro-c. The walk must consume exactly the
+ * blindly. So every decoder that uses avro-c first walks the bytes here,
+ * against the same parsed schema avro-c will use, and only a buffer that is
+ * exactly one well-formed datum is handed to avro-c. (codec.c's direct
+ * readers of the hot records apply these rules themselves and walk only
+ * the bytes they refuse, for the reason.) The walk must consume exactly the
  * bytes avro-c would (same varint rules: at most 10 bytes), only ever be
  * stricter.
  */

@@ -412,10 +412,6 @@ static int wbuf_done(wbuf_t *w, void **ret_buf, size_t *ret_len) {
 
 /* ---- decoding helpers ------------------------------------------------- */
 
-/* Header, schema id, guard walk, then avro-c. On success *ret_val is a new
- * generic value the caller must decref. */
-/* Header, schema id and the guard's walk: 0 when buf is exactly one
- * well-formed datum of schema `id`. */
 /* Header and schema id: 0 when buf is framed as schema `id`. */
 static int decode_peek(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
                        char *errbuf, size_t errlen) {
@@ -434,6 +430,8 @@ static int decode_peek(int32_t id, const void *buf, size_t len, const codec_sche
     return 0;
 }
 
+/* Header, schema id and the guard's walk: 0 when buf is exactly one
+ * well-formed datum of schema `id` (before avro-c reads it). */
 static int decode_check(int32_t id, const void *buf, size_t len, const codec_schema_t **ret_cs,
                         char *errbuf, size_t errlen) {
     int rc = decode_peek(id, buf, len, ret_cs, errbuf, errlen);
@@ -443,6 +441,8 @@ static int decode_check(int32_t id, const void *buf, size_t len, const codec_sch
                                len - HEADER_LEN, HEADER_LEN, errbuf, errlen);
 }
 
+/* Header, schema id, guard walk, then avro-c. On success *ret_val is a new
+ * generic value the caller must decref. */
 static int decode_begin(int32_t id, const void *buf, size_t len, avro_value_t *ret_val,
                         char *errbuf, size_t errlen) {
     const codec_schema_t *cs = NULL;
@@ -615,8 +615,9 @@ static int copy_strv(avro_value_t *arr, char ***ret, size_t *ret_len) {
  * bits, union branches, enum indexes, booleans, strings valid UTF-8
  * without NUL, arrays of at most AX_CODEC_MAX_ITEMS, block sizes that
  * match, exactly one datum and nothing after it), so the bytes of the
- * records every job carries are walked once, not twice (the walk was 7 %
- * of ax-executor's CPU at full load; BENCHMARKS.md, "Issue #13: the
+ * records every job carries are walked once, not twice (the walk and the
+ * decode were ~7 % of a service's CPU at full load, BENCHMARKS.md "Issue
+ * #13: service CPU per job"; decode 2-4 times faster since, "Issue #13: the
  * twenty-second session"). Only bytes the reader refuses are walked
  * (direct_refused): the guard's message says where and why, as for every
  * other record. test_codec_direct holds these decoders to the verdicts of
@@ -625,49 +626,65 @@ static int copy_strv(avro_value_t *arr, char ***ret, size_t *ret_len) {
 typedef struct rbuf {
     const uint8_t *p;
     size_t len, pos;
-    int bad;
+    int bad; /* 0, 1 (refused) or ENOMEM, which a later refusal keeps */
 } rbuf_t;
+
+static void r_refuse(rbuf_t *r) {
+    if (!r->bad)
+        r->bad = 1;
+}
 
 static int64_t r_long(rbuf_t *r) {
     uint64_t v = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (r->pos >= r->len) {
-            r->bad = 1;
+            r_refuse(r);
             return 0;
         }
         uint8_t b = r->p[r->pos++];
         if (shift == 63 && b > 1) { /* bits past 64, as the guard refuses */
-            r->bad = 1;
+            r_refuse(r);
             return 0;
         }
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80))
             return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
     }
-    r->bad = 1;
+    r_refuse(r);
     return 0;
 }
 
 static int32_t r_int(rbuf_t *r) {
     int64_t v = r_long(r);
     if (v < INT32_MIN || v > INT32_MAX) {
-        r->bad = 1;
+        r_refuse(r);
         return 0;
     }
     return (int32_t)v;
+}
+
+/* An enum's index, checked against its n symbols before it is narrowed
+ * (a 64-bit index cast first would keep only its low bits). */
+static int r_enum(rbuf_t *r, int64_t n) {
+    int64_t v = r_long(r);
+    if (v < 0 || v >= n) {
+        r_refuse(r);
+        return 0;
+    }
+    return (int)v;
 }
 
 /* A ["null", T] union's branch: 1 when T follows. */
 static int r_present(rbuf_t *r) {
     int64_t b = r_long(r);
     if (b != 0 && b != 1)
-        r->bad = 1;
+        r_refuse(r);
     return b == 1;
 }
 
 static int r_bool(rbuf_t *r) {
     if (r->pos >= r->len || r->p[r->pos] > 1) {
-        r->bad = 1;
+        r_refuse(r);
         return 0;
     }
     return r->p[r->pos++];
@@ -677,7 +694,7 @@ static int r_bool(rbuf_t *r) {
 static const uint8_t *r_span(rbuf_t *r, size_t *ret_n) {
     int64_t n = r_long(r);
     if (r->bad || n < 0 || (uint64_t)n > r->len - r->pos) {
-        r->bad = 1;
+        r_refuse(r);
         *ret_n = 0;
         return NULL;
     }
@@ -693,7 +710,7 @@ static char *r_str(rbuf_t *r) {
     size_t n, at;
     const uint8_t *s = r_span(r, &n);
     if (r->bad || !ax__utf8_check((const char *)s, n, &at)) {
-        r->bad = 1;
+        r_refuse(r);
         return NULL;
     }
     char *c = malloc(n + 1);
@@ -745,13 +762,13 @@ static void r_strv(rbuf_t *r, char ***ret, size_t *ret_len) {
             count = count == INT64_MIN ? 0 : -count;
             size = r_long(r); /* the block's size in bytes: checked below */
             if (size < 0 || (uint64_t)size > r->len - r->pos)
-                r->bad = 1;
+                r_refuse(r);
         }
         /* every string takes at least its length byte; at most
          * AX_CODEC_MAX_ITEMS in all, as the guard allows */
         if (r->bad || count <= 0 || (uint64_t)count > r->len - r->pos ||
             (uint64_t)count > AX_CODEC_MAX_ITEMS - n) {
-            r->bad = 1;
+            r_refuse(r);
             return;
         }
         size_t start = r->pos;
@@ -773,7 +790,7 @@ static void r_strv(rbuf_t *r, char ***ret, size_t *ret_len) {
             *ret_len = n;
         }
         if (size >= 0 && r->pos - start != (size_t)size) {
-            r->bad = 1;
+            r_refuse(r);
             return;
         }
     }
@@ -1326,7 +1343,7 @@ int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errb
     m.instance_id = r_long(&r);
     m.attempt = r_int(&r);
     m.worker = r_str(&r);
-    m.outcome = (ax_outcome_t)r_long(&r);
+    m.outcome = (ax_outcome_t)r_enum(&r, (int64_t)AX_ARRAY_SIZE(g_outcomes));
     if ((m.exit_code_set = r_present(&r)))
         m.exit_code = r_int(&r);
     m.error_class = r_opt_str(&r);
@@ -1336,9 +1353,7 @@ int ax_attempt_decode(const void *buf, size_t len, ax_attempt_t *ret, char *errb
     m.finished_at_ms = r_long(&r);
     m.trace_id = r_str(&r);
     m.retryable = r_bool(&r);
-    m.kind = (ax_attempt_kind_t)r_long(&r);
-    if (!outcome_valid(m.outcome) || !kind_valid(m.kind))
-        r.bad = 1; /* enum indexes: the guard's rule */
+    m.kind = (ax_attempt_kind_t)r_enum(&r, (int64_t)AX_ARRAY_SIZE(g_kinds));
     rc = r_done(&r, cs->name, errbuf, errlen);
     if (rc) {
         ax_attempt_clear(&m);
