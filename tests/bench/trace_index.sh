@@ -6,7 +6,8 @@
 # INCLUDING CONSTRAINTS, with its primary key and its job, flow and parent
 # indexes made alike) in AX_CONFIG's database: one without a trace index,
 # one with a B-tree, one with a hash index. Each is filled with PREFILL
-# rows like bench_exec's but with random 32-hex trace ids (TRACE=same: one
+# rows like bench_exec's but with trace ids like ax's own (32 random hex
+# digits; TRACE=same: one
 # trace id for every row, as a client that sets a constant one), then
 # ROUNDS rounds insert 1,000 more rows into each in turn (committed, so the
 # indexes grow as they do under load), and the script prints each table's
