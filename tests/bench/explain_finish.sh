@@ -62,8 +62,8 @@ explain() { # title, prepare types, sql, args, commit?
 }
 # $11: the results returned for the publisher to carry (the publisher's own
 # finish; false in every other callback process)
-FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[], boolean"
-FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}"
+FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[], boolean, bigint, bigint"
+FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}, 20001, $((20000 + B))"
 case $WHAT in
 finish) explain finish "$FT" "$SQL_FIN" "$FA" ;;
 pending|mark|all)

@@ -8,7 +8,8 @@
 # inline commands that succeed and 10 that fail — PromQL through
 # Prometheus's HTTP API (/api/v1/query) returns those counts from every
 # process: submissions, claims, runs by handler kind, attempts and final
-# outcomes by outcome, results published, the fire-to-start and handler
+# outcomes by outcome (none counted stale), results published (some
+# carried), the fire-to-start and handler
 # histograms' counts, and a schedule's fires with their lateness; ax-api's
 # requests by route pattern and status class, their durations, auth
 # failures by reason and requests refused by the rate limit; the
@@ -132,6 +133,17 @@ expect 'sum(ax_callback_outcomes_total{outcome="FAILED"})' 10
 expect 'sum(ax_callback_results_published_total)' $((110 + NF))
 # each published result was taken once, from memory or from the outbox
 expect 'sum(ax_callback_results_source_total)' $((110 + NF))
+# the finish returned each result that ended its attempt, none counted
+# stale: the ones ended for good as the rows the publisher carries (which
+# stand for their own ended rows), the retried apart
+expect 'sum(ax_callback_results_source_total{source="carried"}) > bool 0' 1
+expect 'sum(ax_callback_stale_results_total)' 0
+# the publisher's look for pending results (outbox.pending_quick) answered
+# alone while what waited was carried: the full read (outbox.pending) ran
+# only for results that were not, at most once per result read from the
+# outbox
+expect 'sum(ax_store_statement_calls_total{job="callback",statement="outbox.pending_quick"}) > bool 0' 1
+expect 'sum(ax_store_statement_calls_total{job="callback",statement="outbox.pending"} or vector(0)) <= bool sum(ax_callback_results_source_total{source="outbox"} or vector(0))' 1
 expect 'sum(ax_dlq_messages_total)' 0
 # The store's figures: the claim statement ran, without errors, in every batch.
 expect 'sum(ax_store_statement_calls_total{job="executor",statement="run.claim"}) > bool 0' 1

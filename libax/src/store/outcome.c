@@ -47,7 +47,9 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
 /* One statement persists a batch: CAS FINISHED fenced by (instance,
  * attempt) — stale and duplicate results match nothing — plus the
  * job_attempt rows and the results outbox. Its rows say what changed:
- *   'i', instance, retried        every result that ended its attempt
+ *   'i', instance, retried        every result that ended its attempt (with
+ *                                 $11, only the retried: an 'r' row stands
+ *                                 for each one ended for good)
  *   'f', instance, success        flow stages that ended for good
  *   'c', instance, ''             shards that ended for good
  *   's', job, "slots,n,ok,bad[,mean_ms]"   per job, for "outcome.jobs"
@@ -138,8 +140,10 @@ AX_STMT(st_finish, "outcome.finish",
      * batch's ids): as the inner side of a nested loop an index scan with
      * an array key sorts the array again at every rescan, n sorts of n ids
      * per batch (BENCHMARKS.md, "Issue #13: the array keys rescanned");
-     * scalar bounds cost nothing per rescan */
-    "  WHERE i.id BETWEEN (SELECT min(k.id) FROM old k) AND (SELECT max(k.id) FROM old k)"
+     * scalar bounds cost nothing per rescan. The bounds are the batch's
+     * lowest and highest instance ($12, $13, from the caller: aggregates
+     * over old here were two scans of it a statement) */
+    "  WHERE i.id BETWEEN $12::bigint AND $13::bigint"
     "  AND i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
     "  AND CASE WHEN (o.error_class = 'backlog_full' AND o.worker = 'ax-trigger')"
     "      OR (o.error_class = 'cancelled' AND o.worker = 'axctl')"
@@ -211,6 +215,8 @@ AX_STMT(st_finish, "outcome.finish",
     "   (extract(epoch FROM fd.fin_at) * 1000)::bigint"
     "   FROM fd JOIN bid b ON b.deployment = fd.deployment WHERE $11::boolean"
     " UNION ALL SELECT 'i', id::text, (retry_ms IS NOT NULL)::text" FIN_NONE " FROM fin"
+    /* an 'r' row stands for its 'i' row (ended for good, not retried) */
+    "   WHERE NOT $11::boolean OR retry_ms IS NOT NULL"
     " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text" FIN_NONE " FROM links"
     "   WHERE flow_run_id IS NOT NULL"
     " UNION ALL SELECT 'c', id::text, ''" FIN_NONE " FROM links WHERE parent_id IS NOT NULL"
@@ -287,6 +293,8 @@ static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
             ax__outcome_parse_jobstat(val, &f->jobs[f->njobs++]);
             break;
         case 'r': {
+            /* ended for good: its 'i' row (not retried) is not sent */
+            f->ended[f->nended++] = (ax_outcome_ended_t){id, 0};
             ax_outcome_result_t *o = &f->results[f->nresults++];
             o->batch = ax_pg_int(r, i, FIN_BATCH);
             o->res.instance_id = id;
@@ -306,8 +314,17 @@ int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, in
                             ax_outcome_finished_t *ret, char *errbuf, size_t errlen) {
     memset(ret, 0, sizeof *ret);
     ax_strbuf_t a[FIN_ARGS];
-    const char *p[FIN_ARGS + 1];
+    const char *p[FIN_ARGS + 3];
     p[FIN_ARGS] = results ? "t" : "f";
+    /* the batch's id range ($12, $13) */
+    int64_t lo = n ? in[0].instance_id : 0, hi = lo;
+    for (size_t i = 1; i < n; i++) {
+        lo = in[i].instance_id < lo ? in[i].instance_id : lo;
+        hi = in[i].instance_id > hi ? in[i].instance_id : hi;
+    }
+    ax_num_t nlo, nhi;
+    p[FIN_ARGS + 1] = ax_num(&nlo, lo);
+    p[FIN_ARGS + 2] = ax_num(&nhi, hi);
     int rc = ax__outcome_finish_params(a, in, n);
     for (int k = 0; k < FIN_ARGS; k++)
         p[k] = a[k].s;
@@ -316,7 +333,7 @@ int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, in
         return nomem(errbuf, errlen, st_finish.name);
     }
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_finish, FIN_ARGS + 1, p, NULL, NULL, &r, errbuf, errlen);
+    rc = ax_stmt_run(pg, &st_finish, FIN_ARGS + 3, p, NULL, NULL, &r, errbuf, errlen);
     arrs_free(a, FIN_ARGS);
     if (rc < 0)
         return rc;
