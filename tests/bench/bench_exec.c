@@ -740,7 +740,7 @@ static int wait_read(int64_t above, long want, long stall_s, int64_t *ret_done_m
 
 /* Then PostgreSQL has all of them published: checked once the results
  * were read, outside the measurement's window (its count, a scan of the
- * run's rows through job_instance, cost 4-6 us of PostgreSQL's CPU per job
+ * run's rows through job_instance, cost 2.5-6 us of PostgreSQL's CPU per job
  * of a 20,000-job run when it was inside; BENCHMARKS.md). */
 static int wait_marked(int64_t above, long want) {
     char job[32], ab[32];

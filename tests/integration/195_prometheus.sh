@@ -85,6 +85,9 @@ query() {
 value_is() { [ "$(query "$1")" = "$2" ]; }
 all_up() { value_is 'count(up == 1)' 4; }
 wait_for 60 "Prometheus scraping all four services" all_up
+# the callback is the results publisher and has read the results topic to
+# its end: from now on it carries what it finishes (checked below)
+wait_for 60 "the publisher's recovery" grep -q "read to its end" "$WORK/ax-callback.log"
 
 # A schedule (every 500 ms) while the load runs, stopped before the counts.
 axctl job create "${JOBP}tick" --fixed-rate 500 -- true >/dev/null || fail "job create failed"

@@ -3,7 +3,7 @@
  * (libax/src/store/outcome.c) made from typed results: one array element
  * per result in each of the ten arrays, NULL elements for an exit code not
  * set, an unknown start and a final result (no retry delay), text quoted;
- * and the per-job statistics read back from its rows, with and without a
+ * the update's id range ($12, $13); and the per-job statistics read back from its rows, with and without a
  * mean run time.
  */
 #include <setjmp.h>
@@ -45,6 +45,26 @@ static void finish_params(void **state) {
     }
 }
 
+/* The update's id range: the least and greatest instance, wherever they
+ * are in the batch (results come in consumption order, not id order). */
+static void finish_bounds(void **state) {
+    (void)state;
+    const ax_outcome_in_t in[] = {
+        {.instance_id = 40}, {.instance_id = 7}, {.instance_id = 95}, {.instance_id = 7},
+        {.instance_id = 12},
+    };
+    int64_t lo = -1, hi = -1;
+    ax__outcome_bounds(in, 5, &lo, &hi);
+    assert_int_equal(lo, 7);
+    assert_int_equal(hi, 95);
+    ax__outcome_bounds(in + 2, 1, &lo, &hi); /* one result: both its own */
+    assert_int_equal(lo, 95);
+    assert_int_equal(hi, 95);
+    ax__outcome_bounds(in, 2, &lo, &hi); /* the first is the greatest */
+    assert_int_equal(lo, 7);
+    assert_int_equal(hi, 40);
+}
+
 static void jobstat(void **state) {
     (void)state;
     ax_outcome_jobstat_t j = {.job_id = 5};
@@ -65,6 +85,7 @@ static void jobstat(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(finish_params),
+        cmocka_unit_test(finish_bounds),
         cmocka_unit_test(jobstat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

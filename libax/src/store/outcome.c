@@ -53,7 +53,8 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
  *   'f', instance, success        flow stages that ended for good
  *   'c', instance, ''             shards that ended for good
  *   's', job, "slots,n,ok,bad[,mean_ms]"   per job, for "outcome.jobs"
- *   'r', instance, NULL, batch, result columns   when asked for ($11) */
+ *   'r', instance, present, batch, result columns   when asked for ($11):
+ *                                 present = the definition was found */
 /* The result columns of the 'r' rows, NULL in the others. */
 #define FIN_NONE ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
 AX_STMT(st_finish, "outcome.finish",
@@ -142,7 +143,10 @@ AX_STMT(st_finish, "outcome.finish",
      * per batch (BENCHMARKS.md, "Issue #13: the array keys rescanned");
      * scalar bounds cost nothing per rescan. The bounds are the batch's
      * lowest and highest instance ($12, $13, from the caller: aggregates
-     * over old here were two scans of it a statement) */
+     * over old here were two scans of it a statement, and unknown to the
+     * planner). A stale result of an old instance widens them (it is in
+     * the batch, not in old): the planner, seeing the range, then reads a
+     * large table by primary key and a small one whole */
     "  WHERE i.id BETWEEN $12::bigint AND $13::bigint"
     "  AND i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
     "  AND CASE WHEN (o.error_class = 'backlog_full' AND o.worker = 'ax-trigger')"
@@ -251,6 +255,14 @@ int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t 
     return rc;
 }
 
+void ax__outcome_bounds(const ax_outcome_in_t *in, size_t n, int64_t *lo, int64_t *hi) {
+    *lo = *hi = n ? in[0].instance_id : 0;
+    for (size_t i = 1; i < n; i++) {
+        *lo = in[i].instance_id < *lo ? in[i].instance_id : *lo;
+        *hi = in[i].instance_id > *hi ? in[i].instance_id : *hi;
+    }
+}
+
 void ax__outcome_parse_jobstat(const char *t, ax_outcome_jobstat_t *j) {
     int64_t v[4] = {0};
     char *end = NULL;
@@ -317,11 +329,8 @@ int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, in
     const char *p[FIN_ARGS + 3];
     p[FIN_ARGS] = results ? "t" : "f";
     /* the batch's id range ($12, $13) */
-    int64_t lo = n ? in[0].instance_id : 0, hi = lo;
-    for (size_t i = 1; i < n; i++) {
-        lo = in[i].instance_id < lo ? in[i].instance_id : lo;
-        hi = in[i].instance_id > hi ? in[i].instance_id : hi;
-    }
+    int64_t lo, hi;
+    ax__outcome_bounds(in, n, &lo, &hi);
     ax_num_t nlo, nhi;
     p[FIN_ARGS + 1] = ax_num(&nlo, lo);
     p[FIN_ARGS + 2] = ax_num(&nhi, hi);

@@ -19,6 +19,11 @@ enum { AX__FIN_ARGS = 10 };
  * AX_ERR_NOMEM. */
 int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n);
 
+/* $12, $13 of "outcome.finish": the least and greatest instance of
+ * in[0..n) (n > 0), in any order; the update's id range must hold every
+ * instance the batch can finish. */
+void ax__outcome_bounds(const ax_outcome_in_t *in, size_t n, int64_t *lo, int64_t *hi);
+
 /* The value of an 's' row, "slots,n,ok,bad[,mean_ms]", into *j (job_id
  * untouched). */
 void ax__outcome_parse_jobstat(const char *t, ax_outcome_jobstat_t *j);
