@@ -3,8 +3,8 @@
  * (libax/src/store/outcome.c) made from typed results: one array element
  * per result in each of the ten arrays, NULL elements for an exit code not
  * set, an unknown start and a final result (no retry delay), text quoted;
- * the update's id range ($12, $13); and the per-job statistics read back from its rows, with and without a
- * mean run time.
+ * the update's id range ($12, $13); and the per-job statistics read back
+ * from its rows, with and without a mean run time.
  */
 #include <setjmp.h>
 #include <stdarg.h>

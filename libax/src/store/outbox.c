@@ -4,8 +4,8 @@
  * topic, and the publisher's advisory lock.
  *
  * "outbox.mark_published" / "outbox.mark_recovered", "outbox.pending_quick"
- * and "outbox.pending" are the publisher's hot path: the text of those
- * but the quick look is kept as it was in the callback.
+ * and "outbox.pending" are the publisher's hot path; all but the quick
+ * look (new in the store) keep their text as it was in the callback.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -180,14 +180,15 @@ int ax_store_outbox_pending(ax_pg_t *pg, const char *deployment, int limit,
     }
     const char *p[] = {deployment, ax_num(&nl, limit), cb.s};
     PGresult *r = NULL;
+    /* the quick look first: its answer may be the whole answer (1) */
     int rc = pending_quick(pg, p, ret, errbuf, errlen);
     if (rc == 0)
         rc = ax_stmt_run(pg, &st_pending, 3, p, NULL, NULL, &r, errbuf, errlen);
-    else if (rc > 0)
-        rc = 1;
     ax_strbuf_free(&cb);
-    if (rc != 0)
-        return rc < 0 ? rc : 0;
+    if (rc < 0)
+        return rc;
+    if (rc > 0)
+        return 0; /* answered by the quick look: ret is filled */
     size_t rows = (size_t)PQntuples(r);
     ret->rows = rows ? calloc(rows, sizeof *ret->rows) : NULL;
     ret->carried = rows ? calloc(rows, sizeof *ret->carried) : NULL;
