@@ -5,7 +5,8 @@
 # p50/p99/max, PostgreSQL's CPU per job and the services' (BENCHMARKS.md,
 # "Issue #13: the twenty-second session"). With AB_STMT=TEXT, pg_stat_statements
 # is reset before each run and the line ends with the statement whose text
-# contains TEXT (its calls, rows and statement time per row; needs
+# contains TEXT (its calls, rows, and statement time per row and per job —
+# per job when two builds return different rows per job; needs
 # pg_stat_statements and a role that may reset it). The measuring program is
 # bench_exec of NEW's build for both sides; OLD runs first in odd pairs, NEW
 # in even ones; a run that fails prints "failed" and no figures.
@@ -53,15 +54,16 @@ for ((i = 1; i <= PAIRS; i++)); do
         line+=" services_us_per_job=$(field cpu_us_per_job_services "$out")"
         line+=" executors_us_per_job=$(field cpu_us_per_job_executors "$out")"
         if [[ -n ${AB_STMT:-} ]]; then
-            st=$(q -v t="$AB_STMT" <<'SQL'
+            st=$(q -v t="$AB_STMT" -v n="$N" <<'SQL'
 SELECT calls || ' calls ' || rows || ' rows ' || round((total_exec_time * 1000 / rows)::numeric, 2)
+       || ' us_per_row ' || round((total_exec_time * 1000 / :n)::numeric, 2)
   FROM pg_stat_statements
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
    AND rows > 0 AND strpos(query, :'t') > 0
  ORDER BY total_exec_time DESC LIMIT 1
 SQL
 )
-            line+=" stmt: ${st:-not found} us_per_row"
+            line+=" stmt: ${st:-not found} us_per_job"
         fi
         echo "$line"
     done

@@ -2,13 +2,14 @@
 # explain_finish.sh — EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) of the
 # callback's batch statements (outcome.finish, outbox.pending,
 # outbox.mark_published) on a batch of B RUNNING no-op instances, after
-# 20,000 FINISHED ones (BENCHMARKS.md, "Issue #13: the finish per row").
+# PREFILL (20,000) FINISHED ones (BENCHMARKS.md, "Issue #13: the finish per
+# row", "Issue #13: the twenty-third session").
 # Not a test: a measurement, run by hand against a database of its own (it
 # TRUNCATEs the instance tables).
 #
 #   H=me source /work/devenv/lib.sh; dev_migrate
 #   PGPASSWORD=$(ax_pg_password) PSQL="psql -X -q -h 127.0.0.1 -p $AX_PG_PORT -U ax -d ax_me" \
-#     tests/bench/explain_finish.sh [B] [finish|pending|mark|all]
+#     [PREFILL=N] [WIDE=1] [CARRY=false] tests/bench/explain_finish.sh [B] [finish|pending|mark|all]
 #
 # The statements are the store's own, read from the source by
 # tests/bench/store_sql.py and run as prepared statements with their
@@ -16,6 +17,12 @@
 # pending and mark see the outbox a finish committed.
 set -euo pipefail
 B=${1:-500}; WHAT=${2:-all}
+# PREFILL (default 20000): the FINISHED rows before the batch; WIDE=1: the
+# finish's id bounds ($12, $13) from 1, as when the batch holds a result of
+# an instance far older than the rest (the range then spans the table)
+P=${PREFILL:-20000}
+[[ $P =~ ^[0-9]+$ ]] || { echo "explain_finish: PREFILL is an integer" >&2; exit 2; }
+LO=$((P + 1)); [[ ${WIDE:-0} == 1 ]] && LO=1
 PSQL=${PSQL:-psql}
 HERE=$(cd "$(dirname "$0")" && pwd)
 psql_() { eval "$PSQL" -v ON_ERROR_STOP=1 '"$@"'; }
@@ -40,17 +47,17 @@ load() {
               SELECT $1 + g, j.id, 'ax.', 2, $4 FROM job j, generate_series(1, $2) g
               WHERE j.name = 'xf'" >/dev/null
 }
-load 0 20000 "due_at, state, outcome, finished_at, dispatched_at, locked_at, running_at, worker, result_published_at, exit_code" \
+load 0 "$P" "due_at, state, outcome, finished_at, dispatched_at, locked_at, running_at, worker, result_published_at, exit_code" \
     "now() - interval '1 hour', 'FINISHED', 'SUCCESS', now(), now(), now(), now(), 'exec0', now(), 0"
 psql_ -c "INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome, exit_code, started_at, finished_at)
           SELECT id, 1, 'exec0', 'SUCCESS', 0, now(), now() FROM instance_state" >/dev/null
 # the batch: dispatched, claimed (LOCKED) and started (RUNNING) as the executor does, HOT
-load 20000 "$B" "due_at, dispatched_at" "now(), now()"
+load "$P" "$B" "due_at, dispatched_at" "now(), now()"
 psql_ -c "UPDATE instance_state SET state = 'LOCKED', worker = 'exec0', locked_at = clock_timestamp(),
-            lease_expires_at = now() + interval '30 s', holds_slot = true WHERE id > 20000" \
-      -c "UPDATE instance_state SET state = 'RUNNING', running_at = clock_timestamp() WHERE id > 20000" \
+            lease_expires_at = now() + interval '30 s', holds_slot = true WHERE id > $P" \
+      -c "UPDATE instance_state SET state = 'RUNNING', running_at = clock_timestamp() WHERE id > $P" \
       -c "ANALYZE instance_def, instance_state, job_attempt_log" >/dev/null
-arr() { psql_ -tAc "SELECT '{' || string_agg($1, ',') || '}' FROM generate_series(20001, 20000 + $B) g"; }
+arr() { psql_ -tAc "SELECT '{' || string_agg($1, ',') || '}' FROM generate_series($P + 1, $P + $B) g"; }
 IDS=$(arr "g::text"); ONES=$(arr "'1'"); OUT=$(arr "'SUCCESS'"); ZERO=$(arr "'0'")
 NUL=$(arr "'NULL'"); EMPTY=$(arr "'\"\"'"); W=$(arr "'exec0'"); MS=$(arr "(extract(epoch FROM now()) * 1000)::bigint::text")
 
@@ -63,7 +70,7 @@ explain() { # title, prepare types, sql, args, commit?
 # $11: the results returned for the publisher to carry (the publisher's own
 # finish; false in every other callback process)
 FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[], boolean, bigint, bigint"
-FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}, 20001, $((20000 + B))"
+FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}, $LO, $((P + B))"
 case $WHAT in
 finish) explain finish "$FT" "$SQL_FIN" "$FA" ;;
 pending|mark|all)
