@@ -40,7 +40,8 @@ int cb_finish(callback_t *cb, const ax_outcome_in_t *in, size_t n, int64_t *retr
     /* One transaction: the batch, and the flows its instances advance. */
     int rc = ax_pg_begin(pg, err, errlen);
     if (rc == 0 && n)
-        rc = ax_store_outcome_finish(pg, in, n, cb_pub_carrying(cb), &f, err, errlen);
+        rc = ax_store_outcome_finish(pg, cb->svc.conf.topic_prefix, in, n, cb_pub_carrying(cb), &f,
+                                     err, errlen);
     if (rc == 0)
         rc = cb_advance(cb, &f, err, errlen);
     if (rc == 0 && f.njobs)

@@ -9,7 +9,7 @@
 #
 #   H=me source /work/devenv/lib.sh; dev_migrate
 #   PGPASSWORD=$(ax_pg_password) PSQL="psql -X -q -h 127.0.0.1 -p $AX_PG_PORT -U ax -d ax_me" \
-#     [PREFILL=N] [WIDE=1] [CARRY=false] tests/bench/explain_finish.sh [B] [finish|pending|mark|all]
+#     [PREFILL=N] [WIDE=1] [CARRY=false] [FIN_SQL=FILE] tests/bench/explain_finish.sh [B] [finish|pending|mark|all]
 #
 # The statements are the store's own, read from the source by
 # tests/bench/store_sql.py and run as prepared statements with their
@@ -26,7 +26,9 @@ LO=$((P + 1)); [[ ${WIDE:-0} == 1 ]] && LO=1
 PSQL=${PSQL:-psql}
 HERE=$(cd "$(dirname "$0")" && pwd)
 psql_() { eval "$PSQL" -v ON_ERROR_STOP=1 '"$@"'; }
-SQL_FIN=$("$HERE/store_sql.py" outcome.finish)
+# FIN_SQL=FILE: the finish's text from FILE instead (another release's, to
+# compare: (cd OLD_CHECKOUT && tests/bench/store_sql.py outcome.finish) >FILE)
+if [[ -n ${FIN_SQL:-} ]]; then SQL_FIN=$(cat "$FIN_SQL"); else SQL_FIN=$("$HERE/store_sql.py" outcome.finish); fi
 SQL_PEND=$("$HERE/store_sql.py" outbox.pending)
 SQL_MARK=$("$HERE/store_sql.py" outbox.mark_published)
 
@@ -68,9 +70,10 @@ explain() { # title, prepare types, sql, args, commit?
         grep -v '^BEGIN\|^PREPARE\|^ROLLBACK\|^COMMIT'
 }
 # $11: the results returned for the publisher to carry (the publisher's own
-# finish; false in every other callback process)
-FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[], boolean, bigint, bigint"
-FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}, $LO, $((P + B))"
+# finish; false in every other callback process); $12, $13 the batch's id
+# range; $14 the callback's deployment (the rows' 'ax.')
+FT="bigint[], int[], ax_outcome[], int[], text[], text[], text[], text[], bigint[], bigint[], boolean, bigint, bigint, text"
+FA="'$IDS', '$ONES', '$OUT', '$ZERO', '$NUL', '$NUL', '$EMPTY', '$W', '$MS', '$NUL', ${CARRY:-true}, $LO, $((P + B)), 'ax.'"
 case $WHAT in
 finish) explain finish "$FT" "$SQL_FIN" "$FA" ;;
 pending|mark|all)

@@ -90,14 +90,17 @@ typedef struct ax_outcome_finished {
     size_t nresults;
 } ax_outcome_finished_t;
 
-/* Persist in[0..n) (n > 0) in one statement: each result's instance CAS'd
- * to FINISHED (or SCHEDULED for a retry) if it is still at that attempt,
- * its attempt (on the state row when final, else a job_attempt_log row),
- * and what ended for good into the results outbox.
+/* Persist in[0..n) (n > 0, any order) in one statement: each result's
+ * instance CAS'd to FINISHED (or SCHEDULED for a retry) if it is still at
+ * that attempt, its attempt (on the state row when final, else a
+ * job_attempt_log row), and what ended for good into the results outbox:
+ * one batch row for the instances of `deployment` (the caller's
+ * topic.prefix), one each for any of another deployment.
  * Stale and duplicate results match nothing. *ret describes what changed;
  * with `results`, ret->results holds the results of what ended for good. */
-int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, int results,
-                            ax_outcome_finished_t *ret, char *errbuf, size_t errlen);
+int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
+                            size_t n, int results, ax_outcome_finished_t *ret, char *errbuf,
+                            size_t errlen);
 void ax_outcome_finished_free(ax_outcome_finished_t *f);
 
 /* A job whose circuit the batch opened (for the alert). */

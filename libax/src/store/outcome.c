@@ -58,44 +58,27 @@ static int nomem(char *errbuf, size_t errlen, const char *what) {
 /* The result columns of the 'r' rows, NULL in the others. */
 #define FIN_NONE ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
 AX_STMT(st_finish, "outcome.finish",
-    "WITH u AS ("
+    "WITH u AS MATERIALIZED ("
     "  SELECT * FROM unnest($1::bigint[], $2::int[], $3::ax_outcome[], $4::int[], $5::text[],"
     "    $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])"
     "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms,"
     "      retry_ms)"
-    "), old AS MATERIALIZED ("
-    /* the batch joined to its state rows (primary-key lookups, id = ANY),
-     * sorted: it alone drives the update below, which visits (and locks)
-     * the rows in id order like every other multi-row update of
-     * instance_state, so batches never deadlock. No SELECT ... FOR UPDATE:
-     * its row lock wrote a WAL record per row besides the update
-     * (BENCHMARKS.md, "Issue #13: the finish and the outbox per batch");
-     * the CAS is the UPDATE's own condition, re-checked on the latest
-     * version, and holds_slot (what the finish gives back) is part of it,
-     * so a row changed since this read is left alone. */
-    "  SELECT u.*, i.holds_slot, i.job_id, i.running_at, i.deployment"
-    /* one primary-key lookup per entry of the batch: the LIMIT keeps the
-     * lookup a subquery, so the batch is always the outer side (as a
-     * join, the batch's unnest could be planned as the inner side of a
-     * nested loop, rescanned per row); array_position() here scanned the
-     * whole array once per row */
-    "  FROM u, LATERAL (SELECT i.id, i.holds_slot, i.job_id, i.running_at, i.deployment"
-    "    FROM instance_state i"
-    "    WHERE i.id = u.id AND i.attempt = u.attempt"
-    /* an instance cut by the trigger's backlog cap, or cancelled by axctl
-     * before it was claimed, is finished from SCHEDULED */
-    "    AND CASE WHEN (u.error_class = 'backlog_full' AND u.worker = 'ax-trigger')"
-    "          OR (u.error_class = 'cancelled' AND u.worker = 'axctl')"
-    "        THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
-    "    LIMIT 1) i"
-    "    ORDER BY i.id"
-    /* the id of the results batch row each deployment's instances ended
-     * for good go into (ob below), taken first so that the update can
-     * write it on their state rows (023_publish_per_batch: the publisher
-     * then marks the batch row published, not each instance) */
+    /* the batch in instance id order (ax__outcome_finish_params sorts
+     * it): it alone drives the update below, which visits (and locks) the
+     * rows in that order like every other multi-row update of
+     * instance_state, so batches never deadlock. The state rows are not
+     * read before the update (027_finish_slot_given_back): the one old
+     * value the RETURNING needs and cannot give from the new row, the
+     * holds_slot this finish gives back, the update writes beside it */
     "), bid AS MATERIALIZED ("
-    "  SELECT x.deployment, nextval(pg_get_serial_sequence('ax_result_batch', 'id')) AS id"
-    "  FROM (SELECT DISTINCT deployment FROM old WHERE retry_ms IS NULL) x"
+    /* the id of the results batch row this deployment's ($14, the
+     * callback's) instances ended for good go into (ob below), taken first
+     * so that the update can write it on their state rows
+     * (023_publish_per_batch: the publisher then marks the batch row
+     * published, not each instance); unused when no row ends (stale
+     * results) */
+    "  SELECT nextval(pg_get_serial_sequence('ax_result_batch', 'id')) AS id"
+    "  WHERE EXISTS (SELECT 1 FROM u WHERE retry_ms IS NULL)"
     "), fin AS ("
     /* a retry: back to SCHEDULED as the next attempt, due after its delay,
      * for the trigger to dispatch; otherwise FINISHED */
@@ -121,7 +104,9 @@ AX_STMT(st_finish, "outcome.finish",
     "    locked_at = CASE WHEN o.retry_ms IS NULL THEN i.locked_at END,"
     "    running_at = CASE WHEN o.retry_ms IS NULL THEN i.running_at END,"
     "    exit_code = o.exit_code, error_class = o.error_class,"
-    "    error = o.error, output = o.output, lease_expires_at = NULL, holds_slot = false,"
+    "    error = o.error, output = o.output, lease_expires_at = NULL,"
+    /* the slot this version held, given back (RETURNING reads it) */
+    "    slot_given_back = i.holds_slot, holds_slot = false,"
     /* the final attempt is recorded here, not as a job_attempt_log row
      * (025_final_attempt_in_state; the view job_attempt shows both) —
      * unless the log holds that attempt already (a size probe's row) */
@@ -130,9 +115,13 @@ AX_STMT(st_finish, "outcome.finish",
     "      THEN o.worker END,"
     "    attempt_started_at = CASE WHEN o.retry_ms IS NULL"
     "      THEN to_timestamp(o.started_ms / 1000.0) END,"
-    "    result_batch = CASE WHEN o.retry_ms IS NULL"
-    "      THEN (SELECT b.id FROM bid b WHERE b.deployment = o.deployment) END"
-    "  FROM old o"
+    /* an instance of another deployment (a cancellation sent to this
+     * deployment's callback topic) gets a batch row of its own, for its
+     * deployment's publisher */
+    "    result_batch = CASE WHEN o.retry_ms IS NULL THEN CASE WHEN i.deployment = $14"
+    "      THEN (SELECT b.id FROM bid b)"
+    "      ELSE nextval(pg_get_serial_sequence('ax_result_batch', 'id')) END END"
+    "  FROM u o"
     /* the rows within the batch's id range, joined to the batch: by the
      * join alone the planner chose, for a batch of a few hundred on a
      * table of tens of thousands, a hash join over a sequential scan of
@@ -142,19 +131,30 @@ AX_STMT(st_finish, "outcome.finish",
      * an array key sorts the array again at every rescan, n sorts of n ids
      * per batch (BENCHMARKS.md, "Issue #13: the array keys rescanned");
      * scalar bounds cost nothing per rescan. The bounds are the batch's
-     * lowest and highest instance ($12, $13, from the caller: aggregates
-     * over old here were two scans of it a statement, and unknown to the
-     * planner). A stale result of an old instance widens them (it is in
-     * the batch, not in old): the planner, seeing the range, then reads a
-     * large table by primary key and a small one whole */
+     * lowest and highest instance ($12, $13, from the caller: known to the
+     * planner). A stale result of an old instance widens them: the
+     * planner, seeing the range, then reads a large table by primary key
+     * and a small one whole. The CAS: the row is still at the result's
+     * attempt and in a state the result can end, re-checked on the latest
+     * version when a concurrent update (a lease renewal, run.start) got
+     * there first; an instance cut by the trigger's backlog cap, or
+     * cancelled by axctl before it was claimed, is finished from
+     * SCHEDULED */
     "  WHERE i.id BETWEEN $12::bigint AND $13::bigint"
-    "  AND i.id = o.id AND i.attempt = o.attempt AND i.holds_slot = o.holds_slot"
+    "  AND i.id = o.id AND i.attempt = o.attempt"
     "  AND CASE WHEN (o.error_class = 'backlog_full' AND o.worker = 'ax-trigger')"
     "      OR (o.error_class = 'cancelled' AND o.worker = 'axctl')"
     "      THEN i.state = 'SCHEDULED' ELSE i.state IN ('LOCKED', 'RUNNING') END"
     "  RETURNING i.id, o.attempt, o.outcome, i.exit_code, i.error_class, i.error,"
-    "    greatest(statement_timestamp(), i.running_at) AS finished_at, o.holds_slot, o.job_id, o.running_at, o.worker,"
-    "    o.started_ms, o.retry_ms, i.deployment, CASE WHEN $11::boolean THEN i.output END AS output,"
+    "    greatest(statement_timestamp(), i.running_at) AS finished_at,"
+    "    i.slot_given_back AS holds_slot, i.job_id,"
+    /* when the run began, for the job's mean run time: a retry's is
+     * cleared on the row, so it is the executor's start of the run, as
+     * its job_attempt_log row records it */
+    "    CASE WHEN o.retry_ms IS NULL THEN i.running_at"
+    "      ELSE to_timestamp(o.started_ms / 1000.0) END AS running_at, o.worker,"
+    "    o.started_ms, o.retry_ms, i.deployment, i.result_batch,"
+    "    CASE WHEN $11::boolean THEN i.output END AS output,"
     "    i.locked_at AS locked,"
     "    i.running_at AS ran, i.finished_at AS fin_at"
     "), ob AS ("
@@ -164,9 +164,9 @@ AX_STMT(st_finish, "outcome.finish",
      * three WAL records per job) */
     "  INSERT INTO ax_result_batch (id, deployment, min_id, max_id, n, ids, stamped)"
     "  OVERRIDING SYSTEM VALUE"
-    "  SELECT b.id, f.deployment, min(f.id), max(f.id), count(*), array_agg(f.id ORDER BY f.id),"
-    "    true FROM fin f JOIN bid b ON b.deployment = f.deployment"
-    "  WHERE f.retry_ms IS NULL GROUP BY b.id, f.deployment"
+    "  SELECT f.result_batch, f.deployment, min(f.id), max(f.id), count(*),"
+    "    array_agg(f.id ORDER BY f.id), true FROM fin f"
+    "  WHERE f.retry_ms IS NULL GROUP BY f.result_batch, f.deployment"
     /* An attempt that did not end its instance (a retry) gets its row in
      * job_attempt_log; the final one is on the state row (above: per job a
      * heap tuple, a primary-key entry and, later, the retention's delete
@@ -210,14 +210,15 @@ AX_STMT(st_finish, "outcome.finish",
     /* $11: the results themselves, as the outbox would read them after
      * the commit (outbox.pending's columns), with their batch row: the
      * publisher carries them instead (services/callback/publish.c) */
-    " SELECT 'r', fd.id::text, (fd.def IS NOT NULL)::text, b.id, fd.job_name, fd.outcome::text, fd.attempt,"
+    " SELECT 'r', fd.id::text, (fd.def IS NOT NULL)::text, fd.result_batch, fd.job_name,"
+    "   fd.outcome::text, fd.attempt,"
     "   fd.exit_code, fd.error_class, fd.error, coalesce(fd.output, ''), fd.trace_id,"
     "   fd.idempotency_key, (extract(epoch FROM fd.nominal_time) * 1000)::bigint,"
     "   (extract(epoch FROM fd.scheduled_at) * 1000)::bigint,"
     "   (extract(epoch FROM fd.locked) * 1000)::bigint,"
     "   (extract(epoch FROM fd.ran) * 1000)::bigint,"
     "   (extract(epoch FROM fd.fin_at) * 1000)::bigint"
-    "   FROM fd JOIN bid b ON b.deployment = fd.deployment WHERE $11::boolean"
+    "   FROM fd WHERE $11::boolean"
     " UNION ALL SELECT 'i', id::text, (retry_ms IS NOT NULL)::text" FIN_NONE " FROM fin"
     /* an 'r' row stands for its 'i' row (ended for good, not retried) */
     "   WHERE NOT $11::boolean OR retry_ms IS NOT NULL"
@@ -232,10 +233,31 @@ AX_STMT(st_finish, "outcome.finish",
 enum { FIN_KIND, FIN_ID, FIN_VAL, FIN_BATCH, FIN_RESULT };
 enum { FIN_ARGS = AX__FIN_ARGS };
 
-int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n) {
+/* qsort's order of the batch: by instance, then by position (equal ids,
+ * a result delivered twice, keep theirs: the order is the same every time) */
+static int by_instance(const void *x, const void *y) {
+    const ax_outcome_in_t *const *a = x, *const *b = y;
+    if ((*a)->instance_id != (*b)->instance_id)
+        return (*a)->instance_id < (*b)->instance_id ? -1 : 1;
+    return *a < *b ? -1 : *a > *b;
+}
+
+int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n, int64_t *lo,
+                              int64_t *hi) {
     int rc = arrs_begin(a, FIN_ARGS);
+    const ax_outcome_in_t **by = n ? malloc(n * sizeof *by) : NULL;
+    *lo = *hi = 0;
+    if (n && !by)
+        rc = AX_ERR_NOMEM;
+    if (by) {
+        for (size_t i = 0; i < n; i++)
+            by[i] = &in[i];
+        qsort(by, n, sizeof *by, by_instance);
+        *lo = by[0]->instance_id;
+        *hi = by[n - 1]->instance_id;
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const ax_outcome_in_t *o = &in[i];
+        const ax_outcome_in_t *o = by[i];
         if (ax_pgarr_int(&a[0], o->instance_id) < 0 || ax_pgarr_int(&a[1], o->attempt) < 0 ||
             ax_pgarr_text(&a[2], ax_outcome_name(o->outcome)) < 0 ||
             (o->exit_code_set ? ax_pgarr_int(&a[3], o->exit_code)
@@ -248,19 +270,12 @@ int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t 
                               : ax_pgarr_text(&a[9], NULL)) < 0)
             rc = AX_ERR_NOMEM;
     }
+    free(by);
     if (rc == 0)
         for (int k = 0; k < FIN_ARGS; k++)
             if (ax_pgarr_end(&a[k]) < 0)
                 rc = AX_ERR_NOMEM;
     return rc;
-}
-
-void ax__outcome_bounds(const ax_outcome_in_t *in, size_t n, int64_t *lo, int64_t *hi) {
-    *lo = *hi = n ? in[0].instance_id : 0;
-    for (size_t i = 1; i < n; i++) {
-        *lo = in[i].instance_id < *lo ? in[i].instance_id : *lo;
-        *hi = in[i].instance_id > *hi ? in[i].instance_id : *hi;
-    }
 }
 
 void ax__outcome_parse_jobstat(const char *t, ax_outcome_jobstat_t *j) {
@@ -322,27 +337,30 @@ static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
     return 0;
 }
 
-int ax_store_outcome_finish(ax_pg_t *pg, const ax_outcome_in_t *in, size_t n, int results,
-                            ax_outcome_finished_t *ret, char *errbuf, size_t errlen) {
+int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
+                            size_t n, int results, ax_outcome_finished_t *ret, char *errbuf,
+                            size_t errlen) {
     memset(ret, 0, sizeof *ret);
     ax_strbuf_t a[FIN_ARGS];
-    const char *p[FIN_ARGS + 3];
-    p[FIN_ARGS] = results ? "t" : "f";
-    /* the batch's id range ($12, $13) */
+    /* $11 carried results, $12 and $13 the batch's id range, $14 the
+     * deployment */
+    enum { CARRY = FIN_ARGS, LO, HI, DEPLOYMENT, NPARAMS };
+    const char *p[NPARAMS];
     int64_t lo, hi;
-    ax__outcome_bounds(in, n, &lo, &hi);
-    ax_num_t nlo, nhi;
-    p[FIN_ARGS + 1] = ax_num(&nlo, lo);
-    p[FIN_ARGS + 2] = ax_num(&nhi, hi);
-    int rc = ax__outcome_finish_params(a, in, n);
+    int rc = ax__outcome_finish_params(a, in, n, &lo, &hi);
     for (int k = 0; k < FIN_ARGS; k++)
         p[k] = a[k].s;
     if (rc < 0) {
         arrs_free(a, FIN_ARGS);
         return nomem(errbuf, errlen, st_finish.name);
     }
+    ax_num_t nlo, nhi;
+    p[CARRY] = results ? "t" : "f";
+    p[LO] = ax_num(&nlo, lo);
+    p[HI] = ax_num(&nhi, hi);
+    p[DEPLOYMENT] = deployment;
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_finish, FIN_ARGS + 3, p, NULL, NULL, &r, errbuf, errlen);
+    rc = ax_stmt_run(pg, &st_finish, NPARAMS, p, NULL, NULL, &r, errbuf, errlen);
     arrs_free(a, FIN_ARGS);
     if (rc < 0)
         return rc;

@@ -1,0 +1,20 @@
+-- 027_finish_slot_given_back: the finish says which rows gave back a
+-- concurrency slot on the rows it updates (issue #13, BENCHMARKS.md,
+-- "Issue #13: the finish without its read of the batch").
+--
+-- The finish statement (outcome.finish, libax/src/store/outcome.c) read
+-- every result's state row by primary key before its UPDATE (CTE old), for
+-- what the UPDATE's RETURNING cannot give (PostgreSQL 15 returns the new
+-- row only): whether the row held a slot (the UPDATE sets holds_slot
+-- false), its running_at (a retry clears it), its deployment (for the
+-- results batch id). That read was ~4 of the ~24 ms a batch of 1,000 took.
+-- Now the UPDATE joins the batch itself and writes the old holds_slot here,
+-- in the same row version it ends (slot_given_back = holds_slot, then
+-- holds_slot = false), so RETURNING reads it back exactly: from the very
+-- version the CAS updated, not from an earlier read of it. NULL on rows no
+-- finish of this release has ended.
+--
+-- Additive: a nullable column without a default (no rewrite, a moment's
+-- ACCESS EXCLUSIVE lock), not in any index (the finish stays what it was,
+-- HOT or not); a previous release runs on it unchanged and leaves it NULL.
+ALTER TABLE instance_state ADD COLUMN slot_given_back boolean;
