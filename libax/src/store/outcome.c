@@ -95,8 +95,11 @@ AX_STMT(st_finish, "outcome.finish",
     "    finished_at = CASE WHEN o.retry_ms IS NULL"
     "      THEN greatest(statement_timestamp(), i.running_at) END,"
     "    attempt = i.attempt + CASE WHEN o.retry_ms IS NULL THEN 0 ELSE 1 END,"
+    /* a retry's delay counts from the attempt's end as its log row
+     * records it (statement_timestamp(), below), not from the
+     * transaction's start (now(), a round trip earlier) */
     "    due_at = CASE WHEN o.retry_ms IS NULL THEN i.due_at"
-    "             ELSE now() + o.retry_ms * interval '1 millisecond' END,"
+    "             ELSE statement_timestamp() + o.retry_ms * interval '1 millisecond' END,"
     "    dispatched_at = CASE WHEN o.retry_ms IS NULL THEN i.dispatched_at END,"
     /* a retry waits for its backoff, not for backpressure */
     "    deferred_at = CASE WHEN o.retry_ms IS NULL THEN i.deferred_at END,"
