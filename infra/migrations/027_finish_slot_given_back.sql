@@ -11,8 +11,12 @@
 -- Now the UPDATE joins the batch itself and writes the old holds_slot here,
 -- in the same row version it ends (slot_given_back = holds_slot, then
 -- holds_slot = false), so RETURNING reads it back exactly: from the very
--- version the CAS updated, not from an earlier read of it. NULL on rows no
--- finish of this release has ended.
+-- version the CAS updated, not from an earlier read of it. The value means
+-- something only to that statement: a row a retry sent back to SCHEDULED
+-- keeps it until its next finish, and a row no finish of this release has
+-- ended has NULL. (A retried attempt's run start, which the update clears
+-- from running_at, it keeps the same way in attempt_started_at, a column
+-- shown only for FINISHED rows.)
 --
 -- Additive: a nullable column without a default (no rewrite, a moment's
 -- ACCESS EXCLUSIVE lock), not in any index (the finish stays what it was,

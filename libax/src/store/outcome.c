@@ -64,9 +64,12 @@ AX_STMT(st_finish, "outcome.finish",
     "    AS u(id, attempt, outcome, exit_code, error_class, error, output, worker, started_ms,"
     "      retry_ms)"
     /* the batch in instance id order (ax__outcome_finish_params sorts
-     * it): it alone drives the update below, which visits (and locks) the
-     * rows in that order like every other multi-row update of
-     * instance_state, so batches never deadlock. The state rows are not
+     * it): it drives the update below (or the range is read by primary
+     * key), which then visits (and locks) the rows in that order like
+     * every other multi-row update of instance_state, so batches do not
+     * deadlock (a plan reading the table whole as a hash join's probe side
+     * would lock in heap order: a deadlock fails the transaction, and the
+     * callback persists the batch again). The state rows are not
      * read before the update (027_finish_slot_given_back): the one old
      * value the RETURNING needs and cannot give from the new row, the
      * holds_slot this finish gives back, the update writes beside it */
@@ -116,14 +119,17 @@ AX_STMT(st_finish, "outcome.finish",
     "    attempt_worker = CASE WHEN o.retry_ms IS NULL AND NOT EXISTS (SELECT 1"
     "      FROM job_attempt_log a WHERE a.instance_id = o.id AND a.attempt = o.attempt)"
     "      THEN o.worker END,"
+    /* a retried attempt's run start, which the update clears from
+     * running_at, is kept here for RETURNING (the job's mean run time),
+     * until the instance's next finish: only a FINISHED row's
+     * attempt_started_at is shown (the view job_attempt) */
     "    attempt_started_at = CASE WHEN o.retry_ms IS NULL"
-    "      THEN to_timestamp(o.started_ms / 1000.0) END,"
+    "      THEN to_timestamp(o.started_ms / 1000.0) ELSE i.running_at END,"
     /* an instance of another deployment (a cancellation sent to this
-     * deployment's callback topic) gets a batch row of its own, for its
-     * deployment's publisher */
-    "    result_batch = CASE WHEN o.retry_ms IS NULL THEN CASE WHEN i.deployment = $14"
-    "      THEN (SELECT b.id FROM bid b)"
-    "      ELSE nextval(pg_get_serial_sequence('ax_result_batch', 'id')) END END"
+     * deployment's callback topic) goes to the per-instance outbox of its
+     * own deployment's publisher instead (fo below) */
+    "    result_batch = CASE WHEN o.retry_ms IS NULL AND i.deployment = $14"
+    "      THEN (SELECT b.id FROM bid b) END"
     "  FROM u o"
     /* the rows within the batch's id range, joined to the batch: by the
      * join alone the planner chose, for a batch of a few hundred on a
@@ -151,25 +157,30 @@ AX_STMT(st_finish, "outcome.finish",
     "  RETURNING i.id, o.attempt, o.outcome, i.exit_code, i.error_class, i.error,"
     "    greatest(statement_timestamp(), i.running_at) AS finished_at,"
     "    i.slot_given_back AS holds_slot, i.job_id,"
-    /* when the run began, for the job's mean run time: a retry's is
-     * cleared on the row, so it is the executor's start of the run, as
-     * its job_attempt_log row records it */
+    /* when the run began (PostgreSQL's running_at), for the job's mean
+     * run time: a retry's from where the update kept it */
     "    CASE WHEN o.retry_ms IS NULL THEN i.running_at"
-    "      ELSE to_timestamp(o.started_ms / 1000.0) END AS running_at, o.worker,"
+    "      ELSE i.attempt_started_at END AS running_at, o.worker,"
     "    o.started_ms, o.retry_ms, i.deployment, i.result_batch,"
     "    CASE WHEN $11::boolean THEN i.output END AS output,"
     "    i.locked_at AS locked,"
     "    i.running_at AS ran, i.finished_at AS fin_at"
     "), ob AS ("
     /* ended for good: to be published (the outbox, same transaction), one
-     * row per statement and deployment holding the ids (020_result_batch:
-     * a row per instance, inserted here and deleted by the mark, was
-     * three WAL records per job) */
+     * row per statement holding the ids (020_result_batch: a row per
+     * instance, inserted here and deleted by the mark, was three WAL
+     * records per job) */
     "  INSERT INTO ax_result_batch (id, deployment, min_id, max_id, n, ids, stamped)"
     "  OVERRIDING SYSTEM VALUE"
     "  SELECT f.result_batch, f.deployment, min(f.id), max(f.id), count(*),"
     "    array_agg(f.id ORDER BY f.id), true FROM fin f"
-    "  WHERE f.retry_ms IS NULL GROUP BY f.result_batch, f.deployment"
+    "  WHERE f.retry_ms IS NULL AND f.deployment = $14 GROUP BY f.result_batch, f.deployment"
+    "), fo AS ("
+    /* another deployment's: a row each in the per-instance outbox, which
+     * that deployment's publisher reads (outbox.pending) */
+    "  INSERT INTO ax_result_outbox (deployment, instance_id)"
+    "  SELECT f.deployment, f.id FROM fin f WHERE f.retry_ms IS NULL AND f.deployment <> $14"
+    "  ON CONFLICT DO NOTHING"
     /* An attempt that did not end its instance (a retry) gets its row in
      * job_attempt_log; the final one is on the state row (above: per job a
      * heap tuple, a primary-key entry and, later, the retention's delete
@@ -221,10 +232,11 @@ AX_STMT(st_finish, "outcome.finish",
     "   (extract(epoch FROM fd.locked) * 1000)::bigint,"
     "   (extract(epoch FROM fd.ran) * 1000)::bigint,"
     "   (extract(epoch FROM fd.fin_at) * 1000)::bigint"
-    "   FROM fd WHERE $11::boolean"
+    "   FROM fd WHERE $11::boolean AND fd.deployment = $14"
     " UNION ALL SELECT 'i', id::text, (retry_ms IS NOT NULL)::text" FIN_NONE " FROM fin"
-    /* an 'r' row stands for its 'i' row (ended for good, not retried) */
-    "   WHERE NOT $11::boolean OR retry_ms IS NOT NULL"
+    /* an 'r' row stands for its 'i' row (ended for good, not retried; of
+     * this deployment: another's is published by its own publisher) */
+    "   WHERE NOT $11::boolean OR retry_ms IS NOT NULL OR deployment <> $14"
     " UNION ALL SELECT 'f', id::text, (outcome = 'SUCCESS')::text" FIN_NONE " FROM links"
     "   WHERE flow_run_id IS NOT NULL"
     " UNION ALL SELECT 'c', id::text, ''" FIN_NONE " FROM links WHERE parent_id IS NOT NULL"
@@ -236,8 +248,8 @@ AX_STMT(st_finish, "outcome.finish",
 enum { FIN_KIND, FIN_ID, FIN_VAL, FIN_BATCH, FIN_RESULT };
 enum { FIN_ARGS = AX__FIN_ARGS };
 
-/* qsort's order of the batch: by instance, then by position (equal ids,
- * a result delivered twice, keep theirs: the order is the same every time) */
+/* qsort's order of the batch: by instance, then by position in the batch
+ * (consumption order) */
 static int by_instance(const void *x, const void *y) {
     const ax_outcome_in_t *const *a = x, *const *b = y;
     if ((*a)->instance_id != (*b)->instance_id)
@@ -252,7 +264,7 @@ int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t 
     *lo = *hi = 0;
     if (n && !by)
         rc = AX_ERR_NOMEM;
-    if (by) {
+    if (by && rc == 0) {
         for (size_t i = 0; i < n; i++)
             by[i] = &in[i];
         qsort(by, n, sizeof *by, by_instance);
@@ -261,6 +273,12 @@ int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t 
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const ax_outcome_in_t *o = by[i];
+        /* the same attempt's result twice (delivered again, or a lost
+         * lease's TIMEOUT beside the run's own result): the first consumed
+         * takes effect, as it would in batches of its own; the other is
+         * stale */
+        if (i > 0 && o->instance_id == by[i - 1]->instance_id && o->attempt == by[i - 1]->attempt)
+            continue;
         if (ax_pgarr_int(&a[0], o->instance_id) < 0 || ax_pgarr_int(&a[1], o->attempt) < 0 ||
             ax_pgarr_text(&a[2], ax_outcome_name(o->outcome)) < 0 ||
             (o->exit_code_set ? ax_pgarr_int(&a[3], o->exit_code)
@@ -349,6 +367,8 @@ int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcom
      * deployment */
     enum { CARRY = FIN_ARGS, LO, HI, DEPLOYMENT, NPARAMS };
     const char *p[NPARAMS];
+    if (!deployment || !*deployment)
+        return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "%s: no deployment", st_finish.name);
     int64_t lo, hi;
     int rc = ax__outcome_finish_params(a, in, n, &lo, &hi);
     for (int k = 0; k < FIN_ARGS; k++)
