@@ -1,6 +1,6 @@
 -- 027_finish_slot_given_back: the finish says which rows gave back a
 -- concurrency slot on the rows it updates (issue #13, BENCHMARKS.md,
--- "Issue #13: the finish without its read of the batch").
+-- "Issue #13: the twenty-fourth session").
 --
 -- The finish statement (outcome.finish, libax/src/store/outcome.c) read
 -- every result's state row by primary key before its UPDATE (CTE old), for
