@@ -9,7 +9,8 @@
 # per job when two builds return different rows per job; needs
 # pg_stat_statements and a role that may reset it). The measuring program is
 # bench_exec of NEW's build for both sides; OLD runs first in odd pairs, NEW
-# in even ones; a run that fails prints "failed" and no figures.
+# in even ones; a run that fails prints "failed", bench_exec's last three lines of
+# standard error, and no figures.
 #
 #   AX_CONFIG=ax.conf tests/bench/ab_exec.sh OLD_BUILD NEW_BUILD PAIRS [N] [RATE]
 #   AX_CONFIG=ax.conf AB_OLD_SETS="" AB_NEW_SETS="--set k=v" \
@@ -41,12 +42,16 @@ for ((i = 1; i <= PAIRS; i++)); do
             exit 1
         fi
         # shellcheck disable=SC2086 # sets: words
-        out=$("$BENCH" --config "$AX_CONFIG" --reuse-topics $sets "$b" noop 1 "$N" ${RATE:+"$RATE"} 2>/dev/null)
+        err=$(mktemp)
+        out=$("$BENCH" --config "$AX_CONFIG" --reuse-topics $sets "$b" noop 1 "$N" ${RATE:+"$RATE"} 2>"$err")
         brc=$?
         if ((brc != 0)); then
-            echo "$i $side failed: bench_exec exited with $brc"
+            # why: bench_exec's last words (its services' logs are named there)
+            echo "$i $side failed: bench_exec exited with $brc: $(tail -n 3 "$err" | tr '\n' ' ')"
+            rm -f "$err"
             continue
         fi
+        rm -f "$err"
         pg=$(field cpu_pct_postgres "$out") win=$(field window_s "$out")
         pgus=$(awk -v p="${pg:-0}" -v w="${win:-0}" -v n="$N" 'BEGIN {printf "%.1f", p / 100 * w * 1e6 / n}')
         line="$i $side completed_per_s=$(field completed_per_s "$out")"
