@@ -70,9 +70,11 @@ AX_STMT(st_finish, "outcome.finish",
      * deadlock (a plan reading the table whole as a hash join's probe side
      * would lock in heap order: a deadlock fails the transaction, and the
      * callback persists the batch again). The state rows are not
-     * read before the update (027_finish_slot_given_back): the one old
-     * value the RETURNING needs and cannot give from the new row, the
-     * holds_slot this finish gives back, the update writes beside it */
+     * read before the update (027_finish_slot_given_back): the old values
+     * the RETURNING needs and cannot give from the new row, the holds_slot
+     * this finish gives back and a retried attempt's running_at, the
+     * update writes beside the new ones (slot_given_back,
+     * attempt_started_at) */
     "), bid AS MATERIALIZED ("
     /* the id of the results batch row this deployment's ($14, the
      * callback's) instances ended for good go into (ob below), taken first
