@@ -95,7 +95,8 @@ typedef struct ax_outcome_finished {
  * that attempt, its attempt (on the state row when final, else a
  * job_attempt_log row), and what ended for good into the results outbox:
  * one batch row for the instances of `deployment` (the caller's
- * topic.prefix), one each for any of another deployment.
+ * topic.prefix, "" included; NULL is AX_ERR_INVALID), a per-instance outbox
+ * row for each of another deployment (its own publisher's).
  * Stale and duplicate results match nothing. *ret describes what changed;
  * with `results`, ret->results holds the results of what ended for good. */
 int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,

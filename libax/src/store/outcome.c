@@ -369,7 +369,8 @@ int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcom
      * deployment */
     enum { CARRY = FIN_ARGS, LO, HI, DEPLOYMENT, NPARAMS };
     const char *p[NPARAMS];
-    if (!deployment || !*deployment)
+    /* "" is a deployment (topic.prefix may be empty); NULL is not */
+    if (!deployment)
         return ax_seterr(errbuf, errlen, AX_ERR_INVALID, "%s: no deployment", st_finish.name);
     int64_t lo, hi;
     int rc = ax__outcome_finish_params(a, in, n, &lo, &hi);

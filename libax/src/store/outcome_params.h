@@ -18,8 +18,9 @@ enum { AX__FIN_ARGS = 10 };
  * order the update visits the rows in), a result of the same instance and
  * attempt as an earlier one in `in` left out (the first consumed takes
  * effect; the other is stale): an exit code not set, a start time <= 0 and
- * a retry delay < 0 are NULL elements. *lo and *hi: the least and greatest instance ($12, $13, the
- * update's id range; 0 for an empty batch). 0 or AX_ERR_NOMEM. */
+ * a retry delay < 0 are NULL elements. *lo and *hi: the least and
+ * greatest instance ($12, $13, the update's id range; 0 for an empty
+ * batch). 0 or AX_ERR_NOMEM. */
 int ax__outcome_finish_params(ax_strbuf_t *a, const ax_outcome_in_t *in, size_t n, int64_t *lo,
                               int64_t *hi);
 
