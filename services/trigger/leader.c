@@ -79,10 +79,7 @@ void lead_lost(trigger_t *t, const char *why) {
     t->lease_until_mono = 0;
     t->leader = 0;
     tm_leadership(t);
-    if (t->txp) {
-        rd_kafka_destroy(t->txp);
-        t->txp = NULL;
-    }
+    lead_producers_destroy(t);
     if (t->hooks.on_follower)
         t->hooks.on_follower(t);
 }
@@ -269,33 +266,57 @@ void lead_fini(trigger_t *t) {
     t->ev_beat = NULL;
 }
 
-static int become_leader(trigger_t *t, int64_t epoch) {
+void lead_producers_destroy(trigger_t *t) {
+    for (int k = 0; k < 2; k++)
+        if (t->txps[k])
+            rd_kafka_destroy(t->txps[k]);
+    t->txps[0] = t->txps[1] = t->txp = NULL;
+    t->txn_turn = 0;
+    t->txn_open = 0;
+}
+
+/* The leader's two transactional producers, ids <role> and <role>.1,
+ * both initialised (so any older leader's, of either id, fenced) before
+ * anything is produced; 0 or <0 (err: neither is kept). No linger: a
+ * dispatch batch is produced in one go, once its marks are committed,
+ * and executors read it uncommitted (dispatch.transaction.ms): every
+ * millisecond here is on the fire-to-start path. */
+static int producers_new(trigger_t *t, char *err, size_t errlen) {
     ax_svc_t *svc = &t->svc;
-    char err[512], txn_id[300], cid[300];
-    snprintf(txn_id, sizeof txn_id, "%s", t->role);
-    snprintf(cid, sizeof cid, "%s-leader", svc->worker_id);
+    for (int k = 0; k < 2; k++) {
+        char txn_id[320], cid[320];
+        snprintf(txn_id, sizeof txn_id, k ? "%s.1" : "%s", t->role);
+        snprintf(cid, sizeof cid, k ? "%s-leader.1" : "%s-leader", svc->worker_id);
+        t->txps[k] = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0, 30000, err, errlen);
+        if (!t->txps[k]) {
+            lead_producers_destroy(t);
+            return AX_ERR_IO;
+        }
+    }
+    t->txn_turn = 0;
+    t->txp = t->txps[0];
+    return 0;
+}
+
+static int become_leader(trigger_t *t, int64_t epoch) {
+    char err[512];
     t->epoch = epoch;
     t->leader = 1;
-    /* Fence any older leader's producer before producing anything. No
-     * linger: a dispatch batch is produced in one go, once its marks are
-     * committed, and executors read it uncommitted (dispatch.transaction.ms):
-     * every millisecond here is on the fire-to-start path. */
-    t->txp = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0, 30000, err, sizeof err);
-    if (!t->txp) {
+    if (producers_new(t, err, sizeof err) < 0) {
         ax_warn("leader: %s; giving the lease back", err);
         t->leader = 0;
         lead_release(t);
         return -1;
     }
     pthread_mutex_lock(&t->lease_mu);
-    /* The loop is here: the producer's init_transactions (seconds, over a
+    /* The loop is here: the producers' init_transactions (seconds, over a
      * slow link) is not starvation. Without this the thread stepped down at
      * once after a slow init (216_fence_trigger saw it). */
     t->loop_beat_mono = ax_mono_ms();
     t->lease_epoch = epoch;
     /* renewed a third of a lease after it was taken (try_take's m0), not
      * after the init: a slow init must not let the lease run out first */
-    t->lease_renewed_mono = t->lease_until_mono - svc->conf.trigger_lease_ms * 95 / 100;
+    t->lease_renewed_mono = t->lease_until_mono - t->svc.conf.trigger_lease_ms * 95 / 100;
     t->lease_lost[0] = '\0';
     t->clk_m0 = 0;
     pthread_cond_signal(&t->lease_cv);
@@ -480,7 +501,15 @@ int lead_txn_begin(trigger_t *t) {
     char err[512], aerr[512];
     if (!lead_active(t) || !t->txp)
         return AX_ERR_CONFLICT;
+    /* the other producer's turn (dispatch.producers): its last
+     * transaction ended one transaction ago, so its commit markers are
+     * written and this begin's partitions register at once */
+    if (t->svc.conf.dispatch_producers > 1 && t->txps[1] && !t->txn_open) {
+        t->txn_turn ^= 1;
+        t->txp = t->txps[t->txn_turn];
+    }
     int rc = ax_kafka_txn_begin(t->txp, err, sizeof err);
+    t->txn_open = rc == 0;
     if (rc == AX_ERR_CONFLICT) {
         lead_give_up(t, err);
     } else if (rc < 0) {
@@ -502,6 +531,7 @@ int lead_txn_abort(trigger_t *t, const char *why) {
     if (!t->txp)
         return AX_ERR_CONFLICT;
     ax_warn("%s: aborting the Kafka transaction", why);
+    t->txn_open = 0;
     if (ax_kafka_txn_end_abort(t->txp, 10000, err, sizeof err) < 0) {
         char msg[1100];
         snprintf(msg, sizeof msg, "%s; the abort failed too: %s", why, err);
@@ -526,6 +556,7 @@ int lead_txn_commit(trigger_t *t) {
     int64_t left = t->lease_until_mono - ax_mono_ms();
     int budget = left < 1000 ? 1000 : left > 35000 ? 35000 : (int)left;
     int rc = ax_kafka_txn_commit(t->txp, budget, err, sizeof err);
+    t->txn_open = 0; /* committed, aborted, or (a conflict) the producers go */
     if (rc == 0)
         t->txn_failures = 0;
     else if (rc == AX_ERR_CONFLICT)

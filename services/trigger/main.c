@@ -63,10 +63,7 @@ static void on_stop(ax_svc_t *svc) {
         dispatch_win_flush(t); /* what the ingest's window carries, committed and settled */
     if (t->leader) { /* (a failed flush may have given the lease up) */
         sched_on_follower(t);
-        if (t->txp) {
-            rd_kafka_destroy(t->txp);
-            t->txp = NULL;
-        }
+        lead_producers_destroy(t);
         t->leader = 0;
         lead_release(t); /* a standby takes over without waiting for expiry */
     }

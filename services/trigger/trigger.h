@@ -77,7 +77,11 @@ typedef struct trigger {
     struct event *ev_beat;
     int64_t last_tick_mono;
     int64_t acquire_after_mono; /* after stepping down: let a standby take over */
-    rd_kafka_t *txp;          /* transactional producer, while leader */
+    rd_kafka_t *txp;          /* the transactional producer of the open (or next)
+                               * transaction, while leader: one of txps */
+    rd_kafka_t *txps[2];      /* transactional ids <role> and <role>.1 (dispatch.producers) */
+    int txn_turn;             /* txps[txn_turn] is txp */
+    int txn_open;             /* txp's transaction begun and not yet ended */
     int txn_failures;         /* Kafka transactions not committed in a row */
     /* clock: now = mono + clock_base, synchronised with PostgreSQL */
     int64_t clock_base;
@@ -181,6 +185,8 @@ int lead_txn_abort(trigger_t *t, const char *why); /* AX_ERR_IO aborted, <0 gave
  * leadership, destroy the producer, release the lease so a standby takes
  * over (this trigger does not try to take it for trigger.lease.ms / 2). */
 void lead_give_up(trigger_t *t, const char *why);
+/* Destroy the leader's transactional producers (txps, txp). */
+void lead_producers_destroy(trigger_t *t);
 void lead_release(trigger_t *t);
 /* Start / stop the lease thread. */
 int lead_start(trigger_t *t);

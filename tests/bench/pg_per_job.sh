@@ -15,7 +15,7 @@
 #
 #   AX_CONFIG=ax.conf tests/bench/pg_per_job.sh DRIVER_BUILD BUILD [N]
 #
-# BENCH_ARGS: more bench_exec options (e.g. --set executor.allow.root=true
+# EXECUTORS: how many executors (default 1). BENCH_ARGS: more bench_exec options (e.g. --set executor.allow.root=true
 # when run as root). DRIVER_BUILD holds bench_exec (the instrument), BUILD the services under
 # test. Needs the pg_stat_statements extension (created if missing) and a
 # role that may reset its statistics. pg_stat_wal is cluster-wide: other
@@ -44,7 +44,7 @@ p -c "SELECT pg_stat_reset()" >/dev/null
 # and record type (pg_walinspect; bench_exec's cleanup deletes are in it)
 [[ -z ${PG_WALINSPECT:-} ]] || { p -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
   lsn0=$(p -c "SELECT pg_current_wal_flush_lsn()"); }
-"$DRV/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$BUILD" noop 1 "$N" | tee /tmp/pg_per_job.$$.out
+"$DRV/tests/bench_exec" --config "$AX_CONFIG" ${BENCH_ARGS:-} "$BUILD" noop "${EXECUTORS:-1}" "$N" | tee /tmp/pg_per_job.$$.out
 [[ -z ${PG_WALINSPECT:-} ]] || { lsn1=$(p -c "SELECT pg_current_wal_flush_lsn()")
   echo "WAL records per job by relation and type (bytes per job; by the relation of its first block):"
   p -F $'\t' -c "WITH r AS (SELECT resource_manager || ' ' || record_type AS kind, record_length, fpi_length,

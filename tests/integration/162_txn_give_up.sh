@@ -6,8 +6,10 @@
 # its next commit fails fatally, it logs that it gives up, releases the
 # lease, and the standby takes over at once — well before the 30 s lease
 # would have expired (before, the leader only dropped leadership and the
-# standby waited for the lease to run out). A fixed-rate job's every
-# nominal time is still fired once and runs once.
+# standby waited for the lease to run out). Then the new leader's second
+# transactional id (<role>.1, dispatch.producers) is fenced the same way,
+# and the first trigger leads again. A fixed-rate job's every nominal time
+# is still fired once and runs once.
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 LEASE=(--set trigger.lease.ms=30000)
@@ -31,6 +33,16 @@ wait_for 10 "t2 takes over" leader_is t2
 took=$(echo "$(date +%s.%N) - $fenced_at" | bc)
 log "t2 leads ${took}s after the fence (the lease is 30 s)"
 n=$(fired); wait_for 20 "fires under t2" more_than $((n + 5))
+
+# The leader's second transactional id (dispatch.producers = 2, the
+# default: its transactions take turns between <role> and <role>.1) is
+# used and fenced the same way: t2 gives up, t1 leads again.
+log "fencing t2's second transactional producer ($ROLE.1)"
+"$AX_BIN/tests/it_fence" "$KCAT_CONF" "$ROLE.1" || fail "it_fence failed"
+wait_for 15 "t2 gives up leadership" grep -q "giving up leadership" "$WORK/ax-trigger@2.log"
+grep "giving up leadership" "$WORK/ax-trigger@2.log"
+wait_for 30 "t1 leads again" leader_is t1
+n=$(fired); wait_for 20 "fires under t1 again" more_than $((n + 5))
 sql "UPDATE job SET enabled = false WHERE id = $JID"
 sleep 2
 

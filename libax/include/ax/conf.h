@@ -104,6 +104,7 @@ typedef struct ax_conf {
     int64_t dispatch_partition_chunk;   /* 0: dispatch records by key */
     int64_t dispatch_transaction_ms;    /* the leader's dispatch transaction window; 0: per batch */
     int64_t dispatch_prime;             /* a window's partitions registered ahead (primers) */
+    int64_t dispatch_producers;         /* the leader's transactional producers, in turn */
     int64_t dispatch_overlap;           /* ignored (older files set it) */
     /* api (ax-api, docs/API.md, docs/SECURITY.md) */
     char *api_listen;
