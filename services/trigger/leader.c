@@ -275,26 +275,39 @@ void lead_producers_destroy(trigger_t *t) {
     t->txn_open = 0;
 }
 
-/* The leader's two transactional producers, ids <role> and <role>.1,
- * both initialised (so any older leader's, of either id, fenced) before
- * anything is produced; 0 or <0 (err: neither is kept). No linger: a
- * dispatch batch is produced in one go, once its marks are committed,
- * and executors read it uncommitted (dispatch.transaction.ms): every
- * millisecond here is on the fire-to-start path. */
+/* The leader's transactional producers: <role>, and with
+ * dispatch.producers 2 and a dispatch window (dispatch.transaction.ms > 0)
+ * also <role>.1, each initialised (so an older leader's of that id
+ * fenced) before anything is produced; 0 or <0 (err: none is kept). The
+ * second is initialised within what is left of the lease (the lease
+ * thread renews nothing until this returns), and one that cannot be (an
+ * ACL that names the first id only, say) leaves the leader with the first
+ * alone, warned, rather than without a leader. No linger: a dispatch batch
+ * is produced in one go, once its marks are committed, and executors read
+ * it uncommitted (dispatch.transaction.ms): every millisecond here is on
+ * the fire-to-start path. */
 static int producers_new(trigger_t *t, char *err, size_t errlen) {
     ax_svc_t *svc = &t->svc;
-    for (int k = 0; k < 2; k++) {
-        char txn_id[320], cid[320];
-        snprintf(txn_id, sizeof txn_id, k ? "%s.1" : "%s", t->role);
-        snprintf(cid, sizeof cid, k ? "%s-leader.1" : "%s-leader", svc->worker_id);
-        t->txps[k] = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0, 30000, err, errlen);
-        if (!t->txps[k]) {
-            lead_producers_destroy(t);
-            return AX_ERR_IO;
-        }
-    }
+    char txn_id[320], cid[320];
+    snprintf(cid, sizeof cid, "%s-leader", svc->worker_id);
+    t->txps[0] = ax_kafka_txn_producer_new(&svc->conf, cid, t->role, 0, 30000, err, errlen);
+    if (!t->txps[0])
+        return AX_ERR_IO;
     t->txn_turn = 0;
+    t->txn_open = 0;
     t->txp = t->txps[0];
+    if (svc->conf.dispatch_producers < 2 || svc->conf.dispatch_transaction_ms <= 0)
+        return 0;
+    int64_t left = t->lease_until_mono - ax_mono_ms() - svc->conf.trigger_lease_ms / 4;
+    char err1[512];
+    snprintf(txn_id, sizeof txn_id, "%s.1", t->role);
+    snprintf(cid, sizeof cid, "%s-leader.1", svc->worker_id);
+    t->txps[1] = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0,
+                                           left < 1000 ? 1000 : left > 30000 ? 30000 : (int)left,
+                                           err1, sizeof err1);
+    if (!t->txps[1])
+        ax_warn("leader: the second transactional producer (%s): %s; dispatching through "
+                "%s alone (dispatch.producers)", txn_id, err1, t->role);
     return 0;
 }
 
@@ -501,9 +514,10 @@ int lead_txn_begin(trigger_t *t) {
     char err[512], aerr[512];
     if (!lead_active(t) || !t->txp)
         return AX_ERR_CONFLICT;
-    /* the other producer's turn (dispatch.producers): its last
-     * transaction ended one transaction ago, so its commit markers are
-     * written and this begin's partitions register at once */
+    /* the other producer's turn (dispatch.producers): the one whose
+     * last transaction ended earlier. After a window's commit that is a
+     * window ago, so the primers' partitions register at once instead of
+     * meeting that commit's markers still being written */
     if (t->svc.conf.dispatch_producers > 1 && t->txps[1] && !t->txn_open) {
         t->txn_turn ^= 1;
         t->txp = t->txps[t->txn_turn];

@@ -79,7 +79,8 @@ typedef struct trigger {
     int64_t acquire_after_mono; /* after stepping down: let a standby take over */
     rd_kafka_t *txp;          /* the transactional producer of the open (or next)
                                * transaction, while leader: one of txps */
-    rd_kafka_t *txps[2];      /* transactional ids <role> and <role>.1 (dispatch.producers) */
+    rd_kafka_t *txps[2];      /* transactional ids <role> and <role>.1 (dispatch.producers;
+                               * txps[1] NULL: one producer) */
     int txn_turn;             /* txps[txn_turn] is txp */
     int txn_open;             /* txp's transaction begun and not yet ended */
     int txn_failures;         /* Kafka transactions not committed in a row */

@@ -358,15 +358,19 @@ const ax_conf_def_t ax_conf_table[] = {
      "before 2026-12-05 dead-letters the primers: set 0 until every executor is upgraded "
      "(docs/DEPLOYMENT.md). Read at start only."},
     {"dispatch.producers", AX_CONF_INT, OFF(dispatch_producers), "2", 1, 2, "trigger",
-     "The leader's transactional producers, used in turn, one Kafka transaction each: with 2 "
-     "a transaction never begins on the transactional.id whose last commit's markers the "
-     "broker may still be writing. Such a begin's AddPartitionsToTxn is answered "
-     "CONCURRENT_TRANSACTIONS and librdkafka (2.0.2) tries again only after 20 ms, with "
-     "the batch's records waiting: every window's primers (dispatch.prime) met it, as they "
-     "begin the next window at once. At 1,000 jobs/s, 18 alternating pairs: fire-to-start "
-     "p99 10.05 -> 9.65 ms (medians; BENCHMARKS.md). 1: one producer. Every leader "
-     "initialises both transactional ids (<prefix>trigger and <prefix>trigger.1) whatever "
-     "this says, so either one of a stale leader is fenced. Read at start only."},
+     "The leader's transactional producers for dispatch when dispatch.transaction.ms is "
+     "above 0: with 2 (ids <prefix>trigger and <prefix>trigger.1) each Kafka transaction "
+     "begins on the one whose last transaction ended earlier, so the primers "
+     "(dispatch.prime) that begin a window right after the last one's commit do not meet "
+     "that commit's markers still being written: on one id their AddPartitionsToTxn was "
+     "answered CONCURRENT_TRANSACTIONS in every window, and librdkafka (2.0.2) tries again "
+     "only after 20 ms, with the batch's records waiting. At 1,000 jobs/s, 18 alternating "
+     "pairs: fire-to-start p99 10.05 -> 9.65 ms (medians), the slowest job not lower "
+     "(BENCHMARKS.md). A leader initialises both ids when it takes the lease (fencing a "
+     "stale leader's of either); if the second cannot be initialised (an ACL naming the "
+     "first id only) it dispatches through the first alone, warned. 1, or "
+     "dispatch.transaction.ms 0 (executors read committed): one producer, <prefix>trigger. "
+     "Read at start only."},
     {"dispatch.overlap", AX_CONF_INT, OFF(dispatch_overlap), "0", 0, 1, "trigger",
      "Ignored since dispatch.transaction.ms (2026-12-04), accepted so older configuration "
      "files still load: the leader produces a batch's dispatch records only after the "
