@@ -52,6 +52,10 @@ fin_p=$(sql "SELECT finished_at FROM job_instance WHERE id = $p")
     || fail "the parent finished before a shard"
 [ "$(sql "SELECT count(*) FROM job_attempt WHERE instance_id = $p AND error_class = 'probe'")" = 1 ] \
     || fail "the probe attempt is not recorded"
+# ... and is the parent's only attempt (logged when it split; the shards
+# end the parent, no attempt of its own is recorded again)
+[ "$(sql "SELECT count(*) FROM job_attempt WHERE instance_id = $p")" = 1 ] \
+    || fail "the parent has $(sql "SELECT count(*) FROM job_attempt WHERE instance_id = $p") attempts, not its probe's alone"
 published() { [ -n "$(sql "SELECT 1 FROM job_instance WHERE id = $p AND result_published_at IS NOT NULL")" ]; }
 wait_for 20 "parent result published" published
 

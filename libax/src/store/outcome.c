@@ -117,16 +117,26 @@ AX_STMT(st_finish, "outcome.finish",
     "    slot_given_back = i.holds_slot, holds_slot = false,"
     /* the final attempt is recorded here, not as a job_attempt_log row
      * (025_final_attempt_in_state; the view job_attempt shows both) —
-     * unless the log holds that attempt already (a size probe's row) */
-    "    attempt_worker = CASE WHEN o.retry_ms IS NULL AND NOT EXISTS (SELECT 1"
-    "      FROM job_attempt_log a WHERE a.instance_id = o.id AND a.attempt = o.attempt)"
+     * unless the log holds that attempt already (a size probe's row:
+     * outcome.probes_split logs the attempt of an instance whose
+     * shard_mode is 'probe', and nothing else logs an attempt that has not
+     * ended its instance's attempt number, so only such an instance is
+     * looked up in the log; the lookup per row was ~5 % of the statement,
+     * perf, BENCHMARKS.md "Issue #13: the twenty-fifth session") */
+    "    attempt_worker = CASE WHEN o.retry_ms IS NULL AND (i.shard_mode IS DISTINCT FROM 'probe'"
+    "      OR NOT EXISTS (SELECT 1 FROM job_attempt_log a"
+    "        WHERE a.instance_id = o.id AND a.attempt = o.attempt))"
     "      THEN o.worker END,"
     /* a retried attempt's run start, which the update clears from
      * running_at, is kept here for RETURNING (the job's mean run time),
      * until the instance's next finish: only a FINISHED row's
      * attempt_started_at is shown (the view job_attempt) */
+    /* float8, not numeric, division: both give the double nearest the
+     * exact quotient (a millisecond count is exact in a double), so the
+     * same time, for less (BENCHMARKS.md, "Issue #13: the twenty-fifth
+     * session") */
     "    attempt_started_at = CASE WHEN o.retry_ms IS NULL"
-    "      THEN to_timestamp(o.started_ms / 1000.0) ELSE i.running_at END,"
+    "      THEN to_timestamp(o.started_ms::float8 / 1000) ELSE i.running_at END,"
     /* an instance of another deployment (a cancellation sent to this
      * deployment's callback topic) goes to the per-instance outbox of its
      * own deployment's publisher instead (fo below) */
@@ -199,7 +209,7 @@ AX_STMT(st_finish, "outcome.finish",
     "  INSERT INTO job_attempt_log (instance_id, attempt, worker, outcome, exit_code,"
     "    error_class, error, started_at, finished_at)"
     "  SELECT f.id, f.attempt, f.worker, f.outcome, f.exit_code, f.error_class, f.error,"
-    "    to_timestamp(f.started_ms / 1000.0), f.finished_at FROM fin f"
+    "    to_timestamp(f.started_ms::float8 / 1000), f.finished_at FROM fin f"
     "  WHERE f.retry_ms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM job_attempt_log a"
     "   WHERE a.instance_id = f.id AND a.attempt = f.attempt)"
     "), fd AS MATERIALIZED ("
@@ -220,7 +230,7 @@ AX_STMT(st_finish, "outcome.finish",
     "    count(*) FILTER (WHERE outcome = 'SUCCESS') AS ok,"
     "    count(*) FILTER (WHERE outcome NOT IN ('SUCCESS', 'CANCELLED')"
     "      AND error_class IS DISTINCT FROM 'backlog_full') AS bad,"
-    "    avg(extract(epoch FROM finished_at - running_at) * 1000) AS mean_ms"
+    "    avg(date_part('epoch', finished_at - running_at) * 1000) AS mean_ms"
     "  FROM fin WHERE job_id IS NOT NULL GROUP BY job_id"
     ")"
     /* $11: the results themselves, as the outbox would read them after
