@@ -37,16 +37,20 @@ int cb_finish(callback_t *cb, const ax_outcome_in_t *in, size_t n, int64_t *retr
     ax_outcome_finished_t f = {0};
     ax_outcome_opened_t *opened = NULL;
     size_t nopened = 0;
-    /* One transaction: the batch, and the flows its instances advance. */
-    int rc = ax_pg_begin(pg, err, errlen);
-    if (rc == 0 && n)
-        rc = ax_store_outcome_finish(pg, cb->svc.conf.topic_prefix, in, n, cb_pub_carrying(cb), &f,
-                                     err, errlen);
+    /* One transaction: the batch, and the flows its instances advance.
+     * The BEGIN goes with the finish, and the COMMIT with the job rows'
+     * statement, in their round trips (one libpq pipeline each): two round
+     * trips a batch instead of four, on the callback's loop, which is busy
+     * from the first result to the last at full load (BENCHMARKS.md,
+     * "Issue #13: the twenty-fifth session"). */
+    int rc = n ? ax_store_outcome_finish_begin(pg, cb->svc.conf.topic_prefix, in, n,
+                                               cb_pub_carrying(cb), &f, err, errlen)
+               : ax_pg_begin(pg, err, errlen);
     if (rc == 0)
         rc = cb_advance(cb, &f, err, errlen);
     if (rc == 0 && f.njobs)
-        rc = ax_store_outcome_jobs(pg, f.jobs, f.njobs, &opened, &nopened, err, errlen);
-    if (rc == 0)
+        rc = ax_store_outcome_jobs_commit(pg, f.jobs, f.njobs, &opened, &nopened, err, errlen);
+    else if (rc == 0)
         rc = ax_pg_commit(pg, err, errlen);
     if (rc < 0) {
         ax_pg_rollback(pg);

@@ -9,7 +9,9 @@
  * A batch is persisted in one transaction (ax_pg_begin on the same
  * connection): ax_store_outcome_finish, then the shards, probes and flows
  * it advances, then ax_store_outcome_jobs last (the job rows stay locked
- * only until the commit that follows).
+ * only until the commit that follows). ax_store_outcome_finish_begin and
+ * ax_store_outcome_jobs_commit do the same with the BEGIN and the COMMIT
+ * in the statements' round trips.
  *
  * Functions return 0 (or a count) or an ax error (ax/common.h): AX_ERR_IO
  * retry later, AX_ERR_INVALID / AX_ERR_CONFLICT bad data in the batch; the
@@ -102,6 +104,13 @@ typedef struct ax_outcome_finished {
 int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
                             size_t n, int results, ax_outcome_finished_t *ret, char *errbuf,
                             size_t errlen);
+/* The same, beginning the batch's transaction in the same round trip
+ * (BEGIN and the statement in one libpq pipeline): call it with no
+ * transaction open; on success the transaction is open, on failure the
+ * caller rolls back (ax_pg_rollback) as after ax_pg_begin. */
+int ax_store_outcome_finish_begin(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
+                                  size_t n, int results, ax_outcome_finished_t *ret,
+                                  char *errbuf, size_t errlen);
 void ax_outcome_finished_free(ax_outcome_finished_t *f);
 
 /* A job whose circuit the batch opened (for the alert). */
@@ -116,6 +125,12 @@ typedef struct ax_outcome_opened {
 int ax_store_outcome_jobs(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n,
                           ax_outcome_opened_t **ret_opened, size_t *ret_nopened, char *errbuf,
                           size_t errlen);
+/* The same, then COMMIT, in one round trip (one libpq pipeline): 0 when
+ * both succeeded; on failure the transaction is aborted or gone, and the
+ * caller rolls back (ax_pg_rollback) as after a failed ax_pg_commit. */
+int ax_store_outcome_jobs_commit(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n,
+                                 ax_outcome_opened_t **ret_opened, size_t *ret_nopened,
+                                 char *errbuf, size_t errlen);
 void ax_outcome_opened_free(ax_outcome_opened_t *v, size_t n);
 
 /* ---- what the policies read ---------------------------------------------------------- */

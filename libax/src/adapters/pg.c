@@ -439,6 +439,8 @@ int ax_pg_exec(ax_pg_t *pg, const char *sql, int nparams, const char *const *par
 
 void ax_pg_mark_down(ax_pg_t *pg) { pg->was_down = 1; }
 
+void ax_pg_txn_edge(ax_pg_t *pg) { pg->plan_local = -1; }
+
 int ax_pg_begin(ax_pg_t *pg, char *errbuf, size_t errlen) {
     pg->plan_local = -1;
     return ax_pg_exec(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, errbuf, errlen);

@@ -370,9 +370,9 @@ static int finish_rows(const PGresult *r, ax_outcome_finished_t *f) {
     return 0;
 }
 
-int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
-                            size_t n, int results, ax_outcome_finished_t *ret, char *errbuf,
-                            size_t errlen) {
+static int finish_run(ax_pg_t *pg, int begin, const char *deployment, const ax_outcome_in_t *in,
+                      size_t n, int results, ax_outcome_finished_t *ret, char *errbuf,
+                      size_t errlen) {
     memset(ret, 0, sizeof *ret);
     ax_strbuf_t a[FIN_ARGS];
     /* $11 carried results, $12 and $13 the batch's id range, $14 the
@@ -396,7 +396,8 @@ int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcom
     p[HI] = ax_num(&nhi, hi);
     p[DEPLOYMENT] = deployment;
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_finish, NPARAMS, p, NULL, NULL, &r, errbuf, errlen);
+    rc = begin ? ax_stmt_run_framed(pg, 1, &st_finish, NPARAMS, p, 0, &r, errbuf, errlen)
+               : ax_stmt_run(pg, &st_finish, NPARAMS, p, NULL, NULL, &r, errbuf, errlen);
     arrs_free(a, FIN_ARGS);
     if (rc < 0)
         return rc;
@@ -407,6 +408,18 @@ int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcom
         return nomem(errbuf, errlen, st_finish.name);
     }
     return 0;
+}
+
+int ax_store_outcome_finish(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
+                            size_t n, int results, ax_outcome_finished_t *ret, char *errbuf,
+                            size_t errlen) {
+    return finish_run(pg, 0, deployment, in, n, results, ret, errbuf, errlen);
+}
+
+int ax_store_outcome_finish_begin(ax_pg_t *pg, const char *deployment, const ax_outcome_in_t *in,
+                                  size_t n, int results, ax_outcome_finished_t *ret,
+                                  char *errbuf, size_t errlen) {
+    return finish_run(pg, 1, deployment, in, n, results, ret, errbuf, errlen);
 }
 
 void ax_outcome_finished_free(ax_outcome_finished_t *f) {
@@ -470,9 +483,9 @@ AX_STMT(st_jobs, "outcome.jobs",
 enum { JOBS_KIND, JOBS_NAME, JOBS_FAILURES };
 enum { JOBS_ARGS = 6 };
 
-int ax_store_outcome_jobs(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n,
-                          ax_outcome_opened_t **ret_opened, size_t *ret_nopened, char *errbuf,
-                          size_t errlen) {
+static int jobs_run(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n, int commit,
+                    ax_outcome_opened_t **ret_opened, size_t *ret_nopened, char *errbuf,
+                    size_t errlen) {
     *ret_opened = NULL;
     *ret_nopened = 0;
     ax_strbuf_t a[JOBS_ARGS];
@@ -495,7 +508,8 @@ int ax_store_outcome_jobs(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t 
         return nomem(errbuf, errlen, st_jobs.name);
     }
     PGresult *r = NULL;
-    rc = ax_stmt_run(pg, &st_jobs, JOBS_ARGS, p, NULL, NULL, &r, errbuf, errlen);
+    rc = commit ? ax_stmt_run_framed(pg, 0, &st_jobs, JOBS_ARGS, p, 1, &r, errbuf, errlen)
+                : ax_stmt_run(pg, &st_jobs, JOBS_ARGS, p, NULL, NULL, &r, errbuf, errlen);
     arrs_free(a, JOBS_ARGS);
     if (rc < 0)
         return rc;
@@ -513,6 +527,18 @@ int ax_store_outcome_jobs(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t 
     *ret_opened = v;
     *ret_nopened = rows;
     return 0;
+}
+
+int ax_store_outcome_jobs(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n,
+                          ax_outcome_opened_t **ret_opened, size_t *ret_nopened, char *errbuf,
+                          size_t errlen) {
+    return jobs_run(pg, jobs, n, 0, ret_opened, ret_nopened, errbuf, errlen);
+}
+
+int ax_store_outcome_jobs_commit(ax_pg_t *pg, const ax_outcome_jobstat_t *jobs, size_t n,
+                                 ax_outcome_opened_t **ret_opened, size_t *ret_nopened,
+                                 char *errbuf, size_t errlen) {
+    return jobs_run(pg, jobs, n, 1, ret_opened, ret_nopened, errbuf, errlen);
 }
 
 void ax_outcome_opened_free(ax_outcome_opened_t *v, size_t n) {

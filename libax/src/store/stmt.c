@@ -194,6 +194,137 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
     }
 }
 
+/* One pipeline: [BEGIN,] st, [COMMIT,] sync. 0 with *ret the statement's
+ * result, or the first failed command's result in *ret_fail (the rest of
+ * the pipeline is skipped by the server); <0 (connection) otherwise. */
+static int framed_once(PGconn *conn, int begin, const char *pname, int nparams,
+                       const char *const *params, int commit, PGresult **ret,
+                       PGresult **ret_fail) {
+    *ret = *ret_fail = NULL;
+    if (!PQenterPipelineMode(conn))
+        return AX_ERR_IO;
+    int sent = (!begin || PQsendQueryParams(conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) &&
+               PQsendQueryPrepared(conn, pname, nparams, params, NULL, NULL, 0) &&
+               (!commit || PQsendQueryParams(conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0)) &&
+               PQpipelineSync(conn);
+    /* every command's result, then the sync's: the first failure kept */
+    int want = sent ? (begin != 0) + 1 + (commit != 0) : 0, lost = !sent;
+    for (int k = 0; k < want; k++) {
+        PGresult *r = PQgetResult(conn);
+        if (!r) {
+            lost = 1;
+            break;
+        }
+        ExecStatusType es = PQresultStatus(r);
+        if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
+            if (k == (begin != 0) && !*ret)
+                *ret = r;
+            else
+                PQclear(r);
+        } else if (es != PGRES_PIPELINE_ABORTED && !*ret_fail) {
+            *ret_fail = r;
+        } else {
+            PQclear(r);
+        }
+        PGresult *end;
+        while ((end = PQgetResult(conn)) != NULL) /* the command's end */
+            PQclear(end);
+    }
+    if (!lost) {
+        PGresult *r = PQgetResult(conn); /* PGRES_PIPELINE_SYNC */
+        lost = !r || PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+        PQclear(r);
+    }
+    if (lost || !PQexitPipelineMode(conn)) {
+        PQclear(*ret);
+        PQclear(*ret_fail);
+        *ret = *ret_fail = NULL;
+        return AX_ERR_IO;
+    }
+    if (*ret_fail) {
+        PQclear(*ret);
+        *ret = NULL;
+    }
+    return 0;
+}
+
+int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
+                       const char *const *params, int commit, PGresult **ret_res, char *errbuf,
+                       size_t errlen) {
+    uint64_t t0 = now_us();
+    int rc = ax_pg_ensure(pg, errbuf, errlen);
+    if (rc < 0) {
+        account(st, t0, 0, 1);
+        return rc;
+    }
+    int id = stmt_id(st);
+    char pname[16];
+    snprintf(pname, sizeof pname, "ax%d", id);
+    /* the mode this statement runs in: a session SET before a BEGIN, a SET
+     * LOCAL inside the transaction, as for ax_stmt_run */
+    rc = ax_pg_plan(pg, st->generic, errbuf, errlen);
+    if (rc < 0) {
+        account(st, t0, 0, 1);
+        return rc;
+    }
+    PGconn *conn = ax_pg_conn(pg);
+    for (int round = 0;; round++) {
+        int64_t *prepared = ax_pg_prep_slot(pg, id);
+        if (!prepared) {
+            account(st, t0, 0, 1);
+            return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
+        }
+        if (!*prepared) {
+            PGresult *pr = PQprepare(conn, pname, st->sql, nparams, NULL);
+            if (!pr || PQresultStatus(pr) != PGRES_COMMAND_OK) {
+                account(st, t0, 0, 1);
+                return fail(pg, conn, pr, ", prepare", st, errbuf, errlen);
+            }
+            PQclear(pr);
+            int64_t now = ax_mono_ms();
+            *prepared = now > 0 ? now : 1;
+        }
+        PGresult *r = NULL, *bad = NULL;
+        t_exec_m0 = ax_mono_ms();
+        rc = framed_once(conn, begin, pname, nparams, params, commit, &r, &bad);
+        t_exec_m1 = ax_mono_ms();
+        if (begin || commit)
+            ax_pg_txn_edge(pg);
+        if (rc == 0 && !bad) {
+            uint64_t rows = PQresultStatus(r) == PGRES_TUPLES_OK
+                                ? (uint64_t)PQntuples(r)
+                                : strtoull(PQcmdTuples(r), NULL, 10);
+            account(st, t0, rows, 0);
+            if (ret_res)
+                *ret_res = r;
+            else
+                PQclear(r);
+            return 0;
+        }
+        if (rc < 0) {
+            account(st, t0, 0, 1);
+            ax_pg_mark_down(pg);
+            return ax_seterr(errbuf, errlen, AX_ERR_IO, "PostgreSQL (%s, pipeline): %s", st->name,
+                             PQerrorMessage(conn));
+        }
+        /* a stale plan in a transaction this call began: that transaction
+         * rolled back, prepared again, the whole tried once more */
+        if (round == 0 && begin && !commit && stale_plan(bad)) {
+            PQclear(bad);
+            PQclear(PQexec(conn, "ROLLBACK"));
+            PQclear(PQexec(conn, "DEALLOCATE ALL"));
+            for (int i = 1, n = __atomic_load_n(&g_nreg, __ATOMIC_ACQUIRE); i <= n; i++) {
+                int64_t *sl = ax_pg_prep_slot(pg, i);
+                if (sl)
+                    *sl = 0;
+            }
+            continue;
+        }
+        account(st, t0, 0, 1);
+        return fail(pg, conn, bad, "", st, errbuf, errlen);
+    }
+}
+
 size_t ax_store_stats(ax_store_stat_t *out, size_t max) {
     pthread_mutex_lock(&g_reg_mu);
     size_t n = (size_t)g_nreg;

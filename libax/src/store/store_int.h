@@ -68,6 +68,20 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
                 const int *lengths, const int *formats, PGresult **ret_res, char *errbuf,
                 size_t errlen);
 
+/* ax_stmt_run with "BEGIN" sent before it (begin) and/or "COMMIT" after
+ * it (commit), in one libpq pipeline: one round trip for the two or three
+ * (the callback's finish, BENCHMARKS.md "Issue #13: the twenty-fifth
+ * session"). Statement `st` must be an AX_STMT (custom plans). With commit,
+ * a failure of st leaves the transaction aborted (the COMMIT is not run):
+ * the caller rolls back, as after ax_stmt_run. With begin and no commit,
+ * the transaction is open on success, and aborted on failure (the caller
+ * rolls back), except that a stale plan is prepared again and the whole
+ * tried once more, as ax_stmt_run does outside a transaction. A lost
+ * connection is AX_ERR_IO. */
+int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
+                       const char *const *params, int commit, PGresult **ret_res, char *errbuf,
+                       size_t errlen);
+
 /* Text form of an integer parameter, in caller storage. */
 typedef struct ax_num {
     char s[24];
@@ -102,5 +116,8 @@ int64_t ax_pg_replan_ms(const ax_pg_t *pg);
 int ax_pg_plan(ax_pg_t *pg, int generic, char *errbuf, size_t errlen);
 int ax_pg_classify(const PGresult *r, PGconn *conn);
 void ax_pg_mark_down(ax_pg_t *pg);
+/* A transaction began or ended on the connection other than through
+ * ax_pg_begin/commit/rollback (ax_stmt_run_framed): its SET LOCAL is gone. */
+void ax_pg_txn_edge(ax_pg_t *pg);
 
 #endif

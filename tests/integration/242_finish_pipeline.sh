@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The callback's batch transaction with its BEGIN sent with the finish
+# statement and its COMMIT with the job rows' statement, one libpq pipeline
+# each (ax_store_outcome_finish_begin, ax_store_outcome_jobs_commit;
+# helpers/it_finish.c), no services, on four RUNNING instances of a job of
+# its own:
+# 1. two results: the transaction is open after the first round trip and
+#    closed after the second; both instances FINISHED, the job's runs 2;
+# 2. a result the statement refuses (output not UTF-8): the transaction
+#    is left aborted for the caller's rollback; the instance untouched;
+# 3. the session's prepared statements dropped behind the store's back:
+#    the finish prepares again and succeeds in the same call;
+# 4. a COMMIT that fails (a deferred unique violation in the transaction):
+#    the call fails, and the instance finished in that transaction is
+#    untouched.
+source "$(dirname "$0")/lib.sh"
+D="it242.$$.$RANDOM."
+J="it242-$$"
+cleanup() {
+    sql "DELETE FROM instance_def WHERE id IN (SELECT id FROM instance_state WHERE deployment = '$D');
+         DELETE FROM instance_state WHERE deployment = '$D';
+         DELETE FROM ax_result_batch WHERE deployment = '$D';
+         DELETE FROM job WHERE name = '$J'" >/dev/null 2>&1 || true
+}
+IT_ON_EXIT+=(cleanup)
+JID=$(sql "INSERT INTO job (name, command) VALUES ('$J', '{true}') RETURNING id" | head -1)
+[ -n "$JID" ] || fail "cannot create job $J"
+ids=$(sql "WITH d AS (INSERT INTO instance_def (job_id, job_name, command, timeout_ms, trace_id,
+             idempotency_key)
+           SELECT $JID, '$J', '{true}', 60000, '$D' || g, '$D' || g FROM generate_series(1, 4) g
+           RETURNING id)
+         INSERT INTO instance_state (id, job_id, deployment, attempt, state, due_at, worker,
+           lease_expires_at, dispatched_at, locked_at, running_at)
+         SELECT id, $JID, '$D', 1, 'RUNNING', now(), 'it-finish', now() + interval '1 hour',
+           now(), now(), now() FROM d RETURNING id" | sort -n)
+set -- $ids
+[ $# = 4 ] || fail "expected 4 instances, got: $ids"
+out=$("$AX_BIN/tests/it_finish" "$AX_CONFIG" "$D" "$@" 2>"$WORK/it_finish.err") \
+    || fail "it_finish failed: $out $(cat "$WORK/it_finish.err")"
+log "it_finish: $(echo "$out" | tr '\n' ';')"
+expect() { # expect LINE
+    grep -qxF "$1" <<<"$out" || fail "expected '$1' in: $(echo "$out" | tr '\n' ';')"
+}
+state() { sql "SELECT state || coalesce('/' || outcome, '') FROM instance_state WHERE id = $1"; }
+
+log "1. two results, two round trips"
+expect "ok.begin rc=0 txn=intrans ended=2 jobs=1"
+expect "ok.commit rc=0 txn=idle"
+[ "$(state "$1")" = FINISHED/SUCCESS ] || fail "instance $1: $(state "$1")"
+[ "$(state "$2")" = FINISHED/SUCCESS ] || fail "instance $2: $(state "$2")"
+
+log "2. refused data: aborted for the caller's rollback"
+grep -q "^bad.begin rc=-[0-9]* txn=inerror " <<<"$out" || fail "bad.begin: $(grep '^bad' <<<"$out")"
+expect "bad.rollback txn=idle"
+grep -q "UTF8" "$WORK/it_finish.err" || fail "the refusal's reason: $(cat "$WORK/it_finish.err")"
+
+log "3. prepared statements gone: prepared again in the call"
+expect "stale.begin rc=0 txn=intrans ended=1 jobs=1"
+expect "stale.commit rc=0 txn=idle"
+[ "$(state "$3")" = FINISHED/SUCCESS ] || fail "instance $3: $(state "$3")"
+
+log "4. the COMMIT fails: nothing of the transaction stays"
+expect "commit.begin rc=0 txn=intrans ended=1 jobs=1"
+grep -q "^commit.commit rc=-[0-9]* " <<<"$out" || fail "commit.commit: $(grep '^commit' <<<"$out")"
+expect "commit.rollback txn=idle"
+[ "$(state "$4")" = RUNNING ] || fail "instance $4: $(state "$4") (its transaction's COMMIT failed)"
+
+[ "$(sql "SELECT runs FROM job WHERE id = $JID")" = 3 ] \
+    || fail "the job's runs: $(sql "SELECT runs FROM job WHERE id = $JID"), expected 3 (the committed batches')"
+log "ok"
