@@ -11,8 +11,11 @@
 # 3. the session's prepared statements dropped behind the store's back:
 #    the finish prepares again and succeeds in the same call;
 # 4. a COMMIT that fails (a deferred unique violation in the transaction):
-#    the call fails, and the instance finished in that transaction is
-#    untouched.
+#    the call fails as a conflict naming the COMMIT, the transaction is
+#    gone, and the instance finished in it is untouched;
+# 5. the job rows' statement fails (a slot given back that its job does
+#    not count: running_count would go below 0): the COMMIT is not run, the
+#    transaction is left aborted for the rollback, the instance untouched.
 source "$(dirname "$0")/lib.sh"
 D="it242.$$.$RANDOM."
 J="it242-$$"
@@ -27,14 +30,16 @@ JID=$(sql "INSERT INTO job (name, command) VALUES ('$J', '{true}') RETURNING id"
 [ -n "$JID" ] || fail "cannot create job $J"
 ids=$(sql "WITH d AS (INSERT INTO instance_def (job_id, job_name, command, timeout_ms, trace_id,
              idempotency_key)
-           SELECT $JID, '$J', '{true}', 60000, '$D' || g, '$D' || g FROM generate_series(1, 4) g
+           SELECT $JID, '$J', '{true}', 60000, '$D' || g, '$D' || g FROM generate_series(1, 5) g
            RETURNING id)
          INSERT INTO instance_state (id, job_id, deployment, attempt, state, due_at, worker,
            lease_expires_at, dispatched_at, locked_at, running_at)
          SELECT id, $JID, '$D', 1, 'RUNNING', now(), 'it-finish', now() + interval '1 hour',
            now(), now(), now() FROM d RETURNING id" | sort -n)
 set -- $ids
-[ $# = 4 ] || fail "expected 4 instances, got: $ids"
+[ $# = 5 ] || fail "expected 5 instances, got: $ids"
+# the fifth holds a concurrency slot its job does not count (running_count 0)
+sql "UPDATE instance_state SET holds_slot = true WHERE id = $5" >/dev/null
 out=$("$AX_BIN/tests/it_finish" "$AX_CONFIG" "$D" "$@" 2>"$WORK/it_finish.err") \
     || fail "it_finish failed: $out $(cat "$WORK/it_finish.err")"
 log "it_finish: $(echo "$out" | tr '\n' ';')"
@@ -50,7 +55,7 @@ expect "ok.commit rc=0 txn=idle"
 [ "$(state "$2")" = FINISHED/SUCCESS ] || fail "instance $2: $(state "$2")"
 
 log "2. refused data: aborted for the caller's rollback"
-grep -q "^bad.begin rc=-[0-9]* txn=inerror " <<<"$out" || fail "bad.begin: $(grep '^bad' <<<"$out")"
+expect "bad.begin rc=-1 txn=inerror ended=0 jobs=0"
 expect "bad.rollback txn=idle"
 grep -q "UTF8" "$WORK/it_finish.err" || fail "the refusal's reason: $(cat "$WORK/it_finish.err")"
 
@@ -61,9 +66,20 @@ expect "stale.commit rc=0 txn=idle"
 
 log "4. the COMMIT fails: nothing of the transaction stays"
 expect "commit.begin rc=0 txn=intrans ended=1 jobs=1"
-grep -q "^commit.commit rc=-[0-9]* " <<<"$out" || fail "commit.commit: $(grep '^commit' <<<"$out")"
+expect "commit.commit rc=-5 txn=idle"
+grep -q "^commit.commit.error PostgreSQL (outcome.jobs, commit): " <<<"$out" \
+    || fail "the failed COMMIT's error: $(grep '^commit.commit.error' <<<"$out")"
 expect "commit.rollback txn=idle"
 [ "$(state "$4")" = RUNNING ] || fail "instance $4: $(state "$4") (its transaction's COMMIT failed)"
+
+log "5. the job rows' statement fails: the COMMIT is not run"
+expect "jobs.begin rc=0 txn=intrans ended=1 jobs=1"
+expect "jobs.commit rc=-1 txn=inerror"
+grep -q "^jobs.commit.error PostgreSQL (outcome.jobs): .*running_count" <<<"$out" \
+    || grep -q "^jobs.commit.error PostgreSQL (outcome.jobs): .*check constraint" <<<"$out" \
+    || fail "the job rows' error: $(grep '^jobs.commit.error' <<<"$out")"
+expect "jobs.rollback txn=idle"
+[ "$(state "$5")" = RUNNING ] || fail "instance $5: $(state "$5") (its job rows' statement failed)"
 
 [ "$(sql "SELECT runs FROM job WHERE id = $JID")" = 3 ] \
     || fail "the job's runs: $(sql "SELECT runs FROM job WHERE id = $JID"), expected 3 (the committed batches')"

@@ -441,6 +441,12 @@ void ax_pg_mark_down(ax_pg_t *pg) { pg->was_down = 1; }
 
 void ax_pg_txn_edge(ax_pg_t *pg) { pg->plan_local = -1; }
 
+void ax_pg_drop(ax_pg_t *pg) {
+    if (pg->conn)
+        conn_close(pg);
+    pg->was_down = 1;
+}
+
 int ax_pg_begin(ax_pg_t *pg, char *errbuf, size_t errlen) {
     pg->plan_local = -1;
     return ax_pg_exec(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, errbuf, errlen);

@@ -195,11 +195,14 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
 }
 
 /* One pipeline: [BEGIN,] st, [COMMIT,] sync. 0 with *ret the statement's
- * result, or the first failed command's result in *ret_fail (the rest of
- * the pipeline is skipped by the server); <0 (connection) otherwise. */
+ * result, or the first failed command's result in *ret_fail and its index
+ * in *ret_which (0 BEGIN, 1 st, 2 COMMIT; the rest of the pipeline is
+ * skipped by the server); <0 when the pipeline could not be sent or read
+ * to its end (the caller drops the connection: libpq may still be in
+ * pipeline mode with commands queued). */
 static int framed_once(PGconn *conn, int begin, const char *pname, int nparams,
                        const char *const *params, int commit, PGresult **ret,
-                       PGresult **ret_fail) {
+                       PGresult **ret_fail, int *ret_which) {
     *ret = *ret_fail = NULL;
     if (!PQenterPipelineMode(conn))
         return AX_ERR_IO;
@@ -223,6 +226,7 @@ static int framed_once(PGconn *conn, int begin, const char *pname, int nparams,
                 PQclear(r);
         } else if (es != PGRES_PIPELINE_ABORTED && !*ret_fail) {
             *ret_fail = r;
+            *ret_which = k + (begin == 0);
         } else {
             PQclear(r);
         }
@@ -285,8 +289,9 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
             *prepared = now > 0 ? now : 1;
         }
         PGresult *r = NULL, *bad = NULL;
+        int which = 1;
         t_exec_m0 = ax_mono_ms();
-        rc = framed_once(conn, begin, pname, nparams, params, commit, &r, &bad);
+        rc = framed_once(conn, begin, pname, nparams, params, commit, &r, &bad, &which);
         t_exec_m1 = ax_mono_ms();
         if (begin || commit)
             ax_pg_txn_edge(pg);
@@ -303,15 +308,25 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
         }
         if (rc < 0) {
             account(st, t0, 0, 1);
-            ax_pg_mark_down(pg);
-            return ax_seterr(errbuf, errlen, AX_ERR_IO, "PostgreSQL (%s, pipeline): %s", st->name,
-                             PQerrorMessage(conn));
+            ax_seterr(errbuf, errlen, AX_ERR_IO, "PostgreSQL (%s, pipeline): %s", st->name,
+                      PQerrorMessage(conn));
+            ax_pg_drop(pg); /* a half-read pipeline: a new session */
+            return AX_ERR_IO;
         }
         /* a stale plan in a transaction this call began: that transaction
          * rolled back, prepared again, the whole tried once more */
-        if (round == 0 && begin && !commit && stale_plan(bad)) {
+        if (round == 0 && begin && !commit && which == 1 && stale_plan(bad)) {
             PQclear(bad);
-            PQclear(PQexec(conn, "ROLLBACK"));
+            PGresult *rb = PQexec(conn, "ROLLBACK");
+            int rolled = rb && PQresultStatus(rb) == PGRES_COMMAND_OK;
+            PQclear(rb);
+            if (!rolled) {
+                account(st, t0, 0, 1);
+                ax_seterr(errbuf, errlen, AX_ERR_IO, "PostgreSQL (%s, rollback): %s", st->name,
+                          PQerrorMessage(conn));
+                ax_pg_drop(pg);
+                return AX_ERR_IO;
+            }
             PQclear(PQexec(conn, "DEALLOCATE ALL"));
             for (int i = 1, n = __atomic_load_n(&g_nreg, __ATOMIC_ACQUIRE); i <= n; i++) {
                 int64_t *sl = ax_pg_prep_slot(pg, i);
@@ -321,7 +336,8 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
             continue;
         }
         account(st, t0, 0, 1);
-        return fail(pg, conn, bad, "", st, errbuf, errlen);
+        return fail(pg, conn, bad, which == 0 ? ", begin" : which == 2 ? ", commit" : "", st,
+                    errbuf, errlen);
     }
 }
 

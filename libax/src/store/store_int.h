@@ -77,7 +77,11 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
  * the transaction is open on success, and aborted on failure (the caller
  * rolls back), except that a stale plan is prepared again and the whole
  * tried once more, as ax_stmt_run does outside a transaction. A lost
- * connection is AX_ERR_IO. */
+ * connection, or a pipeline that could not be read to its end, is
+ * AX_ERR_IO and closes the session (the next call connects again). The
+ * statement's time in the store's metrics includes its BEGIN or COMMIT (a
+ * COMMIT's WAL flush), and a failed BEGIN or COMMIT counts as its error,
+ * its message naming which ("outcome.jobs, commit"). */
 int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
                        const char *const *params, int commit, PGresult **ret_res, char *errbuf,
                        size_t errlen);
@@ -119,5 +123,8 @@ void ax_pg_mark_down(ax_pg_t *pg);
 /* A transaction began or ended on the connection other than through
  * ax_pg_begin/commit/rollback (ax_stmt_run_framed): its SET LOCAL is gone. */
 void ax_pg_txn_edge(ax_pg_t *pg);
+/* Close the connection (a pipeline left in an unknown state): the next
+ * ax_pg_ensure connects again. */
+void ax_pg_drop(ax_pg_t *pg);
 
 #endif

@@ -17,9 +17,12 @@
  *           succeeds, the transaction open; then jobs_commit
  *   commit  ID4 SUCCESS, then a deferred unique violation in the same
  *           transaction: jobs_commit fails at the COMMIT (rc < 0), the
- *           transaction gone, ID4 untouched
- * Usage: it_finish CONFIG_FILE DEPLOYMENT ID1 ID2 ID3 ID4. Exit 0, or 2 when
- * it cannot start.
+ *           transaction gone, ID4 untouched; "commit.error E" the error
+ *   jobs    ID5 (the test gave it a concurrency slot its job does not
+ *           count): the job rows' statement fails (running_count would go
+ *           below 0), the COMMIT is not run, the transaction left aborted
+ * Usage: it_finish CONFIG_FILE DEPLOYMENT ID1 ID2 ID3 ID4 ID5. Exit 0, or 2
+ * when it cannot start.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,16 +73,18 @@ static int commit_step(ax_pg_t *pg, const char *step, ax_outcome_finished_t *f) 
     int rc = ax_store_outcome_jobs_commit(pg, f->jobs, f->njobs, &opened, &nopened, err,
                                           sizeof err);
     printf("%s rc=%d txn=%s\n", step, rc < 0 ? rc : 0, txn(pg));
-    if (rc < 0)
+    if (rc < 0) {
         fprintf(stderr, "it_finish: %s: %s\n", step, err);
+        printf("%s.error %s\n", step, err);
+    }
     ax_outcome_opened_free(opened, nopened);
     ax_outcome_finished_free(f);
     return rc;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: it_finish CONFIG_FILE DEPLOYMENT ID1 ID2 ID3 ID4\n");
+    if (argc != 8) {
+        fprintf(stderr, "usage: it_finish CONFIG_FILE DEPLOYMENT ID1 ID2 ID3 ID4 ID5\n");
         return 2;
     }
     static ax_conf_t conf;
@@ -95,8 +100,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *d = argv[2];
-    int64_t id[4];
-    for (int k = 0; k < 4; k++)
+    int64_t id[5];
+    for (int k = 0; k < 5; k++)
         id[k] = strtoll(argv[3 + k], NULL, 10);
     ax_outcome_finished_t f = {0};
 
@@ -133,6 +138,12 @@ int main(int argc, char **argv) {
     }
     ax_pg_rollback(pg);
     printf("commit.rollback txn=%s\n", txn(pg));
+
+    ax_outcome_in_t five = result(id[4], "five");
+    if (begin_step(pg, d, "jobs.begin", &five, 1, &f) == 0)
+        commit_step(pg, "jobs.commit", &f);
+    ax_pg_rollback(pg);
+    printf("jobs.rollback txn=%s\n", txn(pg));
     ax_pg_destroy(pg);
     return 0;
 }
