@@ -122,23 +122,57 @@ static int replan(ax_pg_t *pg, PGconn *conn, const ax_stmt_t *st, const char *pn
     return rc == AX_ERR_INVALID || rc == AX_ERR_CONFLICT ? AX_ERR_IO : rc;
 }
 
+/* A run's start: connected, st's id and prepared name (pname, 16 bytes),
+ * the session's plan mode for it. 0 or <0 (counted as st's error). */
+static int run_start(ax_pg_t *pg, ax_stmt_t *st, uint64_t t0, int *ret_id, char *pname,
+                     char *errbuf, size_t errlen) {
+    int rc = ax_pg_ensure(pg, errbuf, errlen);
+    if (rc == 0) {
+        *ret_id = stmt_id(st);
+        snprintf(pname, 16, "ax%d", *ret_id);
+        rc = ax_pg_plan(pg, st->generic, errbuf, errlen);
+    }
+    if (rc < 0)
+        account(st, t0, 0, 1);
+    return rc;
+}
+
+/* st prepared on the connection under pname if its slot says it is not. */
+static int prepare(ax_pg_t *pg, PGconn *conn, ax_stmt_t *st, const char *pname, int nparams,
+                   int64_t *prepared, uint64_t t0, char *errbuf, size_t errlen) {
+    if (*prepared)
+        return 0;
+    PGresult *pr = PQprepare(conn, pname, st->sql, nparams, NULL);
+    if (!pr || PQresultStatus(pr) != PGRES_COMMAND_OK) {
+        account(st, t0, 0, 1);
+        return fail(pg, conn, pr, ", prepare", st, errbuf, errlen);
+    }
+    PQclear(pr);
+    int64_t now = ax_mono_ms();
+    *prepared = now > 0 ? now : 1;
+    return 0;
+}
+
+/* After a stale plan: every statement of the session forgotten, here and
+ * in the store's slots. */
+static void forget_prepared(ax_pg_t *pg, PGconn *conn) {
+    PQclear(PQexec(conn, "DEALLOCATE ALL"));
+    for (int i = 1, n = __atomic_load_n(&g_nreg, __ATOMIC_ACQUIRE); i <= n; i++) {
+        int64_t *s = ax_pg_prep_slot(pg, i);
+        if (s)
+            *s = 0;
+    }
+}
+
 int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *params,
                 const int *lengths, const int *formats, PGresult **ret_res, char *errbuf,
                 size_t errlen) {
     uint64_t t0 = now_us();
-    int rc = ax_pg_ensure(pg, errbuf, errlen);
-    if (rc < 0) {
-        account(st, t0, 0, 1);
-        return rc;
-    }
-    int id = stmt_id(st);
+    int id;
     char pname[16];
-    snprintf(pname, sizeof pname, "ax%d", id);
-    rc = ax_pg_plan(pg, st->generic, errbuf, errlen);
-    if (rc < 0) {
-        account(st, t0, 0, 1);
+    int rc = run_start(pg, st, t0, &id, pname, errbuf, errlen);
+    if (rc < 0)
         return rc;
-    }
     PGconn *conn = ax_pg_conn(pg);
     for (int round = 0;; round++) {
         int64_t *prepared = ax_pg_prep_slot(pg, id);
@@ -155,16 +189,8 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
                 return rc;
             }
         }
-        if (!*prepared) {
-            PGresult *pr = PQprepare(conn, pname, st->sql, nparams, NULL);
-            if (!pr || PQresultStatus(pr) != PGRES_COMMAND_OK) {
-                account(st, t0, 0, 1);
-                return fail(pg, conn, pr, ", prepare", st, errbuf, errlen);
-            }
-            PQclear(pr);
-            int64_t now = ax_mono_ms();
-            *prepared = now > 0 ? now : 1;
-        }
+        if ((rc = prepare(pg, conn, st, pname, nparams, prepared, t0, errbuf, errlen)) < 0)
+            return rc;
         t_exec_m0 = ax_mono_ms();
         PGresult *r = PQexecPrepared(conn, pname, nparams, params, lengths, formats, 0);
         t_exec_m1 = ax_mono_ms();
@@ -181,12 +207,7 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
         }
         if (round == 0 && stale_plan(r) && PQtransactionStatus(conn) == PQTRANS_IDLE) {
             PQclear(r);
-            PQclear(PQexec(conn, "DEALLOCATE ALL"));
-            for (int i = 1, n = __atomic_load_n(&g_nreg, __ATOMIC_ACQUIRE); i <= n; i++) {
-                int64_t *s = ax_pg_prep_slot(pg, i);
-                if (s)
-                    *s = 0;
-            }
+            forget_prepared(pg, conn);
             continue;
         }
         account(st, t0, 0, 1);
@@ -256,21 +277,13 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
                        const char *const *params, int commit, PGresult **ret_res, char *errbuf,
                        size_t errlen) {
     uint64_t t0 = now_us();
-    int rc = ax_pg_ensure(pg, errbuf, errlen);
-    if (rc < 0) {
-        account(st, t0, 0, 1);
-        return rc;
-    }
-    int id = stmt_id(st);
+    int id;
     char pname[16];
-    snprintf(pname, sizeof pname, "ax%d", id);
-    /* the mode this statement runs in: a session SET before a BEGIN, a SET
-     * LOCAL inside the transaction, as for ax_stmt_run */
-    rc = ax_pg_plan(pg, st->generic, errbuf, errlen);
-    if (rc < 0) {
-        account(st, t0, 0, 1);
+    /* the plan mode: a session SET before a BEGIN, a SET LOCAL inside the
+     * transaction, as for ax_stmt_run */
+    int rc = run_start(pg, st, t0, &id, pname, errbuf, errlen);
+    if (rc < 0)
         return rc;
-    }
     PGconn *conn = ax_pg_conn(pg);
     for (int round = 0;; round++) {
         int64_t *prepared = ax_pg_prep_slot(pg, id);
@@ -278,16 +291,8 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
             account(st, t0, 0, 1);
             return ax_seterr(errbuf, errlen, AX_ERR_NOMEM, "%s: out of memory", st->name);
         }
-        if (!*prepared) {
-            PGresult *pr = PQprepare(conn, pname, st->sql, nparams, NULL);
-            if (!pr || PQresultStatus(pr) != PGRES_COMMAND_OK) {
-                account(st, t0, 0, 1);
-                return fail(pg, conn, pr, ", prepare", st, errbuf, errlen);
-            }
-            PQclear(pr);
-            int64_t now = ax_mono_ms();
-            *prepared = now > 0 ? now : 1;
-        }
+        if ((rc = prepare(pg, conn, st, pname, nparams, prepared, t0, errbuf, errlen)) < 0)
+            return rc;
         PGresult *r = NULL, *bad = NULL;
         int which = 1;
         t_exec_m0 = ax_mono_ms();
@@ -327,12 +332,7 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
                 ax_pg_drop(pg);
                 return AX_ERR_IO;
             }
-            PQclear(PQexec(conn, "DEALLOCATE ALL"));
-            for (int i = 1, n = __atomic_load_n(&g_nreg, __ATOMIC_ACQUIRE); i <= n; i++) {
-                int64_t *sl = ax_pg_prep_slot(pg, i);
-                if (sl)
-                    *sl = 0;
-            }
+            forget_prepared(pg, conn);
             continue;
         }
         account(st, t0, 0, 1);
