@@ -13,6 +13,10 @@ create_topics 2
 W=500
 DT=$(topic dispatch)
 marks="$WORK/marks"
+# trace ids of this run only: submit --wait finds an instance by its trace
+# id, and a FINISHED one of an earlier run on the same database (CI's TLS
+# pass after its plain pass) would end the wait before this run's ran
+TR="prime.$$.$RANDOM"
 primers() { primer_count "$DT"; }
 primers_committed() { topic_read "$DT" '%k %S\n' | { grep -cxE 'ax-primer (0|-1)' || true; }; }
 all_committed() { [ "$(primers_committed)" = "$(primers)" ]; }
@@ -25,7 +29,7 @@ wait_for 30 "a leader" leads
 
 log "1. commands in a few windows"
 for i in 1 2 3; do
-    out=$(axctl submit --wait --wait-timeout 60 --trace-id "prime-$i" -- sh -c "echo ran >> $marks") ||
+    out=$(axctl submit --wait --wait-timeout 60 --trace-id "$TR-$i" -- sh -c "echo ran >> $marks") ||
         fail "submit $i failed: $out"
     sleep 0.7 # past the window (the next command joins the primers' window, or a new one)
 done
@@ -62,7 +66,7 @@ start_svc trigger@2 --set dispatch.transaction.ms=$W --set dispatch.prime=0
 start_svc executor@2 --set dispatch.transaction.ms=$W
 wait_for 30 "a leader" leads
 for i in 4 5; do
-    out=$(axctl submit --wait --wait-timeout 60 --trace-id "prime-$i" -- sh -c "echo ran >> $marks") ||
+    out=$(axctl submit --wait --wait-timeout 60 --trace-id "$TR-$i" -- sh -c "echo ran >> $marks") ||
         fail "submit $i failed: $out"
     sleep 0.7
 done
