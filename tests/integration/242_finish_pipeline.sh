@@ -10,6 +10,12 @@
 #    is left aborted for the caller's rollback; the instance untouched;
 # 3. the session's prepared statements dropped behind the store's back:
 #    the finish prepares again and succeeds in the same call;
+# 3b. a stale plan inside the caller's transaction (the statements dropped
+#    after its BEGIN), for the job rows' statement with its COMMIT and for
+#    the finish alone: the call fails as retriable (-3, AX_ERR_IO, not bad
+#    data: the callback would send good results to the dead-letter topic)
+#    and the session is closed; the instance untouched and finished in the
+#    next step on a new session;
 # 4. a COMMIT that fails (a deferred unique violation in the transaction):
 #    the call fails as a conflict naming the COMMIT, the transaction is
 #    gone, and the instance finished in it is untouched;
@@ -63,6 +69,15 @@ log "3. prepared statements gone: prepared again in the call"
 expect "stale.begin rc=0 txn=intrans ended=1 jobs=1"
 expect "stale.commit rc=0 txn=idle"
 [ "$(state "$3")" = FINISHED/SUCCESS ] || fail "instance $3: $(state "$3")"
+
+log "3b. a stale plan in the caller's transaction: retriable, the session closed"
+expect "stalejobs.begin rc=0 txn=intrans ended=1 jobs=1"
+expect "stalejobs.commit rc=-3 txn=closed"
+grep -q "^stalejobs.commit.error PostgreSQL (outcome.jobs, stale plan in a transaction): " <<<"$out" \
+    || fail "the stale job rows' error: $(grep '^stalejobs.commit.error' <<<"$out")"
+expect "stalefin rc=-3 txn=closed"
+grep -q "^stalefin.error PostgreSQL (outcome.finish, stale plan in a transaction): " <<<"$out" \
+    || fail "the stale finish's error: $(grep '^stalefin.error' <<<"$out")"
 
 log "4. the COMMIT fails: nothing of the transaction stays"
 expect "commit.begin rc=0 txn=intrans ended=1 jobs=1"

@@ -75,6 +75,25 @@ static int stale_plan(const PGresult *r) {
     return s && (strcmp(s, "0A000") == 0 || strcmp(s, "26000") == 0);
 }
 
+/* A stale plan inside the caller's transaction: that transaction is
+ * aborted and only the caller can end it, so the statement cannot be
+ * prepared again here. It is no fault in the data (classified as such, the
+ * callback would try its batch one result at a time and dead-letter good
+ * results): the session is closed, which ends the transaction and forgets
+ * every statement it prepared, and the call fails as after a lost
+ * connection (AX_ERR_IO: the caller rolls back and retries on a new
+ * session). */
+static int stale_in_txn(ax_pg_t *pg, PGresult *r, const ax_stmt_t *st, char *errbuf,
+                        size_t errlen) {
+    ax_seterr(errbuf, errlen, AX_ERR_IO, "PostgreSQL (%s, stale plan in a transaction): %s",
+              st->name, PQresultErrorMessage(r));
+    if (errbuf)
+        chomp(errbuf);
+    PQclear(r);
+    ax_pg_drop(pg);
+    return AX_ERR_IO;
+}
+
 static int fail(ax_pg_t *pg, PGconn *conn, PGresult *r, const char *what, const ax_stmt_t *st,
                 char *errbuf, size_t errlen) {
     int rc = ax_pg_classify(r, conn);
@@ -211,6 +230,8 @@ int ax_stmt_run(ax_pg_t *pg, ax_stmt_t *st, int nparams, const char *const *para
             continue;
         }
         account(st, t0, 0, 1);
+        if (stale_plan(r) && PQtransactionStatus(conn) == PQTRANS_INERROR)
+            return stale_in_txn(pg, r, st, errbuf, errlen);
         return fail(pg, conn, r, "", st, errbuf, errlen);
     }
 }
@@ -336,6 +357,8 @@ int ax_stmt_run_framed(ax_pg_t *pg, int begin, ax_stmt_t *st, int nparams,
             continue;
         }
         account(st, t0, 0, 1);
+        if (which == 1 && stale_plan(bad) && PQtransactionStatus(conn) == PQTRANS_INERROR)
+            return stale_in_txn(pg, bad, st, errbuf, errlen);
         return fail(pg, conn, bad, which == 0 ? ", begin" : which == 2 ? ", commit" : "", st,
                     errbuf, errlen);
     }

@@ -15,7 +15,14 @@
  *   stale   the session's prepared statements dropped behind the store's
  *           back (DEALLOCATE ALL): finish_begin of ID3 prepares again and
  *           succeeds, the transaction open; then jobs_commit
- *   commit  ID4 SUCCESS, then a deferred unique violation in the same
+ *   stalejobs finish_begin of ID4, the session's statements dropped
+ *           (DEALLOCATE ALL), jobs_commit: fails as retriable (AX_ERR_IO),
+ *           the session closed; rolled back
+ *   stalefin  in a transaction (ax_pg_begin) on the new session, the
+ *           finish prepared (a result for no instance), the statements
+ *           dropped, then ax_store_outcome_finish of ID4: the same; ID4
+ *           untouched by both
+ *   commit  ID4 SUCCESS (on a new session), then a deferred unique violation in the same
  *           transaction: jobs_commit fails at the COMMIT (rc < 0), the
  *           transaction gone, ID4 untouched; "commit.error E" the error
  *   jobs    ID5 (the test gave it a concurrency slot its job does not
@@ -38,6 +45,8 @@ extern char **environ;
 static char err[1024];
 
 static const char *txn(ax_pg_t *pg) {
+    if (!ax_pg_conn(pg))
+        return "closed";
     switch (PQtransactionStatus(ax_pg_conn(pg))) {
     case PQTRANS_IDLE:
         return "idle";
@@ -125,7 +134,32 @@ int main(int argc, char **argv) {
     else
         ax_pg_rollback(pg);
 
+    /* a stale plan inside the caller's transaction: retriable, the
+     * session closed (store/stmt.c stale_in_txn). Both statements are
+     * prepared on this session (the stale step's). */
     ax_outcome_in_t four = result(id[3], "four");
+    if (begin_step(pg, d, "stalejobs.begin", &four, 1, &f) == 0) {
+        if (ax_pg_exec(pg, "DEALLOCATE ALL", 0, NULL, NULL, NULL, NULL, err, sizeof err) < 0)
+            fprintf(stderr, "it_finish: stalejobs: %s\n", err);
+        commit_step(pg, "stalejobs.commit", &f);
+    }
+    ax_pg_rollback(pg);
+    /* a new session: the finish prepared by a result that matches nothing */
+    ax_outcome_in_t none = result(-1, "none");
+    int rc = ax_pg_begin(pg, err, sizeof err);
+    if (rc == 0 && (rc = ax_store_outcome_finish(pg, d, &none, 1, 0, &f, err, sizeof err)) == 0)
+        ax_outcome_finished_free(&f);
+    if (rc < 0 ||
+        ax_pg_exec(pg, "DEALLOCATE ALL", 0, NULL, NULL, NULL, NULL, err, sizeof err) < 0)
+        fprintf(stderr, "it_finish: stalefin: %s\n", err);
+    rc = ax_store_outcome_finish(pg, d, &four, 1, 0, &f, err, sizeof err);
+    printf("stalefin rc=%d txn=%s\n", rc < 0 ? rc : 0, txn(pg));
+    if (rc < 0)
+        printf("stalefin.error %s\n", err);
+    else
+        ax_outcome_finished_free(&f);
+    ax_pg_rollback(pg);
+
     if (begin_step(pg, d, "commit.begin", &four, 1, &f) == 0) {
         if (ax_pg_exec(pg,
                        "CREATE TEMP TABLE it_finish_deferred (x int UNIQUE DEFERRABLE INITIALLY"
