@@ -18,8 +18,8 @@
  *   finish.c   the batch's transaction (the finish CAS, the job rows)
  *                                                           -> flows, alerts
  *   flows.c    shards, size probes and flow runs an ended instance advances
- *   publish.c  the results publisher (lock, Kafka transactions, marks)
- *                                                           -> recover
+ *   publish.c  the results publisher (lock, Kafka transactions, marks),
+ *              on a thread of its own                       -> recover
  *   recover.c  reading the results topic back after a takeover or a doubt
  *   alerts.c   the alerts the callback raises
  * State lives in callback_t (one per process, owned by main()).
@@ -67,8 +67,8 @@ typedef struct publisher {
     int holder; /* holds the advisory lock lock_name ... */
     int pg_pid; /* ... in this PostgreSQL session (of lockpg) */
     /* The lock's own connection, used for nothing else; a thread runs a
-     * statement on it every PUB_PING_MS while the holder's event loop turns
-     * (cb_pub_tick) at least every PUB_HUNG_MS, so its idle_session_timeout
+     * statement on it every PUB_PING_MS while the publisher's thread turns
+     * (pub_main) at least every PUB_HUNG_MS, so its idle_session_timeout
      * ends it only when the process is stopped or hung, never during a
      * Kafka wait. The thread sets lock_lost when the session is gone. */
     ax_pg_t *lockpg;
@@ -76,7 +76,7 @@ typedef struct publisher {
     int ping_started;
     pthread_mutex_t lock_mu;
     atomic_int lock_lost, ping_stop, ping_holder;
-    atomic_llong loop_ms; /* the event loop's last turn (ax_mono_ms) */
+    atomic_llong loop_ms; /* the publisher thread's last turn (ax_mono_ms) */
     int need_recover;     /* read the topic to its end before producing */
     /* the recovery in progress (read in slices between event-loop turns):
      * its reader, per partition the position reached (saved with every
@@ -95,10 +95,6 @@ typedef struct publisher {
     rd_kafka_t *txp; /* transactional producer (txn_id), while the holder */
     pub_dlv_t dlv;
     char lock_name[300], txn_id[300];
-    struct event *timer;
-    /* the publish window (callback.publish.interval.ms): when a transaction
-     * was last begun, and the results ended since */
-    int64_t last_pub_ms, unpublished;
     int64_t part_seq; /* records produced (their chunks: produce.partition.chunk) */
     /* Results carried: the whole batch rows (ax_result_batch) this process
      * finished while it was the publisher, as the finish statement returned
@@ -107,9 +103,30 @@ typedef struct publisher {
         int64_t batch;
         ax_outbox_row_t *rows;
         size_t n;
+        int64_t gen; /* the carry's generation it was handed over in */
     } *carry;
-    size_t ncarry, capcarry, carry_rows, carry_bytes;
-    int64_t carried, read; /* results produced from memory / read from the outbox */
+    size_t ncarry, capcarry;
+    /* The publisher's thread (pub_main) with its own PostgreSQL connection
+     * ("ax-callback results publisher"): the lock, the producer, the
+     * recovery, the cuts and the carry above are its alone. The event loop
+     * only hands over (the inbox, under mu), signals, and reads the
+     * atomics below. */
+    ax_pg_t *pg;
+    pthread_t thr;
+    int thr_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int wake;                /* under mu: publish now */
+    struct pub_carry *inbox; /* under mu: batches the loop finished, to carry */
+    size_t ninbox, capinbox;
+    atomic_int stop;
+    atomic_int carry_ok; /* the loop may carry: holder, producer, recovered */
+    atomic_llong gen;    /* bumped whenever the carry is dropped */
+    atomic_llong carry_rows, carry_bytes; /* carried, and in the inbox */
+    /* the publish window (callback.publish.interval.ms): when a transaction
+     * was last begun, and the results ended since */
+    atomic_llong last_pub_ms, unpublished;
+    atomic_llong carried, read; /* results produced from memory / read from the outbox */
 } publisher_t;
 
 /* ---- the service ------------------------------------------------------------------- */
@@ -124,7 +141,8 @@ typedef struct probes {
 
 typedef struct callback {
     ax_svc_t svc;
-    int64_t finished, stale, published, retried;
+    int64_t finished, stale, retried;
+    atomic_llong published; /* by the publisher's thread */
     probes_t probes;
     publisher_t pub;
     struct cmetrics *metrics; /* metrics.c; NULL when metrics are off */
@@ -166,18 +184,15 @@ int cb_advance(callback_t *cb, const ax_outcome_finished_t *f, char *err, size_t
 /* publish.c */
 int cb_pub_init(callback_t *cb, char *err, size_t errlen);
 void cb_pub_fini(callback_t *cb);
-/* Publish what the outbox holds, if this process is (or can become) the
- * publisher. */
-void cb_pub_tick(callback_t *cb);
-/* After a durable batch that ended `ended` instances: publish now when the
- * window (callback.publish.interval.ms) is over or a full transaction is
- * waiting, else leave it to the window's end (the publisher's timer). */
+/* After a durable batch that ended `ended` instances: the publisher's
+ * thread woken when the window (callback.publish.interval.ms) is over or a
+ * full transaction is waiting, else it publishes at the window's end. */
 void cb_pub_after_batch(callback_t *cb, int64_t ended);
 /* 1 when the results of the next finish should be carried: this process
  * is the publisher, recovered, with room for them. */
 int cb_pub_carrying(const callback_t *cb);
-/* After the finish's commit: take f's results (whole batch rows) into the
- * publisher's memory. */
+/* After the finish's commit: hand f's results (whole batch rows) over to
+ * the publisher's memory. */
 void cb_pub_carry(callback_t *cb, ax_outcome_finished_t *f);
 
 /* recover.c. One slice of the recovery: 1 when the topic was read to its

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     ax_info("stopped: %lld attempts recorded, %lld retries scheduled, %lld stale results "
             "ignored, %lld outcomes published",
             (long long)cb.finished, (long long)cb.retried, (long long)cb.stale,
-            (long long)cb.published);
+            (long long)atomic_load(&cb.published));
     cb_pub_fini(&cb);
     free(cb.probes.v);
     free(cb.probes.msg);

@@ -32,9 +32,9 @@ static void on_metrics(evutil_socket_t fd, short what, void *arg) {
     struct cmetrics *m = cb->metrics;
     ax_metric_add(m->retries, 0, grown(cb->retried, &m->last_retried));
     ax_metric_add(m->stale, 0, grown(cb->stale, &m->last_stale));
-    ax_metric_add(m->published, 0, grown(cb->published, &m->last_published));
-    ax_metric_add(m->source, 0, grown(cb->pub.carried, &m->last_carried));
-    ax_metric_add(m->source, 1, grown(cb->pub.read, &m->last_read));
+    ax_metric_add(m->published, 0, grown(atomic_load(&cb->published), &m->last_published));
+    ax_metric_add(m->source, 0, grown(atomic_load(&cb->pub.carried), &m->last_carried));
+    ax_metric_add(m->source, 1, grown(atomic_load(&cb->pub.read), &m->last_read));
     ax_metric_set(m->budget, 0, (double)cb->svc.conf.callback_retry_budget);
 }
 

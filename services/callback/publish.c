@@ -21,11 +21,18 @@
  * instance it finds there published and advances the offsets, and only then
  * publishes anything new. So a result already on the topic is never produced
  * again. The lock lives on a connection of its own, kept alive by a thread
- * while the event loop turns (Kafka waits never idle it out).
+ * while the publisher's thread turns (Kafka waits never idle it out).
+ *
+ * Publishing runs on a thread of its own (pub_main) with its own
+ * PostgreSQL connection, so the event loop goes on consuming and
+ * persisting results while a Kafka transaction is produced, committed and
+ * marked. The loop hands over what it finished (the carry's inbox) and
+ * wakes the thread when the window is over; nothing else is shared.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ax/log.h"
@@ -150,45 +157,66 @@ static size_t row_bytes(const ax_outbox_row_t *o) {
            (o->res.error ? strlen(o->res.error) : 0);
 }
 
-/* Carried batch k leaves the carry: its rows freed, or `moved` elsewhere. */
-static void pub_carry_drop(publisher_t *pb, size_t k, int moved) {
-    struct pub_carry *c = &pb->carry[k];
+static size_t carry_bytes(const struct pub_carry *c) {
+    size_t bytes = 0;
     for (size_t i = 0; i < c->n; i++)
-        pb->carry_bytes -= row_bytes(&c->rows[i]);
-    pb->carry_rows -= c->n;
+        bytes += row_bytes(&c->rows[i]);
+    return bytes;
+}
+
+/* A carried batch gone from the carry or the inbox: its rows freed, or
+ * `moved` elsewhere (the array only freed). */
+static void carry_gone(publisher_t *pb, struct pub_carry *c, int moved) {
+    atomic_fetch_sub(&pb->carry_bytes, (long long)carry_bytes(c));
+    atomic_fetch_sub(&pb->carry_rows, (long long)c->n);
     if (moved)
         free(c->rows);
     else
         ax_outbox_rows_free(c->rows, c->n);
+}
+
+/* Carried batch k leaves the carry: its rows freed, or `moved` elsewhere. */
+static void pub_carry_drop(publisher_t *pb, size_t k, int moved) {
+    struct pub_carry *c = &pb->carry[k];
+    carry_gone(pb, c, moved);
     memmove(c, c + 1, (pb->ncarry - k - 1) * sizeof *c);
     pb->ncarry--;
 }
 
+/* The carry dropped, the inbox too: the loop hands nothing more over until
+ * the thread says so again (pub_carry_state), and what it hands over in
+ * between carries an older generation and is dropped (pub_inbox_take). */
 static void pub_carry_clear(publisher_t *pb) {
+    atomic_store(&pb->carry_ok, 0);
+    atomic_fetch_add(&pb->gen, 1);
     while (pb->ncarry)
         pub_carry_drop(pb, pb->ncarry - 1, 0);
-    pb->carry_rows = pb->carry_bytes = 0;
+    pthread_mutex_lock(&pb->mu);
+    for (size_t k = 0; k < pb->ninbox; k++)
+        carry_gone(pb, &pb->inbox[k], 0);
+    pb->ninbox = 0;
+    pthread_mutex_unlock(&pb->mu);
+}
+
+/* Whether the loop may carry from now on (the thread's view). */
+static void pub_carry_state(publisher_t *pb) {
+    atomic_store(&pb->carry_ok, pb->holder && pb->txp && !pb->need_recover &&
+                                    !atomic_load(&pb->lock_lost));
 }
 
 int cb_pub_carrying(const callback_t *cb) {
     const publisher_t *pb = &cb->pub;
-    return pb->holder && pb->txp && !pb->need_recover && !atomic_load(&pb->lock_lost) &&
-           pb->carry_rows < CARRY_MAX_ROWS && pb->carry_bytes < CARRY_MAX_BYTES;
+    return atomic_load(&pb->carry_ok) && atomic_load(&pb->carry_rows) < CARRY_MAX_ROWS &&
+           atomic_load(&pb->carry_bytes) < CARRY_MAX_BYTES;
 }
 
-/* A batch row's results, moved out of f (in order of the statement). */
-static int pub_carry_batch(publisher_t *pb, ax_outcome_finished_t *f, int64_t batch) {
-    size_t n = 0, bytes = 0;
+/* A batch row's results, moved out of f (in order of the statement) into
+ * the inbox (the loop's side). */
+static int pub_carry_batch(publisher_t *pb, ax_outcome_finished_t *f, int64_t batch,
+                           int64_t gen) {
+    size_t n = 0;
     for (size_t i = 0; i < f->nresults; i++)
         n += f->results[i].batch == batch;
-    if (pb->ncarry == pb->capcarry) {
-        size_t cap = pb->capcarry ? pb->capcarry * 2 : 16;
-        struct pub_carry *v = realloc(pb->carry, cap * sizeof *v);
-        if (!v)
-            return AX_ERR_NOMEM;
-        pb->carry = v;
-        pb->capcarry = cap;
-    }
     ax_outbox_row_t *rows = calloc(n, sizeof *rows);
     if (!rows)
         return AX_ERR_NOMEM;
@@ -198,24 +226,71 @@ static int pub_carry_batch(publisher_t *pb, ax_outcome_finished_t *f, int64_t ba
         if (o->batch != batch)
             continue;
         rows[k].present = o->present;
-        rows[k].res = o->res;
-        bytes += row_bytes(&rows[k++]);
+        rows[k++].res = o->res;
         memset(&o->res, 0, sizeof o->res);
         o->batch = 0; /* taken */
     }
-    pb->carry[pb->ncarry++] = (struct pub_carry){batch, rows, n};
-    pb->carry_rows += n;
-    pb->carry_bytes += bytes;
+    struct pub_carry c = {batch, rows, n, gen};
+    atomic_fetch_add(&pb->carry_bytes, (long long)carry_bytes(&c));
+    atomic_fetch_add(&pb->carry_rows, (long long)n);
+    pthread_mutex_lock(&pb->mu);
+    if (pb->ninbox == pb->capinbox) {
+        size_t cap = pb->capinbox ? pb->capinbox * 2 : 16;
+        struct pub_carry *v = realloc(pb->inbox, cap * sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&pb->mu);
+            carry_gone(pb, &c, 0);
+            return AX_ERR_NOMEM;
+        }
+        pb->inbox = v;
+        pb->capinbox = cap;
+    }
+    pb->inbox[pb->ninbox++] = c;
+    pthread_mutex_unlock(&pb->mu);
     return 0;
 }
 
 void cb_pub_carry(callback_t *cb, ax_outcome_finished_t *f) {
     publisher_t *pb = &cb->pub;
+    int64_t gen = atomic_load(&pb->gen);
     if (!f->nresults || !cb_pub_carrying(cb))
         return;
     for (size_t i = 0; i < f->nresults; i++)
-        if (f->results[i].batch > 0 && pub_carry_batch(pb, f, f->results[i].batch) < 0)
+        if (f->results[i].batch > 0 && pub_carry_batch(pb, f, f->results[i].batch, gen) < 0)
             return; /* out of memory: the rest is read from the outbox */
+}
+
+/* The thread's side: the inbox moved into the carry, in the order handed
+ * over; a batch handed over before the carry was last dropped is dropped
+ * too (the outbox says what is left). */
+static int pub_inbox_take(publisher_t *pb) {
+    int64_t gen = atomic_load(&pb->gen);
+    pthread_mutex_lock(&pb->mu);
+    int rc = 0;
+    size_t k = 0;
+    for (; k < pb->ninbox; k++) {
+        struct pub_carry *c = &pb->inbox[k];
+        if (c->gen != gen) {
+            carry_gone(pb, c, 0);
+            continue;
+        }
+        if (pb->ncarry == pb->capcarry) {
+            size_t cap = pb->capcarry ? pb->capcarry * 2 : 16;
+            struct pub_carry *v = realloc(pb->carry, cap * sizeof *v);
+            if (!v) {
+                rc = AX_ERR_NOMEM;
+                break;
+            }
+            pb->carry = v;
+            pb->capcarry = cap;
+        }
+        pb->carry[pb->ncarry++] = *c;
+    }
+    for (; k < pb->ninbox; k++) /* out of memory: read from the outbox */
+        carry_gone(pb, &pb->inbox[k], 0);
+    pb->ninbox = 0;
+    pthread_mutex_unlock(&pb->mu);
+    return rc;
 }
 
 static int id_cmp(const void *a, const void *b) {
@@ -248,8 +323,14 @@ static ax_outbox_row_t *pub_rows(publisher_t *pb, ax_outbox_pending_t *pend, siz
             continue;
         }
         if (j < pend->ncarried || c->batch < last || (pend->ncarried == 0 && n < PUB_BATCH)) {
-            ax_warn("results batch %lld carried but %s; read from the outbox", (long long)c->batch,
-                    j < pend->ncarried ? "changed since" : "no longer pending");
+            /* no longer pending: the outbox read of a transaction before
+             * this one found it committed but not yet handed over, and it
+             * was published from there */
+            if (j < pend->ncarried)
+                ax_warn("results batch %lld carried but changed since; read from the outbox",
+                        (long long)c->batch);
+            else
+                ax_debug("results batch %lld carried but no longer pending", (long long)c->batch);
             pub_carry_drop(pb, k, 0);
             continue;
         }
@@ -569,7 +650,7 @@ static void pub_failed(callback_t *cb, int rc, int produced, const char *err) {
 static int pub_mark(callback_t *cb, const ax_outbox_row_t *rows, size_t nrows, int64_t *ids) {
     char err[1024];
     pub_dlv_t *pd = &cb->pub.dlv;
-    int n = ax_store_outbox_mark(cb->svc.pg, AX_OUTBOX_PUBLISHED, cb->svc.conf.topic_prefix, ids,
+    int n = ax_store_outbox_mark(cb->pub.pg, AX_OUTBOX_PUBLISHED, cb->svc.conf.topic_prefix, ids,
                                  nrows, cb->svc.topic_results, pd->next, (int)pd->nparts, err,
                                  sizeof err);
     if (n < 0) {
@@ -581,7 +662,7 @@ static int pub_mark(callback_t *cb, const ax_outbox_row_t *rows, size_t nrows, i
     }
     for (size_t i = 0; i < nrows; i++)
         pub_cut_forget(&cb->pub, rows[i].res.instance_id);
-    cb->published += n;
+    atomic_fetch_add(&cb->published, n);
     return 0;
 }
 
@@ -591,12 +672,14 @@ static int pub_batch(callback_t *cb) {
     char err[1024];
     publisher_t *pb = &cb->pub;
     ax_outbox_pending_t pend;
+    if (pub_inbox_take(pb) < 0)
+        ax_warn("results: out of memory; carried results read from the outbox");
     int64_t *cids = malloc((pb->ncarry ? pb->ncarry : 1) * sizeof *cids);
     if (!cids)
         return AX_ERR_NOMEM;
     for (size_t k = 0; k < pb->ncarry; k++)
         cids[k] = pb->carry[k].batch;
-    int rc = ax_store_outbox_pending(cb->svc.pg, cb->svc.conf.topic_prefix, PUB_BATCH, cids,
+    int rc = ax_store_outbox_pending(pb->pg, cb->svc.conf.topic_prefix, PUB_BATCH, cids,
                                      pb->ncarry, &pend, err, sizeof err);
     free(cids);
     if (rc < 0) {
@@ -638,22 +721,23 @@ static int pub_batch(callback_t *cb) {
     else
         rc = pub_mark(cb, rows, nrows, ids);
     if (rc == 0) { /* published: where each came from */
-        pb->carried += (int64_t)ncarried;
-        pb->read += (int64_t)(nrows - ncarried);
+        atomic_fetch_add(&pb->carried, (long long)ncarried);
+        atomic_fetch_add(&pb->read, (long long)(nrows - ncarried));
     }
     free(ids);
     ax_outbox_rows_free(rows, nrows);
     return rc < 0 ? AX_ERR_IO : (int)nrows;
 }
 
-void cb_pub_tick(callback_t *cb) {
-    int64_t now = ax_mono_ms();
-    atomic_store(&cb->pub.loop_ms, now);
+/* Publish what the outbox holds, if this process is (or can become) the
+ * publisher. */
+static void pub_tick(callback_t *cb, int64_t now) {
+    publisher_t *pb = &cb->pub;
     if (cb->svc.stopping || !pub_ready(cb))
         return;
-    cb->pub.last_pub_ms = now;
-    cb->pub.unpublished = 0;
-    for (int round = 0; round < PUB_ROUNDS; round++) {
+    atomic_store(&pb->last_pub_ms, now);
+    atomic_store(&pb->unpublished, 0);
+    for (int round = 0; round < PUB_ROUNDS && !atomic_load(&pb->stop); round++) {
         int n = pub_batch(cb);
         if (n < PUB_BATCH)
             return;
@@ -663,28 +747,48 @@ void cb_pub_tick(callback_t *cb) {
 /* Publish when the window is over, or when a full transaction waits. */
 static int pub_window_over(const callback_t *cb, int64_t now) {
     const publisher_t *pb = &cb->pub;
-    return pb->unpublished >= PUB_BATCH ||
-           now - pb->last_pub_ms >= cb->svc.conf.callback_publish_interval_ms;
+    return atomic_load(&pb->unpublished) >= PUB_BATCH ||
+           now - atomic_load(&pb->last_pub_ms) >= cb->svc.conf.callback_publish_interval_ms;
 }
 
 void cb_pub_after_batch(callback_t *cb, int64_t ended) {
-    int64_t now = ax_mono_ms();
-    cb->pub.unpublished += ended;
-    if (pub_window_over(cb, now))
-        cb_pub_tick(cb);
-    else
-        atomic_store(&cb->pub.loop_ms, now);
+    publisher_t *pb = &cb->pub;
+    atomic_fetch_add(&pb->unpublished, ended);
+    if (!pub_window_over(cb, ax_mono_ms()))
+        return;
+    pthread_mutex_lock(&pb->mu);
+    pb->wake = 1;
+    pthread_cond_signal(&pb->cv);
+    pthread_mutex_unlock(&pb->mu);
 }
 
-static void pub_timer(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
+/* The publisher's thread: wakes when the loop says a window is over, and
+ * at least every PUB_TICK_MS (or the window if it is shorter) to find the
+ * window's end itself, take the lock, or go on with a recovery. */
+static void *pub_main(void *arg) {
     callback_t *cb = arg;
-    int64_t now = ax_mono_ms();
-    if (pub_window_over(cb, now))
-        cb_pub_tick(cb);
-    else
-        atomic_store(&cb->pub.loop_ms, now);
+    publisher_t *pb = &cb->pub;
+    int64_t tick = cb->svc.conf.callback_publish_interval_ms;
+    tick = tick < 1 ? 1 : tick < PUB_TICK_MS ? tick : PUB_TICK_MS;
+    while (!atomic_load(&pb->stop)) {
+        int64_t now = ax_mono_ms();
+        atomic_store(&pb->loop_ms, now);
+        if (pub_window_over(cb, now))
+            pub_tick(cb, now);
+        pub_carry_state(pb);
+        pthread_mutex_lock(&pb->mu);
+        if (!pb->wake && !atomic_load(&pb->stop)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += (long)(tick % 1000) * 1000000L;
+            ts.tv_sec += (time_t)(tick / 1000) + ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&pb->cv, &pb->mu, &ts);
+        }
+        pb->wake = 0;
+        pthread_mutex_unlock(&pb->mu);
+    }
+    return NULL;
 }
 
 int cb_pub_init(callback_t *cb, char *err, size_t errlen) {
@@ -700,37 +804,54 @@ int cb_pub_init(callback_t *cb, char *err, size_t errlen) {
     pb->lockpg = ax_pg_new(&svc->conf, "ax-callback results lock", err, errlen);
     if (!pb->lockpg)
         return AX_ERR_INVALID;
+    pb->pg = ax_pg_new(&svc->conf, "ax-callback results publisher", err, errlen);
+    if (!pb->pg)
+        return AX_ERR_INVALID;
     atomic_store(&pb->loop_ms, ax_mono_ms());
-    if (pthread_mutex_init(&pb->lock_mu, NULL) != 0 ||
-        pthread_create(&pb->ping_thr, NULL, pub_ping_main, pb) != 0)
-        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot start the lock keeper thread");
-    pb->ping_started = 1;
     pb->dlv.topic = svc->topic_results;
     pb->dlv.d.on_message = pub_on_message;
-    /* the window's end is found by this timer: every PUB_TICK_MS, or the
-     * window if it is shorter */
-    int64_t tick = svc->conf.callback_publish_interval_ms;
-    tick = tick < 1 ? 1 : tick < PUB_TICK_MS ? tick : PUB_TICK_MS;
-    pb->timer = ax_svc_every(svc, tick, pub_timer, cb);
-    if (!pb->timer)
-        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot add the publisher's timer");
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&pb->lock_mu, NULL) != 0)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot make the lock keeper's mutex");
+    if (pthread_create(&pb->ping_thr, NULL, pub_ping_main, pb) != 0)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot start the lock keeper thread");
+    pb->ping_started = 1;
+    if (pthread_mutex_init(&pb->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0 ||
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&pb->cv, &ca) != 0)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot make the publisher's condition");
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&pb->thr, NULL, pub_main, cb) != 0)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot start the publisher's thread");
+    pb->thr_started = 1;
     return 0;
 }
 
 void cb_pub_fini(callback_t *cb) {
     publisher_t *pb = &cb->pub;
-    if (pb->timer)
-        event_free(pb->timer);
+    if (pb->thr_started) { /* a transaction under way ends first (its commit's bound) */
+        pthread_mutex_lock(&pb->mu);
+        atomic_store(&pb->stop, 1);
+        pthread_cond_signal(&pb->cv);
+        pthread_mutex_unlock(&pb->mu);
+        pthread_join(pb->thr, NULL);
+    }
     if (pb->ping_started) {
         atomic_store(&pb->ping_stop, 1);
         pthread_join(pb->ping_thr, NULL);
         pthread_mutex_destroy(&pb->lock_mu);
     }
     cb_recover_end(pb);
-    pub_carry_clear(pb);
+    if (pb->thr_started) {
+        pub_carry_clear(pb);
+        pthread_cond_destroy(&pb->cv);
+        pthread_mutex_destroy(&pb->mu);
+    }
     free(pb->carry);
+    free(pb->inbox);
     if (pb->txp)
         rd_kafka_destroy(pb->txp);
+    ax_pg_destroy(pb->pg);
     ax_pg_destroy(pb->lockpg);
     free(pb->dlv.next);
     free(pb->dlv.refused);

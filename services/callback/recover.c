@@ -1,8 +1,8 @@
 /*
  * recover.c — reading the results topic back (publish.c says when): from
  * the reconciled offsets to its end, read_committed, marking every instance
- * found there published. It reads in slices between event-loop turns and
- * saves its positions with every chunk it marks, so a recovery cut short is
+ * found there published. It reads in slices between the publisher thread's
+ * turns (which check for a stop between them) and saves its positions with every chunk it marks, so a recovery cut short is
  * resumed, not restarted.
  */
 #include <stdio.h>
@@ -50,7 +50,7 @@ static int found(publisher_t *pb, int64_t id) {
  * and each partition's position with them. */
 static int save(callback_t *cb, char *err, size_t errlen) {
     publisher_t *pb = &cb->pub;
-    int n = ax_store_outbox_mark(cb->svc.pg, AX_OUTBOX_RECOVERED, cb->svc.conf.topic_prefix,
+    int n = ax_store_outbox_mark(cb->pub.pg, AX_OUTBOX_RECOVERED, cb->svc.conf.topic_prefix,
                                  pb->rids, pb->nrids, cb->svc.topic_results, pb->rpos, pb->rparts,
                                  err, errlen);
     pb->nrids = 0;
@@ -119,7 +119,7 @@ static int store_ends(callback_t *cb, int nparts, char *err, size_t errlen) {
                            rd_kafka_err2str(kerr));
     }
     if (rc == 0)
-        rc = ax_store_outbox_mark(svc->pg, AX_OUTBOX_RECOVERED, svc->conf.topic_prefix, NULL, 0,
+        rc = ax_store_outbox_mark(cb->pub.pg, AX_OUTBOX_RECOVERED, svc->conf.topic_prefix, NULL, 0,
                                   svc->topic_results, ends, nparts, err, errlen);
     free(ends);
     if (rc >= 0)
@@ -136,9 +136,9 @@ static int positions(callback_t *cb, int nparts) {
     char err[1024];
     int64_t *next = NULL;
     int nnext = 0;
-    int rc = ax_store_outbox_offsets(svc->pg, svc->topic_results, &next, &nnext, err, sizeof err);
+    int rc = ax_store_outbox_offsets(cb->pub.pg, svc->topic_results, &next, &nnext, err, sizeof err);
     if (rc == 0 && nnext == 0 && (rc = store_ends(cb, nparts, err, sizeof err)) == 0)
-        rc = ax_store_outbox_offsets(svc->pg, svc->topic_results, &next, &nnext, err,
+        rc = ax_store_outbox_offsets(cb->pub.pg, svc->topic_results, &next, &nnext, err,
                                      sizeof err);
     if (rc < 0) {
         ax_warn("results recovery: %s", err);
@@ -245,7 +245,7 @@ int cb_recover_step(callback_t *cb) {
     if (!done)
         return 0;
     pb->need_recover = 0;
-    cb->published += pb->rmarked;
+    atomic_fetch_add(&cb->published, pb->rmarked);
     ax_info("results recovery: %s read to its end (%lld result(s) since the reconciled "
             "offsets, %lld of them marked published only now)",
             cb->svc.topic_results, (long long)pb->rfound, (long long)pb->rmarked);
