@@ -78,7 +78,7 @@ typedef struct publisher {
     atomic_int lock_lost, ping_stop, ping_holder;
     atomic_llong loop_ms; /* the publisher thread's last turn (ax_mono_ms) */
     int need_recover;     /* read the topic to its end before producing */
-    /* the recovery in progress (read in slices between event-loop turns):
+    /* the recovery in progress (read in slices, one per thread turn):
      * its reader, per partition the position reached (saved with every
      * chunk marked) and whether its end was reached, the instances found
      * since the last save */
@@ -113,7 +113,7 @@ typedef struct publisher {
      * atomics below. */
     ax_pg_t *pg;
     pthread_t thr;
-    int thr_started;
+    int thr_started, mu_inited;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int wake;                /* under mu: publish now */
@@ -181,8 +181,13 @@ int cb_finish(callback_t *cb, const ax_outcome_in_t *in, size_t n, int64_t *retr
  * advance (shards, the pending probes, flow runs). */
 int cb_advance(callback_t *cb, const ax_outcome_finished_t *f, char *err, size_t errlen);
 
-/* publish.c */
+/* publish.c. cb_pub_init sets the publisher up (its connections, the lock
+ * keeper), cb_pub_start starts its thread once the service consumes,
+ * cb_pub_stop asks the thread to stop (SIGTERM), cb_pub_fini (after any
+ * of them, or none) stops it, waits for it and frees everything. */
 int cb_pub_init(callback_t *cb, char *err, size_t errlen);
+int cb_pub_start(callback_t *cb, char *err, size_t errlen);
+void cb_pub_stop(callback_t *cb);
 void cb_pub_fini(callback_t *cb);
 /* After a durable batch that ended `ended` instances: the publisher's
  * thread woken when the window (callback.publish.interval.ms) is over or a

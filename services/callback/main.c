@@ -45,6 +45,14 @@ static void on_reload(ax_svc_t *svc, const ax_conf_t *old) {
     }
 }
 
+/* SIGTERM: the publisher's thread is asked to stop with the loop (a
+ * transaction under way ends; what is left stays in the outbox for the
+ * next holder). */
+static void on_stop(ax_svc_t *svc) {
+    cb_pub_stop((callback_t *)svc);
+    event_base_loopbreak(svc->base);
+}
+
 int main(int argc, char **argv) {
     /* the service's state: main's, for the life of the process (the
      * service keeps a pointer to cb.svc for its signal handlers) */
@@ -55,6 +63,7 @@ int main(int argc, char **argv) {
     svc->reloadable = reloadable_keys;
     svc->reload_check = reload_check;
     svc->on_reload = on_reload;
+    svc->on_stop = on_stop;
     char err[512];
     if (alert_init(svc, err, sizeof err) < 0) {
         /* librdkafka's threads end before the program does (exit racing
@@ -67,6 +76,7 @@ int main(int argc, char **argv) {
     cm_init(&cb);
     if (cb_pub_init(&cb, err, sizeof err) < 0) {
         ax_error("results publisher: %s", err);
+        cb_pub_fini(&cb);
         cm_fini(&cb);
         ax_svc_destroy(svc);
         return 1;
@@ -75,16 +85,27 @@ int main(int argc, char **argv) {
     /* its own window (callback.consume.linger.ms), not consume.linger.ms */
     if (svc->conf.callback_consume_linger_ms >= 0)
         ax_svc_consume_linger(svc, svc->conf.callback_consume_linger_ms);
+    /* the publisher's thread only once the service consumes: it makes
+     * Kafka clients, and none may outlive a start that fails */
     if (ax_svc_consume(svc, svc->topic_callback,
                        ax_conf_topic(&svc->conf, "callback", group, sizeof group),
-                       (size_t)svc->conf.callback_batch, cb_on_attempt_batch, &cb) < 0)
+                       (size_t)svc->conf.callback_batch, cb_on_attempt_batch, &cb) < 0) {
+        cb_pub_fini(&cb);
         return ax_svc_exit_status(svc);
+    }
+    if (cb_pub_start(&cb, err, sizeof err) < 0) {
+        ax_error("results publisher: %s", err);
+        cb_pub_fini(&cb);
+        cm_fini(&cb);
+        ax_svc_destroy(svc);
+        return 1;
+    }
     ax_svc_run(svc);
+    cb_pub_fini(&cb);
     ax_info("stopped: %lld attempts recorded, %lld retries scheduled, %lld stale results "
             "ignored, %lld outcomes published",
             (long long)cb.finished, (long long)cb.retried, (long long)cb.stale,
             (long long)atomic_load(&cb.published));
-    cb_pub_fini(&cb);
     free(cb.probes.v);
     free(cb.probes.msg);
     alert_fini();

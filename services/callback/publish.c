@@ -26,11 +26,13 @@
  * Publishing runs on a thread of its own (pub_main) with its own
  * PostgreSQL connection, so the event loop goes on consuming and
  * persisting results while a Kafka transaction is produced, committed and
- * marked. The loop hands over what it finished (the carry's inbox) and
- * wakes the thread when the window is over; nothing else is shared.
+ * marked. The loop hands over what it finished (the carry's inbox, under
+ * pb->mu) and wakes the thread when the window is over; the rest it shares
+ * is atomic (publisher_t) or configuration no reload changes.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,6 +185,18 @@ static void pub_carry_drop(publisher_t *pb, size_t k, int moved) {
     pb->ncarry--;
 }
 
+/* The inbox taken out from under the loop (which starts a new one), so
+ * that its rows are freed or moved without holding the loop up. */
+static struct pub_carry *inbox_swap(publisher_t *pb, size_t *ret_n) {
+    pthread_mutex_lock(&pb->mu);
+    struct pub_carry *in = pb->inbox;
+    *ret_n = pb->ninbox;
+    pb->inbox = NULL;
+    pb->ninbox = pb->capinbox = 0;
+    pthread_mutex_unlock(&pb->mu);
+    return in;
+}
+
 /* The carry dropped, the inbox too: the loop hands nothing more over until
  * the thread says so again (pub_carry_state), and what it hands over in
  * between carries an older generation and is dropped (pub_inbox_take). */
@@ -191,11 +205,11 @@ static void pub_carry_clear(publisher_t *pb) {
     atomic_fetch_add(&pb->gen, 1);
     while (pb->ncarry)
         pub_carry_drop(pb, pb->ncarry - 1, 0);
-    pthread_mutex_lock(&pb->mu);
-    for (size_t k = 0; k < pb->ninbox; k++)
-        carry_gone(pb, &pb->inbox[k], 0);
-    pb->ninbox = 0;
-    pthread_mutex_unlock(&pb->mu);
+    size_t n = 0;
+    struct pub_carry *in = inbox_swap(pb, &n);
+    for (size_t k = 0; k < n; k++)
+        carry_gone(pb, &in[k], 0);
+    free(in);
 }
 
 /* Whether the loop may carry from now on (the thread's view). */
@@ -206,8 +220,10 @@ static void pub_carry_state(publisher_t *pb) {
 
 int cb_pub_carrying(const callback_t *cb) {
     const publisher_t *pb = &cb->pub;
+    /* not while the thread is hung: nothing would take the rows */
     return atomic_load(&pb->carry_ok) && atomic_load(&pb->carry_rows) < CARRY_MAX_ROWS &&
-           atomic_load(&pb->carry_bytes) < CARRY_MAX_BYTES;
+           atomic_load(&pb->carry_bytes) < CARRY_MAX_BYTES &&
+           ax_mono_ms() - atomic_load(&pb->loop_ms) < PUB_HUNG_MS;
 }
 
 /* A batch row's results, moved out of f (in order of the statement) into
@@ -265,11 +281,11 @@ void cb_pub_carry(callback_t *cb, ax_outcome_finished_t *f) {
  * too (the outbox says what is left). */
 static int pub_inbox_take(publisher_t *pb) {
     int64_t gen = atomic_load(&pb->gen);
-    pthread_mutex_lock(&pb->mu);
+    size_t n = 0, k = 0;
+    struct pub_carry *in = inbox_swap(pb, &n);
     int rc = 0;
-    size_t k = 0;
-    for (; k < pb->ninbox; k++) {
-        struct pub_carry *c = &pb->inbox[k];
+    for (; k < n; k++) {
+        struct pub_carry *c = &in[k];
         if (c->gen != gen) {
             carry_gone(pb, c, 0);
             continue;
@@ -286,10 +302,9 @@ static int pub_inbox_take(publisher_t *pb) {
         }
         pb->carry[pb->ncarry++] = *c;
     }
-    for (; k < pb->ninbox; k++) /* out of memory: read from the outbox */
-        carry_gone(pb, &pb->inbox[k], 0);
-    pb->ninbox = 0;
-    pthread_mutex_unlock(&pb->mu);
+    for (; k < n; k++) /* out of memory: read from the outbox */
+        carry_gone(pb, &in[k], 0);
+    free(in);
     return rc;
 }
 
@@ -433,8 +448,8 @@ static int pub_take_lock(callback_t *cb) {
         return 0;
     pb->next_try_ms = ax_mono_ms() + PUB_TRY_MS;
     /* The lock's session ends when it sits idle for PUB_IDLE_S (the keeper
-     * thread runs a statement every PUB_PING_MS while the event loop
-     * turns): a stopped (SIGSTOP) or hung holder loses the lock, and the
+     * thread runs a statement every PUB_PING_MS while the publisher's
+     * thread turns): a stopped (SIGSTOP) or hung holder loses the lock, and the
      * next one fences it. */
     pthread_mutex_lock(&pb->lock_mu);
     int got = 0;
@@ -672,6 +687,7 @@ static int pub_batch(callback_t *cb) {
     char err[1024];
     publisher_t *pb = &cb->pub;
     ax_outbox_pending_t pend;
+    atomic_store(&pb->loop_ms, ax_mono_ms()); /* alive: each round may wait on Kafka */
     if (pub_inbox_take(pb) < 0)
         ax_warn("results: out of memory; carried results read from the outbox");
     int64_t *cids = malloc((pb->ncarry ? pb->ncarry : 1) * sizeof *cids);
@@ -733,7 +749,7 @@ static int pub_batch(callback_t *cb) {
  * publisher. */
 static void pub_tick(callback_t *cb, int64_t now) {
     publisher_t *pb = &cb->pub;
-    if (cb->svc.stopping || !pub_ready(cb))
+    if (atomic_load(&pb->stop) || !pub_ready(cb))
         return;
     atomic_store(&pb->last_pub_ms, now);
     atomic_store(&pb->unpublished, 0);
@@ -764,12 +780,16 @@ void cb_pub_after_batch(callback_t *cb, int64_t ended) {
 
 /* The publisher's thread: wakes when the loop says a window is over, and
  * at least every PUB_TICK_MS (or the window if it is shorter) to find the
- * window's end itself, take the lock, or go on with a recovery. */
+ * window's end itself or take the lock; a recovery under way goes on
+ * without a wait (its slices only bound how long a stop waits). */
 static void *pub_main(void *arg) {
     callback_t *cb = arg;
     publisher_t *pb = &cb->pub;
+    /* read once: callback.publish.interval.ms is not reloadable (nor is any
+     * key the thread reads: topic.prefix, produce.partition.chunk, the
+     * kafka.* keys its producer and reader are made with) */
     int64_t tick = cb->svc.conf.callback_publish_interval_ms;
-    tick = tick < 1 ? 1 : tick < PUB_TICK_MS ? tick : PUB_TICK_MS;
+    tick = tick < 1 || tick > PUB_TICK_MS ? PUB_TICK_MS : tick;
     while (!atomic_load(&pb->stop)) {
         int64_t now = ax_mono_ms();
         atomic_store(&pb->loop_ms, now);
@@ -777,7 +797,7 @@ static void *pub_main(void *arg) {
             pub_tick(cb, now);
         pub_carry_state(pb);
         pthread_mutex_lock(&pb->mu);
-        if (!pb->wake && !atomic_load(&pb->stop)) {
+        if (!pb->wake && !atomic_load(&pb->stop) && !pb->rrk) {
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_nsec += (long)(tick % 1000) * 1000000L;
@@ -811,30 +831,72 @@ int cb_pub_init(callback_t *cb, char *err, size_t errlen) {
     pb->dlv.topic = svc->topic_results;
     pb->dlv.d.on_message = pub_on_message;
     pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot make the publisher's condition");
+    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&pb->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok || pthread_mutex_init(&pb->mu, NULL) != 0) {
+        if (ok)
+            pthread_cond_destroy(&pb->cv);
+        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot make the publisher's condition");
+    }
+    pb->mu_inited = 1;
     if (pthread_mutex_init(&pb->lock_mu, NULL) != 0)
         return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot make the lock keeper's mutex");
-    if (pthread_create(&pb->ping_thr, NULL, pub_ping_main, pb) != 0)
+    if (pthread_create(&pb->ping_thr, NULL, pub_ping_main, pb) != 0) {
+        pthread_mutex_destroy(&pb->lock_mu);
         return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot start the lock keeper thread");
+    }
     pb->ping_started = 1;
-    if (pthread_mutex_init(&pb->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0 ||
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&pb->cv, &ca) != 0)
-        return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot make the publisher's condition");
-    pthread_condattr_destroy(&ca);
+    return 0;
+}
+
+int cb_pub_start(callback_t *cb, char *err, size_t errlen) {
+    publisher_t *pb = &cb->pub;
+    atomic_store(&pb->loop_ms, ax_mono_ms());
     if (pthread_create(&pb->thr, NULL, pub_main, cb) != 0)
         return ax_seterr(err, errlen, AX_ERR_NOMEM, "cannot start the publisher's thread");
     pb->thr_started = 1;
     return 0;
 }
 
+void cb_pub_stop(callback_t *cb) {
+    publisher_t *pb = &cb->pub;
+    if (!pb->mu_inited)
+        return;
+    pthread_mutex_lock(&pb->mu);
+    atomic_store(&pb->stop, 1);
+    pthread_cond_signal(&pb->cv);
+    pthread_mutex_unlock(&pb->mu);
+}
+
+/* A second SIGTERM, SIGINT or SIGQUIT while the publisher's thread ends:
+ * the event loop no longer runs to see it. */
+static void exit_now(int sig) {
+    (void)sig;
+    static const char m[] = "ax-callback: second signal: exiting now\n";
+    ssize_t w = write(2, m, sizeof m - 1);
+    (void)w;
+    _exit(1);
+}
+
 void cb_pub_fini(callback_t *cb) {
     publisher_t *pb = &cb->pub;
-    if (pb->thr_started) { /* a transaction under way ends first (its commit's bound) */
-        pthread_mutex_lock(&pb->mu);
-        atomic_store(&pb->stop, 1);
-        pthread_cond_signal(&pb->cv);
-        pthread_mutex_unlock(&pb->mu);
+    if (pb->thr_started) {
+        /* a Kafka transaction under way ends first (its commit's bound); a
+         * statement under way (a mark waiting for a lock, say) is
+         * cancelled: a mark not made only means a recovery for the next
+         * holder */
+        cb_pub_stop(cb);
+        struct sigaction sa = {.sa_handler = exit_now};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGQUIT, &sa, NULL);
+        ax_pg_cancel(pb->pg);
         pthread_join(pb->thr, NULL);
+        pb->thr_started = 0;
     }
     if (pb->ping_started) {
         atomic_store(&pb->ping_stop, 1);
@@ -842,10 +904,11 @@ void cb_pub_fini(callback_t *cb) {
         pthread_mutex_destroy(&pb->lock_mu);
     }
     cb_recover_end(pb);
-    if (pb->thr_started) {
+    if (pb->mu_inited) {
         pub_carry_clear(pb);
         pthread_cond_destroy(&pb->cv);
         pthread_mutex_destroy(&pb->mu);
+        pb->mu_inited = 0;
     }
     free(pb->carry);
     free(pb->inbox);

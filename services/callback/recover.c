@@ -1,9 +1,10 @@
 /*
  * recover.c — reading the results topic back (publish.c says when): from
  * the reconciled offsets to its end, read_committed, marking every instance
- * found there published. It reads in slices between the publisher thread's
- * turns (which check for a stop between them) and saves its positions with every chunk it marks, so a recovery cut short is
- * resumed, not restarted.
+ * found there published. It reads in slices of 50 ms, one per turn of the
+ * publisher's thread (which goes on at once while a recovery is under way,
+ * and checks for a stop between them), and saves its positions with every
+ * chunk it marks, so a recovery cut short is resumed, not restarted.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,7 @@ int cb_recover_step(callback_t *cb) {
         return AX_ERR_IO;
     }
     int64_t until = ax_mono_ms() + PUB_SLICE_MS;
+    atomic_store(&pb->loop_ms, until - PUB_SLICE_MS); /* alive */
     while (pb->rneof < pb->rparts) {
         int64_t left = until - ax_mono_ms();
         if (left <= 0)

@@ -14,9 +14,9 @@ source "$(dirname "$0")/lib.sh"
 create_topics 2
 start_svc trigger --set trigger.scan.interval.ms=100
 start_svc executor --set executor.slots=32
-# the mark waits for the lock as long as the test holds it (not cut at the
-# default 5 s statement timeout, after which a loop that publishes would
-# get its turn back)
+# the mark waits for the lock as long as the test holds it (85 s, more than
+# the waits below; not cut at the default 5 s statement timeout, after
+# which a loop that publishes would get its turn back)
 start_svc callback --set db.statement.timeout.ms=90000
 
 tag="off$$"
@@ -49,16 +49,16 @@ wait_for 60 "20 published" at_least a "result_published_at IS NOT NULL" 20
 
 log "2. the mark held up after a commit"
 PGAPPNAME=ax-it-locker-$$ psql -X -q \
-    -c "BEGIN; LOCK TABLE ax_results_offset IN EXCLUSIVE MODE; SELECT pg_sleep(80)" \
+    -c "BEGIN; LOCK TABLE ax_results_offset IN EXCLUSIVE MODE; SELECT pg_sleep(85)" \
     >/dev/null 2>&1 &
 LOCKER=$!
-wait_for 20 "the table lock" locked
+wait_for 10 "the table lock" locked
 axctl submit --count 20 --trace-id "$tag-b" -- /bin/true >/dev/null || fail "submit b"
-wait_for 30 "a mark waiting on the lock" mark_waits
+wait_for 20 "a mark waiting on the lock" mark_waits
 
 log "3. results persisted while the mark waits"
 axctl submit --count 100 --trace-id "$tag-c" -- /bin/true >/dev/null || fail "submit c"
-wait_for 40 "100 more FINISHED while the publisher waits" at_least c "state = 'FINISHED'" 100
+wait_for 30 "100 more FINISHED while the publisher waits" at_least c "state = 'FINISHED'" 100
 mark_waits || fail "the mark no longer waits: the lock was released early"
 [ "$(count c "result_published_at IS NOT NULL")" = 0 ] \
     || fail "$(count c "result_published_at IS NOT NULL") published although every mark waits"

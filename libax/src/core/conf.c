@@ -230,7 +230,8 @@ const ax_conf_def_t ax_conf_table[] = {
      "most about this long, so that one Kafka transaction carries all of them (its cost at "
      "the broker is per partition and transaction, not per result); a transaction is begun "
      "at once when 5,000 results wait. Adds up to this much between FINISHED and the result "
-     "on <prefix>results. 0 = after every consumed batch. Read at start only."},
+     "on <prefix>results. 0 = after every consumed batch (the publisher's thread is woken by "
+     "each). Read at start only."},
     {"alert.webhook.url", AX_CONF_STR, OFF(alert_webhook_url), NULL, 0, 0, "trigger,callback",
      "When set, every alert (final_failure, retry_budget, circuit_open) is also POSTed as "
      "JSON to this http:// URL (https is not supported: the callback refuses to start), "
