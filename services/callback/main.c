@@ -53,6 +53,15 @@ static void on_stop(ax_svc_t *svc) {
     event_base_loopbreak(svc->base);
 }
 
+/* The publisher could not be set up or started: everything undone. */
+static int pub_failed(callback_t *cb, const char *err) {
+    ax_error("results publisher: %s", err);
+    cb_pub_fini(cb);
+    cm_fini(cb);
+    ax_svc_destroy(&cb->svc);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     /* the service's state: main's, for the life of the process (the
      * service keeps a pointer to cb.svc for its signal handlers) */
@@ -74,13 +83,8 @@ int main(int argc, char **argv) {
     }
     srand48((long)(ax_now_ms() ^ (int64_t)getpid() << 16));
     cm_init(&cb);
-    if (cb_pub_init(&cb, err, sizeof err) < 0) {
-        ax_error("results publisher: %s", err);
-        cb_pub_fini(&cb);
-        cm_fini(&cb);
-        ax_svc_destroy(svc);
-        return 1;
-    }
+    if (cb_pub_init(&cb, err, sizeof err) < 0)
+        return pub_failed(&cb, err);
     char group[300];
     /* its own window (callback.consume.linger.ms), not consume.linger.ms */
     if (svc->conf.callback_consume_linger_ms >= 0)
@@ -93,13 +97,8 @@ int main(int argc, char **argv) {
         cb_pub_fini(&cb);
         return ax_svc_exit_status(svc);
     }
-    if (cb_pub_start(&cb, err, sizeof err) < 0) {
-        ax_error("results publisher: %s", err);
-        cb_pub_fini(&cb);
-        cm_fini(&cb);
-        ax_svc_destroy(svc);
-        return 1;
-    }
+    if (cb_pub_start(&cb, err, sizeof err) < 0)
+        return pub_failed(&cb, err);
     ax_svc_run(svc);
     cb_pub_fini(&cb);
     ax_info("stopped: %lld attempts recorded, %lld retries scheduled, %lld stale results "
