@@ -101,6 +101,10 @@ const ax_cmd_creds_t *privilege_creds(const executor_t *ex);
 void privilege_log(const executor_t *ex);
 void privilege_fini(executor_t *ex);
 
+/* Cancel requests are looked for this often (on_cancel_poll), among the
+ * runs claimed or started at least this long ago. */
+#define CANCEL_POLL_MS 200
+
 struct run {
     run_t *next;             /* arrival order (the commit order) */
     ax_pool_item_t qi;       /* its place in its pool's queue; qi.lane: the priority

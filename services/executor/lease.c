@@ -155,11 +155,16 @@ void on_lease(evutil_socket_t fd, short what, void *arg) {
 }
 
 /* Cancel requests (overlap=cancel, axctl instance cancel) of running and
- * claimed instances are looked for every CANCEL_POLL_MS (main.c) — one
- * primary-key lookup of their ids — not only at the lease renewal (every
+ * claimed instances are looked for every CANCEL_POLL_MS — one primary-key
+ * lookup of their ids — not only at the lease renewal (every
  * executor.lease.min.ms/3, 1.7 s by default, and once a minute for claimed
  * ones), so a cancelled handler is stopped within a second and a cancelled
- * claim waiting in its pool is reported CANCELLED at once. */
+ * claim waiting in its pool is reported CANCELLED soon. Only runs claimed
+ * or started at least CANCEL_POLL_MS ago are looked for: a start already
+ * read its cancel flag (run.start), and at full load most runs are that
+ * young, so the poll no longer reads a thousand ids five times a second
+ * per executor (BENCHMARKS.md, "Issue #13: the twenty-sixth session"). A
+ * cancel is seen within two intervals of the claim or start. */
 void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
     executor_t *ex = arg;
     ax_svc_t *svc = &ex->svc;
@@ -168,10 +173,12 @@ void on_cancel_poll(evutil_socket_t fd, short what, void *arg) {
         return;
     int64_t *ids = calloc(n, sizeof *ids), *hit = NULL;
     size_t k = 0, nhit = 0;
+    int64_t old = ax_mono_ms() - CANCEL_POLL_MS;
     for (run_t *r = ex->head; ids && r && k < n; r = r->next)
-        if ((r->state == RUN_RUNNING || r->state == RUN_CLAIMED) && !r->stop_why)
+        if (!r->stop_why && ((r->state == RUN_RUNNING && r->started_mono <= old) ||
+                             (r->state == RUN_CLAIMED && r->qi.queued_ms <= old)))
             ids[k++] = r->d.instance_id;
-    if (ids && k == 0) { /* every one is being stopped already */
+    if (ids && k == 0) { /* none old enough, or every one is being stopped already */
         free(ids);
         return;
     }

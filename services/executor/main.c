@@ -57,8 +57,6 @@ static const handler_ops_t *const handlers[] = {&handler_command, &handler_http,
 #define LANE_TICK_MS 100
 /* Dispatches claimed by one statement at most (on_dispatch_ready). */
 #define CLAIM_BATCH 1024
-/* Cancel requests are looked for this often (on_cancel_poll). */
-#define CANCEL_POLL_MS 200
 
 static const handler_ops_t *handler_for(const char *kind) {
     for (size_t i = 0; i < AX_ARRAY_SIZE(handlers); i++)
