@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ab_exec.sh — two builds (or two --set lists on one build) at full load,
 # alternating: PAIRS pairs of `bench_exec --config $AX_CONFIG --reuse-topics
-# [SETS] BUILD noop 1 N [RATE]`, one line per run with jobs/s, fire-to-start
+# [SETS] BUILD noop E N [RATE]` (E: AB_EXECUTORS, default 1), one line per
+# run with jobs/s, fire-to-start
 # p50/p99/max, PostgreSQL's CPU per job and the services' (BENCHMARKS.md,
 # "Issue #13: the twenty-second session"). With AB_STMT=TEXT, pg_stat_statements
 # is reset before each run and the line ends with the statement whose text
@@ -43,7 +44,7 @@ for ((i = 1; i <= PAIRS; i++)); do
         fi
         # shellcheck disable=SC2086 # sets: words
         err=$(mktemp)
-        out=$("$BENCH" --config "$AX_CONFIG" --reuse-topics $sets "$b" noop 1 "$N" ${RATE:+"$RATE"} 2>"$err")
+        out=$("$BENCH" --config "$AX_CONFIG" --reuse-topics $sets "$b" noop "${AB_EXECUTORS:-1}" "$N" ${RATE:+"$RATE"} 2>"$err")
         brc=$?
         if ((brc != 0)); then
             # why: bench_exec's last words (its services' logs are named there)
