@@ -361,4 +361,19 @@ static inline void bench_delete_kafka(const char *me, const ax_conf_t *conf, con
         fprintf(stderr, "%s: %s\n", me, err);
 }
 
+/* One chunk of a run's instances ($1: its deployment), deleted from their
+ * definitions (their AFTER DELETE trigger takes the state rows, attempts
+ * and submission keys with them); it answers how many went. A bench loops
+ * on it until 0, and keeps its job row (which its next run's stale cleanup
+ * finds) when a chunk fails: through the job_instance view in one
+ * statement, the row-level trigger took over the statement timeout above
+ * ~100,000 rows, and once the job row was gone nothing found the rest
+ * (200,000 rows of a bench_callback run left for a day, walked by every
+ * later run's retention sweep; BENCHMARKS.md, "The bench database's
+ * bloat"). */
+#define BENCH_DELETE_INSTANCES_SQL                                                             \
+    "WITH x AS (SELECT id FROM instance_state WHERE deployment = $1 ORDER BY id LIMIT 20000),"  \
+    " d AS (DELETE FROM instance_def d USING x WHERE d.id = x.id RETURNING 1)"                  \
+    " SELECT count(*) FROM d"
+
 #endif

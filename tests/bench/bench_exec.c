@@ -394,20 +394,13 @@ static void delete_rows(const char *prefix, const char *job) {
     const char *pj[] = {job};
     const char *pr[] = {role};
     const char *pw[] = {wlike};
-    /* In chunks, from the definitions (their AFTER DELETE trigger takes
-     * the state rows, attempts and submission keys with them), not through
-     * the job_instance view in one statement: its row-level trigger took
-     * over the statement timeout above ~100,000 rows and left the rest
-     * behind, dead space every later run paid for (BENCHMARKS.md, "The
-     * bench database's bloat"). */
     int64_t gone;
-    do {
-        gone = sql_int("WITH x AS (SELECT id FROM instance_state WHERE deployment = $1"
-                       "  ORDER BY id LIMIT 20000),"
-                       " d AS (DELETE FROM instance_def d USING x WHERE d.id = x.id RETURNING 1)"
-                       " SELECT count(*) FROM d",
-                       1, pd);
-    } while (gone > 0);
+    while ((gone = sql_int(BENCH_DELETE_INSTANCES_SQL, 1, pd)) > 0)
+        ;
+    if (gone < 0) { /* the error is printed; the job row stays for the next run */
+        fprintf(stderr, "bench_exec: %s: instances left, deleted by a later run\n", prefix);
+        return;
+    }
     /* state rows without a definition (none expected), through the view */
     sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM dispatch_pending WHERE deployment = $1", 1, pd, NULL);
