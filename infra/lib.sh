@@ -76,6 +76,15 @@ AX_API_PORT=${AX_API_PORT:-8480}
 AX_PARTITIONS=${AX_PARTITIONS:-6}
 AX_KAFKA_VERSIONS=${AX_KAFKA_VERSIONS:-3.9.2 3.9.1 3.9.0}
 AX_PG_BIN=${AX_PG_BIN:-/usr/lib/postgresql/15/bin}
+# The broker's log cleaner (compacting __consumer_offsets and
+# __transaction_state, ax's only compacted topics) keeps a dedupe buffer of
+# this many bytes on its Java heap for good. Kafka's default, 128 MiB, was
+# a quarter of the 512 MiB heap (ax_kafka_java_opts): the old generation
+# stayed above G1's marking threshold, 12 concurrent cycles in six benchmark
+# runs against none with 16 MiB (BENCHMARKS.md, "Issue #13: the
+# twenty-seventh session"). 16 MiB holds ~700,000 distinct keys per
+# cleaning pass: ax's consumer groups' offsets and transactional ids.
+AX_KAFKA_DEDUPE_BYTES=${AX_KAFKA_DEDUPE_BYTES:-16777216}
 
 # Fixed names.
 AX_PG_USER=ax        # system user running PostgreSQL, also the database role
@@ -536,6 +545,7 @@ auto.create.topics.enable=false
 delete.topic.enable=true
 num.network.threads=2
 num.io.threads=4
+log.cleaner.dedupe.buffer.size=$AX_KAFKA_DEDUPE_BYTES
 EOF
     ax_kafka_tls_props >>"$tmp"
   )
