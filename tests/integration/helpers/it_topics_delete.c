@@ -5,10 +5,11 @@
  * PREFIX, CONF_FILE holding librdkafka properties key=value a line (the kc
  * wrapper's file). lib.sh's cleanup runs it, so that a broker that outlives
  * the tests (a developer's infra/up set-up, infra/test's run of every pass)
- * does not keep ~9 topics of every test run: 1,549 of them had gathered on
- * one development broker, a quarter of a GB of its 512 MB heap in their
- * metrics and buffers, and its G1 collector busy marking it under every
- * benchmark (BENCHMARKS.md, "Issue #13: the twenty-seventh session").
+ * does not keep ~9 topics of every test run: 1,549 of them (3,364
+ * partitions) had gathered on one development broker, and their metrics
+ * and log structures held ~75 MB of its 512 MB heap (249 MB live before
+ * they were deleted, 173 MB after; BENCHMARKS.md, "Issue #13: the
+ * twenty-seventh session").
  * Exit 0 when nothing of the prefix is left or there was nothing.
  */
 #include <stdlib.h>
