@@ -80,9 +80,9 @@ AX_PG_BIN=${AX_PG_BIN:-/usr/lib/postgresql/15/bin}
 # __transaction_state, ax's only compacted topics) keeps a dedupe buffer of
 # this many bytes on its Java heap for good. Kafka's default, 128 MiB, was
 # a quarter of the 512 MiB heap (ax_kafka_java_opts): the old generation
-# stayed above G1's marking threshold, 12 concurrent cycles in six benchmark
+# stayed at G1's marking threshold, 12 concurrent cycles in six benchmark
 # runs against none with 16 MiB (BENCHMARKS.md, "Issue #13: the
-# twenty-seventh session"). 16 MiB holds ~700,000 distinct keys per
+# twenty-seventh session"). 16 MiB holds ~630,000 distinct keys per
 # cleaning pass: ax's consumer groups' offsets and transactional ids.
 AX_KAFKA_DEDUPE_BYTES=${AX_KAFKA_DEDUPE_BYTES:-16777216}
 

@@ -368,7 +368,7 @@ static inline void bench_delete_kafka(const char *me, const ax_conf_t *conf, con
  * finds) when a chunk fails: through the job_instance view in one
  * statement, the row-level trigger took over the statement timeout above
  * ~100,000 rows, and once the job row was gone nothing found the rest
- * (200,000 rows of a bench_callback run left for a day, walked by every
+ * (200,000 rows of a bench_callback run left for hours, walked by every
  * later run's retention sweep; BENCHMARKS.md, "The bench database's
  * bloat"). */
 #define BENCH_DELETE_INSTANCES_SQL                                                             \
