@@ -185,7 +185,7 @@ static int submit_check(submit_opts_t *o) {
     if (o->count > 1 && (o->wait || s->idempotency_key))
         die_usage("--count does not go with --wait or --idempotency-key");
     if (!s->trace_id) {
-        ax_random_hex(o->trace, 16);
+        ax_trace_id_new(o->trace);
         s->trace_id = o->trace;
     }
     submit_size_check(s, o->count > 1 ? strlen(s->trace_id) + 21 : strlen(s->trace_id));

@@ -188,7 +188,7 @@ void h_instances_submit(req_t *rq) {
     if (submit_of(rq, &s, argv, AX_ARRAY_SIZE(argv)) < 0)
         return;
     if (!s.trace_id) {
-        ax_random_hex(trace, 16);
+        ax_trace_id_new(trace);
         s.trace_id = trace;
     }
     int rc = ax_ops_submit_check(PG(rq), &s, &field, err, sizeof err);

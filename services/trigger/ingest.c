@@ -51,7 +51,7 @@ static size_t ingest_inputs(ingest_row_t *rows, size_t from, size_t to, ax_inges
         if (!s->job && !w->argv_json)
             w->argv_json = argv_json(s);
         if (!s->trace_id && !w->trace[0])
-            ax_random_hex(w->trace, 16);
+            ax_trace_id_new(w->trace);
         in[used++] = (ax_ingest_in_t){
             .job = s->job,
             .argv_json = w->argv_json,

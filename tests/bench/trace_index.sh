@@ -7,14 +7,15 @@
 # indexes made alike) in AX_CONFIG's database: one without a trace index,
 # one with a B-tree, one with a hash index. Each is filled with PREFILL
 # rows like bench_exec's but with trace ids like ax's own (32 random hex
-# digits; TRACE=same: one
+# digits; TRACE=time: 32 hex digits whose first 12 are the time in ms, as
+# ax generates them since the twenty-eighth session; TRACE=same: one
 # trace id for every row, as a client that sets a constant one), then
 # ROUNDS rounds insert 1,000 more rows into each in turn (committed, so the
 # indexes grow as they do under load), and the script prints each table's
 # median and each round's ms per 1,000 rows, and the WAL bytes per row of
 # its last round (the insert's own, EXPLAIN (ANALYZE, WAL)). The tables
 # are dropped at the end.
-#   AX_CONFIG=ax.conf [TRACE=random|same] tests/bench/trace_index.sh [PREFILL] [ROUNDS]
+#   AX_CONFIG=ax.conf [TRACE=random|time|same] tests/bench/trace_index.sh [PREFILL] [ROUNDS]
 set -euo pipefail
 PREFILL=${1:-300000}; ROUNDS=${2:-15}
 [[ $PREFILL =~ ^[0-9]+$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "trace_index: PREFILL and ROUNDS are integers" >&2; exit 2; }
@@ -25,8 +26,9 @@ export PGPASSWORD=$(cfg pg.password)
 T="bench_trace_none bench_trace_btree bench_trace_hash"
 case ${TRACE:-random} in
 random) TRACE_EXPR="md5(random()::text)" ;;
+time) TRACE_EXPR="lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || left(md5(random()::text), 20)" ;;
 same) TRACE_EXPR="'the-same-trace-id-for-every-row'" ;;
-*) echo "trace_index: TRACE is random or same" >&2; exit 2 ;;
+*) echo "trace_index: TRACE is random, time or same" >&2; exit 2 ;;
 esac
 q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 cleanup() { for t in $T; do q -c "DROP TABLE IF EXISTS $t" 2>/dev/null || true; done; q -c "DROP SEQUENCE IF EXISTS bench_trace_seq" 2>/dev/null || true; }

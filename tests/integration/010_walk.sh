@@ -8,11 +8,14 @@ source "$(dirname "$0")/lib.sh"
 create_topics 3
 start_all
 
+t0=$(date +%s%3N)
 out=$(axctl submit --wait --wait-timeout 60 --payload "from-stdin" -- sh -c 'cat; echo " hello $AX_ATTEMPT"') \
     || fail "inline submit did not succeed: $out"
+t1=$(date +%s%3N)
 log "result: $out"
 trace=$(echo "$out" | sed -n 's/.*"trace_id":"\([0-9a-f]*\)".*/\1/p')
 [ -n "$trace" ] || fail "no trace id in $out"
+trace_time_first "$trace" "$t0" "$t1" # axctl made it
 [ "$(field "$trace" outcome)" = SUCCESS ] || fail "outcome is not SUCCESS"
 [ "$(field "$trace" exit_code)" = 0 ] || fail "exit code is not 0"
 field "$trace" output | grep -q "from-stdin hello 1" || fail "payload/env not seen by the command: $(field "$trace" output)"
@@ -29,6 +32,14 @@ out=$(axctl submit --job "$job" --wait --wait-timeout 60) || fail "job submit fa
 echo "$out" | grep -q '"output":"defined job ran' || fail "unexpected output: $out"
 trace2=$(echo "$out" | sed -n 's/.*"trace_id":"\([0-9a-f]*\)".*/\1/p')
 [ "$(field "$trace2" job_name)" = "$job" ] || fail "job name not recorded"
+
+# A submission produced without a trace id gets one from the ingest.
+raw="walk-raw-$$-$RANDOM"
+"$AX_BIN/tests/it_submit_raw" "$job" "$raw" >"$WORK/raw-submit" || fail "it_submit_raw failed"
+kc -P -t "$(topic submit)" "$WORK/raw-submit"
+raw_done() { [ "$(sql "SELECT state FROM instance WHERE idempotency_key = '$raw'")" = FINISHED ]; }
+wait_for 60 "the submission without a trace id to finish" raw_done
+traces_time_first "idempotency_key = '$raw'"
 
 # A delayed submission waits for its time.
 t0=$(date +%s%3N)

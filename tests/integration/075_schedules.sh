@@ -29,6 +29,7 @@ wait_for 20 "fires after the restart" at_least rate 16
 wait_for 20 "once fired" at_least once 1
 wait_for 20 "cron fires" at_least cron 4
 wait_for 20 "fixed-delay fires" at_least delay 4
+traces_time_first "job_name LIKE '${JOBP}%'" # made by the fires' statement
 
 log "a job created while the trigger runs fires within 2 s"
 sql "INSERT INTO job (name, command, schedule_kind, interval_ms) VALUES ('${JOBP}late', '{true}', 'fixed_rate', 200)"

@@ -37,6 +37,7 @@ wait_for 60 "diamond run finished" done_
 [ "$(sql "SELECT count(*) FROM flow_stage_run WHERE run_id = $run AND state = 'succeeded'")" = 4 ] \
     || fail "not all 4 stages succeeded"
 [ "$(sql "SELECT count(*) FROM job_instance WHERE flow_run_id = $run")" = 4 ] || fail "not one instance per stage"
+traces_time_first "flow_run_id = $run" # made by ax_flow_advance
 ts() { cat "$M/$1.$2"; }
 [ "$(ts b start)" -ge "$(ts a end)" ] || fail "B started before A ended"
 [ "$(ts c start)" -ge "$(ts a end)" ] || fail "C started before A ended"

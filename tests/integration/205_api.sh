@@ -201,7 +201,12 @@ TR=api-$$-one
 want 202 POST /api/v1/instances "$(jq -c -n --arg n "$W" --arg t "$TR" '{job: $n, trace_id: $t, payload: "in:"}')"
 [ "$(j .trace_id)" = "$TR" ] || fail "submit: $(cat "$WORK/body")"
 want 202 POST /api/v1/instances "$(jq -c -n --arg t "$TR-inline" '{command: ["/bin/echo", "inline"], trace_id: $t}')"
+t0=$(date +%s%3N)
+want 202 POST /api/v1/instances '{"command": ["/bin/true"]}'
+GEN=$(j .trace_id)
+trace_time_first "$GEN" "$t0" "$(date +%s%3N)" # ax-api made it
 wait_for 60 "the submitted instance to finish" finished "$TR"
+wait_for 60 "the instance without a trace id to finish" finished "$GEN"
 wait_for 60 "the inline instance to finish" finished "$TR-inline"
 want 200 GET "/api/v1/instances?trace_id=$TR"
 ID=$(j '.items[0].id')

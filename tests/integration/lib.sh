@@ -148,6 +148,27 @@ create_topics() { axctl topics create --partitions "${1:-3}" >/dev/null 2>&1 || 
 
 # Instance field by trace id.
 field() { sql "SELECT $2 FROM job_instance WHERE trace_id = '$1' ORDER BY id DESC LIMIT 1"; }
+# trace_time_first TRACE T0 T1: TRACE is a trace id ax generated (migration
+# 028, ax_trace_id_new): 32 lowercase hex digits whose first 12 are the time
+# in ms since the epoch, here within [T0, T1] (epoch ms, this machine's clock).
+trace_time_first() {
+    [[ $1 =~ ^[0-9a-f]{32}$ ]] || fail "trace id '$1' is not 32 lowercase hex digits"
+    local ms=$((16#${1:0:12}))
+    ((ms >= $2 && ms <= $3)) || fail "trace id $1 starts with $ms ms, not within [$2, $3]"
+}
+# traces_time_first WHERE: every instance the condition selects, and at least
+# one, has a trace id ax generated, whose time is within 10 s of the
+# instance's scheduled_at (both made by the statement that created it).
+traces_time_first() {
+    local n bad
+    n=$(sql "SELECT count(*) FROM instance WHERE $1")
+    [ "$n" -gt 0 ] || fail "no instance where $1"
+    bad=$(sql "SELECT string_agg(trace_id || ' ' || scheduled_at, ', ') FROM instance WHERE ($1)
+                 AND NOT (trace_id ~ '^[0-9a-f]{32}\$' AND abs(('x' || left(trace_id, 12))::bit(48)::bigint
+                   - (extract(epoch FROM scheduled_at) * 1000)::bigint) < 10000)")
+    [ -z "$bad" ] || fail "trace ids not generated time first (trace, scheduled_at): $bad"
+    log "$n instance(s) where $1: trace ids time first"
+}
 state_is() { [ "$(field "$1" state)" = "$2" ]; }
 finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)")" = "FINISHED/true" ]; }
 

@@ -1,6 +1,7 @@
 /*
  * test_util.c — unit tests of the small pure helpers: ax_backoff_ms
- * (common.h), ax_seterr, ax_random_hex and ax_utf8_sanitize (core/util.c).
+ * (common.h), ax_seterr, ax_random_hex, ax_trace_id_new and ax_utf8_sanitize
+ * (core/util.c).
  * The PostgreSQL array-literal builders (adapters/pg.c) are in
  * test_pgarr.c. The UTF-8 sanitizer is checked against an independent
  * strict validator/reference (Unicode Table 3-7) on hand-picked cases and
@@ -176,6 +177,57 @@ static void test_random_hex_large(void **state) {
     ax_random_hex(buf, 100);
     assert_int_equal(strlen(buf), 200);
     assert_true(all_hex(buf, 200));
+}
+
+/* ---- ax_trace_id_new ------------------------------------------------- */
+
+/* The value of the first 12 hex digits. */
+static int64_t trace_ms(const char *t) {
+    int64_t v = 0;
+    for (int i = 0; i < 12; i++)
+        v = v * 16 + (t[i] <= '9' ? t[i] - '0' : t[i] - 'a' + 10);
+    return v;
+}
+
+/* 32 lowercase hex digits, the first 12 the time in ms of the call. */
+static void test_trace_id_shape(void **state) {
+    (void)state;
+    char buf[AX_TRACE_ID_LEN + 1 + 8];
+    memset(buf, 'X', sizeof buf);
+    int64_t before = ax_now_ms();
+    ax_trace_id_new(buf);
+    int64_t after = ax_now_ms();
+    assert_int_equal(strlen(buf), 32);
+    assert_true(all_hex(buf, 32));
+    for (size_t i = AX_TRACE_ID_LEN + 1; i < sizeof buf; i++)
+        assert_int_equal(buf[i], 'X');
+    assert_true(trace_ms(buf) >= before);
+    assert_true(trace_ms(buf) <= after);
+}
+
+/* Ids made later sort after earlier ones (the index's right-hand edge);
+ * ids made in the same ms differ in their random part, which uses every
+ * digit. */
+static void test_trace_id_order(void **state) {
+    (void)state;
+    char a[AX_TRACE_ID_LEN + 1], b[AX_TRACE_ID_LEN + 1];
+    ax_trace_id_new(a);
+    int64_t t0 = ax_now_ms();
+    while (ax_now_ms() < t0 + 2)
+        ;
+    ax_trace_id_new(b);
+    assert_true(strcmp(a, b) < 0);
+    unsigned seen[16] = {0};
+    char prev[AX_TRACE_ID_LEN + 1] = "";
+    for (int i = 0; i < 200; i++) {
+        ax_trace_id_new(a);
+        assert_string_not_equal(a, prev);
+        memcpy(prev, a, sizeof a);
+        for (size_t j = 12; j < 32; j++)
+            seen[a[j] <= '9' ? a[j] - '0' : a[j] - 'a' + 10]++;
+    }
+    for (int d = 0; d < 16; d++)
+        assert_true(seen[d] > 125); /* expected 250 of each out of 4000 */
 }
 
 /* ---- an independent strict UTF-8 validator (Unicode Table 3-7) -------- */
@@ -498,6 +550,8 @@ int main(void) {
         cmocka_unit_test(test_random_hex_shape),
         cmocka_unit_test(test_random_hex_differs),
         cmocka_unit_test(test_random_hex_large),
+        cmocka_unit_test(test_trace_id_shape),
+        cmocka_unit_test(test_trace_id_order),
         cmocka_unit_test(test_validator_self_check),
         cmocka_unit_test(test_sanitize_valid_unchanged),
         cmocka_unit_test(test_sanitize_nul),

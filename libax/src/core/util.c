@@ -44,6 +44,15 @@ void ax_random_hex(char *out, size_t nbytes) {
     out[2 * nbytes] = '\0';
 }
 
+void ax_trace_id_new(char out[AX_TRACE_ID_LEN + 1]) {
+    static const char hex[] = "0123456789abcdef";
+    int64_t ms = ax_now_ms();
+    uint64_t t = ms > 0 ? (uint64_t)ms : 0;
+    for (int i = 11; i >= 0; i--, t >>= 4)
+        out[i] = hex[t & 15]; /* 48 bits: until the year 10889 */
+    ax_random_hex(out + 12, (AX_TRACE_ID_LEN - 12) / 2);
+}
+
 size_t ax_utf8_sanitize(char *s, size_t len) {
     size_t bad = 0, i = 0;
     unsigned char *p = (unsigned char *)s;

@@ -34,7 +34,7 @@ AX_STMT(st_record, "ledger.record",
     "), n AS MATERIALIZED ("
     "  SELECT led.instance_id AS id, j.id AS job_id, j.name AS job_name, j.handler_kind,"
     "    j.command, j.payload, j.timeout_ms, j.priority, led.nominal_time,"
-    "    replace(gen_random_uuid()::text, '-', '') AS trace_id,"
+    "    ax_trace_id() AS trace_id,"
     "    j.name || '@' || (extract(epoch FROM led.nominal_time) * 1000)::bigint AS idem,"
     "    f.wait_for, j.executor_group, j.routing_key,"
     "    CASE WHEN f.wait_for IS NULL AND j.shard_count IS NULL"
