@@ -478,19 +478,14 @@ static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
  * instances (attempt rows cascade), what the results outbox still holds
  * of them, the results topic's reconciled offsets, the job, its counters
  * untouched. */
-static void delete_rows(const char *prefix, const char *job) {
+static int delete_rows(const char *prefix, const char *job) {
     const char *pd[] = {prefix};
     const char *pj[] = {job};
     char results[300];
     snprintf(results, sizeof results, "%sresults", prefix);
     const char *pr[] = {results};
-    int64_t gone;
-    while ((gone = sql_int(BENCH_DELETE_INSTANCES_SQL, 1, pd)) > 0)
-        ;
-    if (gone < 0) { /* the error is printed; the job row stays for the next run */
-        fprintf(stderr, "%s: %s: instances left, deleted by a later run\n", "bench_callback", prefix);
-        return;
-    }
+    if (bench_delete_instances(sql_int, "bench_callback", prefix) < 0)
+        return -1; /* the job row stays for the next run */
     /* state rows without a definition (none expected), through the view */
     sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM ax_result_outbox WHERE deployment = $1", 1, pd, NULL);
@@ -498,17 +493,19 @@ static void delete_rows(const char *prefix, const char *job) {
     sql("DELETE FROM ax_result_batch WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM ax_results_offset WHERE topic = $1", 1, pr, NULL);
     sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
+    return 0;
 }
 
 static void cleanup(const ax_conf_t *conf) {
     cb_stop();
     if (g_pg) {
         int64_t t0 = ax_mono_ms();
-        delete_rows(g_prefix, g_job);
+        int rc = delete_rows(g_prefix, g_job);
         /* The next run should not pay for this one's dead rows. */
         sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, job", 0, NULL, NULL);
-        fprintf(stderr, "bench_callback: cleanup: rows deleted in %lld ms\n",
-                (long long)(ax_mono_ms() - t0));
+        if (rc == 0)
+            fprintf(stderr, "bench_callback: cleanup: rows deleted in %lld ms\n",
+                    (long long)(ax_mono_ms() - t0));
     }
     delete_kafka(conf, g_prefix);
 }
@@ -525,7 +522,8 @@ static void cleanup_stale(const ax_conf_t *conf) {
         char prefix[64], job[64];
         snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
         snprintf(job, sizeof job, "bench-cb-%d", (int)pid);
-        delete_rows(prefix, job);
+        if (delete_rows(prefix, job) < 0)
+            continue; /* its job row stays: tried again by the next run */
         delete_kafka(conf, prefix);
         fprintf(stderr, "bench_callback: deleted what run %d left behind\n", (int)pid);
     }

@@ -376,4 +376,20 @@ static inline void bench_delete_kafka(const char *me, const ax_conf_t *conf, con
     " d AS (DELETE FROM instance_def d USING x WHERE d.id = x.id RETURNING 1)"                  \
     " SELECT count(*) FROM d"
 
+/* The loop every bench runs on BENCH_DELETE_INSTANCES_SQL for the
+ * deployment `prefix`, with its own statement runner (sql_int: the count, or
+ * <0 with the error printed). 0 when nothing is left; -1 when a chunk failed,
+ * said on stderr: the caller returns and keeps its job row. */
+static inline int bench_delete_instances(int64_t (*sql_int)(const char *, int, const char *const *),
+                                         const char *me, const char *prefix) {
+    const char *pd[] = {prefix};
+    int64_t gone;
+    while ((gone = sql_int(BENCH_DELETE_INSTANCES_SQL, 1, pd)) > 0)
+        ;
+    if (gone == 0)
+        return 0;
+    fprintf(stderr, "%s: %s: instances left, deleted by a later run\n", me, prefix);
+    return -1;
+}
+
 #endif

@@ -385,7 +385,7 @@ static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
 /* ---- database rows ---------------------------------------------------------- */
 
 /* Everything a run of `prefix` (job `job`) left in the database. */
-static void delete_rows(const char *prefix, const char *job) {
+static int delete_rows(const char *prefix, const char *job) {
     char role[128], wlike[96];
     snprintf(role, sizeof role, "%strigger", prefix);
     /* worker ids are bench-<pid>-<service>; the job is bench-exec-<pid> */
@@ -394,13 +394,8 @@ static void delete_rows(const char *prefix, const char *job) {
     const char *pj[] = {job};
     const char *pr[] = {role};
     const char *pw[] = {wlike};
-    int64_t gone;
-    while ((gone = sql_int(BENCH_DELETE_INSTANCES_SQL, 1, pd)) > 0)
-        ;
-    if (gone < 0) { /* the error is printed; the job row stays for the next run */
-        fprintf(stderr, "bench_exec: %s: instances left, deleted by a later run\n", prefix);
-        return;
-    }
+    if (bench_delete_instances(sql_int, "bench_exec", prefix) < 0)
+        return -1; /* the job row stays for the next run */
     /* state rows without a definition (none expected), through the view */
     sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM dispatch_pending WHERE deployment = $1", 1, pd, NULL);
@@ -417,17 +412,19 @@ static void delete_rows(const char *prefix, const char *job) {
     sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
     sql("DELETE FROM ax_leader WHERE role = $1", 1, pr, NULL);
     sql("DELETE FROM worker WHERE id LIKE $1", 1, pw, NULL);
+    return 0;
 }
 
 static void cleanup(const ax_conf_t *conf) {
     stop_all();
     if (g_pg) {
         int64_t t0 = ax_mono_ms();
-        delete_rows(g_prefix, g_job);
+        int rc = delete_rows(g_prefix, g_job);
         /* The next run should not pay for this one's dead rows. */
         sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, dispatch_pending, job", 0, NULL, NULL);
-        fprintf(stderr, "bench_exec: cleanup: rows deleted in %lld ms\n",
-                (long long)(ax_mono_ms() - t0));
+        if (rc == 0)
+            fprintf(stderr, "bench_exec: cleanup: rows deleted in %lld ms\n",
+                    (long long)(ax_mono_ms() - t0));
     }
     if (!g_reuse)
         delete_kafka(conf, g_prefix);
@@ -446,7 +443,8 @@ static void cleanup_stale(const ax_conf_t *conf) {
         char prefix[64], job[64];
         snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
         snprintf(job, sizeof job, "bench-exec-%d", (int)pid);
-        delete_rows(prefix, job);
+        if (delete_rows(prefix, job) < 0)
+            continue; /* its job row stays: tried again by the next run */
         delete_kafka(conf, prefix);
         fprintf(stderr, "bench_exec: deleted what run %d left behind\n", (int)pid);
     }

@@ -131,7 +131,7 @@ static void delete_kafka(const ax_conf_t *conf, const char *prefix) {
 }
 
 /* Everything a run of `prefix` (job `job`, pid `pid`) left in the database. */
-static void delete_rows(const char *prefix, const char *job, int pid) {
+static int delete_rows(const char *prefix, const char *job, int pid) {
     char role[128], wlike[64];
     snprintf(role, sizeof role, "%strigger", prefix);
     snprintf(wlike, sizeof wlike, "bflood-%d-%%", pid);
@@ -139,13 +139,8 @@ static void delete_rows(const char *prefix, const char *job, int pid) {
     const char *pj[] = {job};
     const char *pr[] = {role};
     const char *pw[] = {wlike};
-    int64_t gone;
-    while ((gone = sql_int(BENCH_DELETE_INSTANCES_SQL, 1, pd)) > 0)
-        ;
-    if (gone < 0) { /* the error is printed; the job row stays for the next run */
-        fprintf(stderr, "%s: %s: instances left, deleted by a later run\n", ME, prefix);
-        return;
-    }
+    if (bench_delete_instances(sql_int, ME, prefix) < 0)
+        return -1; /* the job row stays for the next run */
     /* state rows without a definition (none expected), through the view */
     sql("DELETE FROM job_instance WHERE deployment = $1", 1, pd, NULL);
     sql("DELETE FROM dispatch_pending WHERE deployment = $1", 1, pd, NULL);
@@ -157,16 +152,18 @@ static void delete_rows(const char *prefix, const char *job, int pid) {
     sql("DELETE FROM job WHERE name = $1", 1, pj, NULL);
     sql("DELETE FROM ax_leader WHERE role = $1", 1, pr, NULL);
     sql("DELETE FROM worker WHERE id LIKE $1", 1, pw, NULL);
+    return 0;
 }
 
 static void cleanup(const ax_conf_t *conf) {
     bench_stop_all(ME, g_proc, NPROC);
     if (g_pg) {
         int64_t t0 = ax_mono_ms();
-        delete_rows(g_prefix, g_job, (int)getpid());
+        int rc = delete_rows(g_prefix, g_job, (int)getpid());
         sql("VACUUM (ANALYZE) instance_def, instance_state, job_attempt_log, dispatch_pending, job", 0, NULL, NULL);
-        fprintf(stderr, ME ": cleanup: rows deleted in %lld ms\n",
-                (long long)(ax_mono_ms() - t0));
+        if (rc == 0)
+            fprintf(stderr, ME ": cleanup: rows deleted in %lld ms\n",
+                    (long long)(ax_mono_ms() - t0));
     }
     delete_kafka(conf, g_prefix);
 }
@@ -184,7 +181,8 @@ static void cleanup_stale(const ax_conf_t *conf) {
         char prefix[64], job[64];
         snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
         snprintf(job, sizeof job, "bench-flood-%d", (int)pid);
-        delete_rows(prefix, job, (int)pid);
+        if (delete_rows(prefix, job, (int)pid) < 0)
+            continue; /* its job row stays: tried again by the next run */
         delete_kafka(conf, prefix);
         fprintf(stderr, ME ": deleted what run %d left behind\n", (int)pid);
     }

@@ -8,8 +8,9 @@
  * first malloc, and librdkafka's locking looks like none (every hand-off
  * through its queues a "race"). These definitions, found before libc's,
  * route each call through the public pthread function TSan intercepts.
- * glibc's own mtx_t and cnd_t hold a pthread_mutex_t and a pthread_cond_t
- * (its implementation casts them the same way).
+ * glibc's own mtx_t and cnd_t hold a pthread_mutex_t and a pthread_cond_t,
+ * and its once_flag a pthread_once_t (its implementation casts them the
+ * same way).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -59,6 +60,8 @@ int thrd_join(thrd_t t, int *res) {
 int thrd_detach(thrd_t t) { return c11(pthread_detach((pthread_t)t)); }
 
 int mtx_init(mtx_t *m, int type) {
+    if (type & ~(mtx_plain | mtx_timed | mtx_recursive))
+        return thrd_error; /* as glibc's: not a C11 mutex type */
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     if (type & mtx_recursive)
@@ -86,3 +89,9 @@ int cnd_timedwait(cnd_t *restrict c, mtx_t *restrict m, const struct timespec *r
     return c11(pthread_cond_timedwait((pthread_cond_t *)c, (pthread_mutex_t *)m, ts));
 }
 void cnd_destroy(cnd_t *c) { pthread_cond_destroy((pthread_cond_t *)c); }
+
+/* librdkafka's one-time initializations: TSan sees what the first caller
+ * wrote as happening before every other caller's return. */
+void call_once(once_flag *flag, void (*func)(void)) {
+    pthread_once((pthread_once_t *)&flag->__data, func);
+}
