@@ -3,7 +3,7 @@
  *
  * A flow is a DAG of stages, each running a job; a stage starts when all
  * its upstream stages succeeded (infra/migrations/005_flows.sql holds the
- * state machine: ax_flow_advance, ax_flow_stage_done, which ax-callback
+ * state machine: ax_flow_advance (made again in 028), ax_flow_stage_done, which ax-callback
  * calls when a stage's instance ends for good). Cycles, unknown upstream
  * stages and unknown jobs are rejected when the flow is defined.
  *

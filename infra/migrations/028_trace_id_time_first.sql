@@ -13,18 +13,23 @@
 -- BENCHMARKS.md, "Issue #13: the twenty-eighth session").
 -- Now the first 12 hex digits are the time in ms since the epoch and the
 -- other 20 random, the shape of ax_trace_id_new() in libax (core/util.c):
--- still 32 lowercase hex digits, a W3C trace-id, and as unique.
+-- still 32 lowercase hex digits, a W3C trace-id; two ids of one ms differ
+-- in 80 random bits.
 -- Trace ids that clients give are kept as they are.
 --
 -- Additive: a new function, and ax_flow_advance (005) made again with it in
 -- place of gen_random_uuid(); the previous release's statements keep
 -- working.
 
--- 12 hex digits of the time in ms, then 20 of random (the md5 of a random
--- UUID: uniform hex).
+-- 12 hex digits of the time in ms (truncated, as the C function's), then 20
+-- random ones: the 15 after a random UUID's version and variant digits and
+-- the first 5 of another's (gen_random_uuid(), not md5(), which a server
+-- with OpenSSL in FIPS mode refuses).
 CREATE FUNCTION ax_trace_id() RETURNS text LANGUAGE sql VOLATILE AS $$
-    SELECT lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
-        || left(md5(gen_random_uuid()::text), 20)
+    SELECT lpad(to_hex(greatest(0, floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint),
+                12, '0')
+        || substr(replace(gen_random_uuid()::text, '-', ''), 18, 15)
+        || substr(replace(gen_random_uuid()::text, '-', ''), 1, 5)
 $$;
 
 CREATE OR REPLACE FUNCTION ax_flow_advance(r bigint) RETURNS integer LANGUAGE plpgsql AS $$

@@ -251,7 +251,11 @@ static void cleanup(void) {
     const char *p[] = {g_like};
     int64_t t0 = ax_mono_ms();
     /* Instances and ledger rows first: deleting a job leaves both to the
-     * retention sweep (026_job_delete_keeps_history). */
+     * retention sweep (026_job_delete_keeps_history). The instances in
+     * chunks from their definitions (bench_common.h); if a chunk fails the
+     * jobs stay, for the next run's stale cleanup. */
+    if (bench_delete_instances(sql_int, "bench_trigger", g_prefix) < 0)
+        return;
     sql("DELETE FROM job_instance WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)", 1, p,
         NULL);
     sql("DELETE FROM job_fire WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)", 1, p,
@@ -284,6 +288,10 @@ static void cleanup_stale(void) {
         char like[64];
         snprintf(like, sizeof like, "bench-%d-%%", (int)pid);
         const char *p[] = {like};
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
+        if (bench_delete_instances(sql_int, "bench_trigger", prefix) < 0)
+            continue; /* its jobs stay: tried again by the next run */
         sql("DELETE FROM job_instance WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)",
             1, p, NULL);
         sql("DELETE FROM job_fire WHERE job_id IN (SELECT id FROM job WHERE name LIKE $1)", 1, p,

@@ -26,7 +26,7 @@ export PGPASSWORD=$(cfg pg.password)
 T="bench_trace_none bench_trace_btree bench_trace_hash"
 case ${TRACE:-random} in
 random) TRACE_EXPR="md5(random()::text)" ;;
-time) TRACE_EXPR="lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || left(md5(random()::text), 20)" ;;
+time) TRACE_EXPR="ax_trace_id()" ;; # migration 028
 same) TRACE_EXPR="'the-same-trace-id-for-every-row'" ;;
 *) echo "trace_index: TRACE is random, time or same" >&2; exit 2 ;;
 esac

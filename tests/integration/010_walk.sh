@@ -3,7 +3,8 @@
 # services; every timestamp is present and ordered; the final outcome is on
 # the results topic; a defined job and an inline command both work; a
 # submission repeated with the same idempotency key (in one batch and
-# later) makes one instance, findable by trace id.
+# later) makes one instance, findable by trace id; the trace ids ax makes
+# (axctl's, the ingest's for a submission without one) start with the time.
 source "$(dirname "$0")/lib.sh"
 create_topics 3
 start_all

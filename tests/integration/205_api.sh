@@ -8,7 +8,8 @@
 # (b) jobs: create, list with a cursor, get, update, next fires with DST
 #     marked, enable/disable, pause-all/resume-all (a job disabled before
 #     stays disabled), history, circuit and reset, delete;
-# (c) instances: submit through the submit topic, list with filters, one
+# (c) instances: submit through the submit topic (without a trace id: one
+#     made by ax-api, starting with the time), list with filters, one
 #     instance with attempts and timeline, retry once (a second retry makes
 #     no second instance), cancel of a RUNNING command (its process group
 #     is gone, the instance CANCELLED), cancel of a finished one is 409;

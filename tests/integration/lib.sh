@@ -158,16 +158,26 @@ trace_time_first() {
 }
 # traces_time_first WHERE: every instance the condition selects, and at least
 # one, has a trace id ax generated, whose time is within 10 s of the
-# instance's scheduled_at (both made by the statement that created it).
+# instance's scheduled_at (both made by the statement that created it), and
+# no two of them the same one.
 traces_time_first() {
-    local n bad
-    n=$(sql "SELECT count(*) FROM instance WHERE $1")
+    local r n
+    # one statement: instances that are still being made (fires) change
+    # nothing between the counts
+    r=$(sql "SELECT count(*), count(DISTINCT trace_id), count(*) FILTER (WHERE NOT (trace_id ~ '^[0-9a-f]{32}\$'
+                 AND abs(('x' || left(trace_id, 12))::bit(48)::bigint
+                   - (extract(epoch FROM scheduled_at) * 1000)::bigint) < 10000)),
+               string_agg(trace_id || ' ' || scheduled_at, ', ') FILTER (WHERE NOT (trace_id ~ '^[0-9a-f]{32}\$'
+                 AND abs(('x' || left(trace_id, 12))::bit(48)::bigint
+                   - (extract(epoch FROM scheduled_at) * 1000)::bigint) < 10000))
+             FROM instance WHERE $1")
+    n=${r%%|*}
     [ "$n" -gt 0 ] || fail "no instance where $1"
-    bad=$(sql "SELECT string_agg(trace_id || ' ' || scheduled_at, ', ') FROM instance WHERE ($1)
-                 AND NOT (trace_id ~ '^[0-9a-f]{32}\$' AND abs(('x' || left(trace_id, 12))::bit(48)::bigint
-                   - (extract(epoch FROM scheduled_at) * 1000)::bigint) < 10000)")
-    [ -z "$bad" ] || fail "trace ids not generated time first (trace, scheduled_at): $bad"
-    log "$n instance(s) where $1: trace ids time first"
+    [ "$(cut -d'|' -f3 <<<"$r")" = 0 ] \
+        || fail "trace ids not generated time first (trace, scheduled_at): $(cut -d'|' -f4- <<<"$r")"
+    # one id per instance, also for the rows of one statement (the fires')
+    [ "$(cut -d'|' -f2 <<<"$r")" = "$n" ] || fail "instances where $1 share trace ids: $r"
+    log "$n instance(s) where $1: trace ids time first, all different"
 }
 state_is() { [ "$(field "$1" state)" = "$2" ]; }
 finished() { [ "$(field "$1" "state || '/' || (result_published_at IS NOT NULL)")" = "FINISHED/true" ]; }

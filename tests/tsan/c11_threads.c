@@ -59,9 +59,8 @@ int thrd_join(thrd_t t, int *res) {
 
 int thrd_detach(thrd_t t) { return c11(pthread_detach((pthread_t)t)); }
 
+/* Any type, as glibc's: recursive when mtx_recursive is set, else normal. */
 int mtx_init(mtx_t *m, int type) {
-    if (type & ~(mtx_plain | mtx_timed | mtx_recursive))
-        return thrd_error; /* as glibc's: not a C11 mutex type */
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     if (type & mtx_recursive)

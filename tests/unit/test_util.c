@@ -221,6 +221,7 @@ static void test_trace_id_order(void **state) {
     char prev[AX_TRACE_ID_LEN + 1] = "";
     for (int i = 0; i < 200; i++) {
         ax_trace_id_new(a);
+        assert_true(all_hex(a, 32)); /* before indexing seen[] by its digits */
         assert_string_not_equal(a, prev);
         memcpy(prev, a, sizeof a);
         for (size_t j = 12; j < 32; j++)

@@ -1,6 +1,7 @@
 /*
  * ax/store_flow.h — flows (tables flow, flow_stage, flow_run,
- * flow_stage_run; infra/migrations/005_flows.sql, 008_flow_schedule.sql):
+ * flow_stage_run; infra/migrations/005_flows.sql, 008_flow_schedule.sql,
+ * 028_trace_id_time_first.sql):
  * defining, listing, starting and deleting them, and their runs with each
  * stage's state. The state machine itself (ax_flow_start, ax_flow_advance,
  * ax_flow_stage_done) is PostgreSQL's.

@@ -21,6 +21,7 @@ int ax_seterr(char *errbuf, size_t errlen, int code, const char *fmt, ...) {
 }
 
 #include <sys/random.h>
+#include <unistd.h>
 
 void ax_random_hex(char *out, size_t nbytes) {
     static const char hex[] = "0123456789abcdef";
@@ -29,8 +30,14 @@ void ax_random_hex(char *out, size_t nbytes) {
     while (k < nbytes) {
         size_t n = nbytes - k < sizeof buf ? nbytes - k : sizeof buf;
         if (getrandom(buf, n, 0) != (ssize_t)n) {
-            /* getrandom on Linux >= 3.17 does not fail for <= 256 bytes. */
+            /* getrandom on Linux >= 3.17 does not fail for <= 256 bytes
+             * (but in a sandbox without it, ENOSYS): the time, the pid and
+             * a count of calls, so that two calls in one ms differ. */
+            static _Atomic uint64_t calls;
             uint64_t x = (uint64_t)ax_mono_ms() * 2654435761u + k;
+            x ^= ((uint64_t)getpid() << 40) ^ (calls++ * 0x9E3779B97F4A7C15ull);
+            if (!x)
+                x = 1; /* xorshift stays at 0 */
             for (size_t i = 0; i < n; i++) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 buf[i] = (unsigned char)x;
