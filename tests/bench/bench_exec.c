@@ -430,22 +430,31 @@ static void cleanup(const ax_conf_t *conf) {
         delete_kafka(conf, g_prefix);
 }
 
-/* Runs whose benchmark process is gone. */
+/* Runs whose benchmark process is gone. A run's deployment is bench.<pid>.
+ * or, with --reuse-topics, the shared bench.reuse.p<P>s<S>. (whose topics
+ * stay): read from one of its job's instances, if any is left. */
 static void cleanup_stale(const ax_conf_t *conf) {
     PGresult *r;
-    if (sql("SELECT substr(name, 12) FROM job WHERE name ~ '^bench-exec-[0-9]+$'", 0, NULL, &r) <
-        0)
+    if (sql("SELECT substr(j.name, 12), coalesce((SELECT s.deployment FROM instance_def d"
+            "  JOIN instance_state s ON s.id = d.id WHERE d.job_id = j.id LIMIT 1), '')"
+            " FROM job j WHERE j.name ~ '^bench-exec-[0-9]+$'",
+            0, NULL, &r) < 0)
         return;
     for (int i = 0; i < PQntuples(r); i++) {
         pid_t pid = (pid_t)atol(PQgetvalue(r, i, 0));
         if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
             continue;
         char prefix[64], job[64];
-        snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
+        const char *dep = PQgetvalue(r, i, 1);
+        if (*dep && strlen(dep) < sizeof prefix)
+            snprintf(prefix, sizeof prefix, "%s", dep);
+        else
+            snprintf(prefix, sizeof prefix, "bench.%d.", (int)pid);
         snprintf(job, sizeof job, "bench-exec-%d", (int)pid);
         if (delete_rows(prefix, job) < 0)
             continue; /* its job row stays: tried again by the next run */
-        delete_kafka(conf, prefix);
+        if (strncmp(prefix, "bench.reuse.", 12) != 0)
+            delete_kafka(conf, prefix);
         fprintf(stderr, "bench_exec: deleted what run %d left behind\n", (int)pid);
     }
     PQclear(r);
