@@ -180,7 +180,27 @@ all_published() {
     [ "$(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%' AND state = 'FINISHED'
               AND result_published_at IS NOT NULL")" = "$N" ]
 }
-wait_for 180 "all $N instances finished and published" all_published
+# On a timeout, where the instances are: by state, outcome and whether
+# published; waves short of or over their count; trace ids with more than
+# one instance (a submission ingested twice), with their submit keys; the
+# submit topic's watermarks.
+published_diag() {
+    log "instances: $(sql "SELECT count(*) FROM job_instance WHERE trace_id LIKE '$tag-%'") of $N"
+    log "by state: $(sql "SELECT string_agg(format('%s/%s/%s=%s', state, coalesce(outcome, '-'),
+         CASE WHEN published THEN 'published' ELSE 'unpublished' END, n), ' ')
+         FROM (SELECT state, outcome::text AS outcome, result_published_at IS NOT NULL AS published, count(*) AS n
+               FROM job_instance WHERE trace_id LIKE '$tag-%' GROUP BY 1, 2, 3) x")"
+    log "waves not at $WAVE: $(sql "SELECT string_agg(format('%s=%s', wv, n), ' ') FROM
+         (SELECT split_part(trace_id, '-', 2) AS wv, count(*) AS n FROM job_instance
+          WHERE trace_id LIKE '$tag-%' GROUP BY 1 HAVING count(*) <> $WAVE) x")"
+    log "trace ids twice: $(sql "SELECT string_agg(format('%s: %s', trace_id, keys), '; ') FROM
+         (SELECT trace_id, string_agg(format('%s %s %s', id, submit_key, state), ', ' ORDER BY id) AS keys
+          FROM job_instance WHERE trace_id LIKE '$tag-%' GROUP BY 1 HAVING count(*) > 1
+          ORDER BY 1 LIMIT 20) x")"
+    log "watermarks: $(sql "SELECT string_agg(format('%s/%s prev %s next %s at %s', topic, partition,
+         prev_offset, next_offset, updated_at), '; ' ORDER BY topic, partition) FROM submit_offset")"
+}
+WAIT_DIAG=published_diag wait_for 180 "all $N instances finished and published" all_published
 sleep 2   # a tick or two fired by the new leader
 sql "UPDATE job SET enabled = false WHERE id = $JID" >/dev/null
 

@@ -135,11 +135,17 @@ cleanup() {
 trap cleanup EXIT
 
 # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds.
+# wait_for SECS WHAT CMD...: until CMD succeeds, else fail naming WHAT. With
+# WAIT_DIAG=FUNCTION, FUNCTION runs before the failure (what the test knows
+# about why: counts by state, ...).
 wait_for() {
     local secs=$1 what=$2; shift 2
     local deadline=$(( $(date +%s) + secs ))
     until "$@" >/dev/null 2>&1; do
-        [ "$(date +%s)" -lt "$deadline" ] || fail "timed out after ${secs}s waiting for: $what"
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            [ -z "${WAIT_DIAG:-}" ] || "$WAIT_DIAG" || true
+            fail "timed out after ${secs}s waiting for: $what"
+        fi
         sleep 0.2
     done
 }

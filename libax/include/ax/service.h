@@ -133,6 +133,11 @@ int ax_svc_reject_about(ax_svc_t *svc, const rd_kafka_message_t *msg, const char
 int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_schema,
                     char *reason, size_t len);
 
+/* Drop the held records of partitions no longer assigned to svc's consumer
+ * (revoked or lost while they waited; their new owner reads them again):
+ * done before every offer of a batch. The number dropped. */
+size_t ax_svc_drop_unassigned(ax_svc_t *svc);
+
 /* Change the largest batch handed to the batch function (SIGHUP); a batch
  * held for a retry keeps its size. */
 int ax_svc_set_batch_max(ax_svc_t *svc, size_t batch_max);

@@ -65,7 +65,8 @@ typedef struct ax_ingest_in {
     const char *idempotency_key;
     const char *submit_key;  /* dedups redelivered submissions */
     /* a Kafka position's partition: its end offset as last fetched (<= 0:
-     * unknown). A watermark above it means the log was recreated or
+     * unknown). A watermark above it, written before the batch was taken
+     * (ax_ingest_ctx_t.taken_ms_ago), means the log was recreated or
      * truncated (offsets from 0 again): the watermark starts over. */
     int64_t log_end;
 } ax_ingest_in_t;
@@ -89,6 +90,13 @@ typedef struct ax_ingest_ctx {
     /* per priority: 1 if a due-now instance is dispatched by the statement
      * itself (dispatch_batch, produced by the caller after commit) */
     const int *direct;
+    /* how many ms ago the batch's first message was taken from the
+     * consumer (0: just now). A watermark above a partition's log_end that
+     * was written since is not an older log's but a newer owner's of the
+     * partition (this consumer's cached end offset stood still after it
+     * lost the partition): no start-over, the batch's positions below it
+     * are duplicates. */
+    int64_t taken_ms_ago;
 } ax_ingest_ctx_t;
 
 /* The inserted instances (rows[k].hold = 0: marked dispatched, to be

@@ -317,11 +317,71 @@ static void release(rd_kafka_message_t **msgs, size_t n) {
             rd_kafka_message_destroy(msgs[i]);
 }
 
+/* Whether partition (rkt, part) is in the assignment a. */
+static int assigned(const rd_kafka_topic_partition_list_t *a, rd_kafka_topic_t *rkt,
+                    int32_t part) {
+    const char *topic = rd_kafka_topic_name(rkt);
+    for (int i = 0; i < a->cnt; i++)
+        if (a->elems[i].partition == part && strcmp(a->elems[i].topic, topic) == 0)
+            return 1;
+    return 0;
+}
+
+/* Drop the held records of partitions no longer assigned to this consumer:
+ * revoked by a rebalance served while they waited (consume.linger.ms), or
+ * lost with the group session. Their offsets were never stored, so the
+ * partition's new owner reads them again from its committed offset; taken
+ * here as well, the two would race over them (the trigger's dedupe of
+ * Kafka positions judged a late batch by an end offset that stopped moving
+ * when the partition went: see WM_STALE in store/dispatch.c), and storing
+ * their offsets fails ("Local: Erroneous state"). */
+size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (!svc->consumer || svc->held_n == 0 ||
+        rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
+        return 0;
+    int lost = rd_kafka_assignment_lost(svc->consumer);
+    size_t k = 0, dropped = 0;
+    rd_kafka_topic_t *last_rkt = NULL;
+    int32_t last_part = -1;
+    int keep = 0;
+    for (size_t i = 0; i < svc->held_n; i++) {
+        rd_kafka_message_t *m = svc->held[i];
+        if (m->rkt != last_rkt || m->partition != last_part) { /* records come in runs */
+            last_rkt = m->rkt;
+            last_part = m->partition;
+            keep = !lost && assigned(a, m->rkt, m->partition);
+        }
+        if (keep) {
+            svc->held[k++] = m;
+        } else {
+            rd_kafka_message_destroy(m);
+            dropped++;
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(a);
+    if (!dropped)
+        return 0;
+    ax_info("dropped %zu held record(s) of partitions no longer assigned to this consumer "
+            "(their new owner reads them again)",
+            dropped);
+    for (size_t i = k; i < svc->held_n; i++)
+        svc->held[i] = NULL;
+    svc->held_n = k;
+    return dropped;
+}
+
 /* Offer the held batch to the service; when durable, store its offsets for
  * the periodic commit (consume.commit.interval.ms; 0: commit them now) and
  * release it. */
 static void run_held(ax_svc_t *svc) {
     char err[512];
+    ax_svc_drop_unassigned(svc);
+    if (svc->held_n == 0) {
+        svc->held_offered = 0;
+        svc->held_failures = 0;
+        return;
+    }
     svc->dlv.failed = 0;
     svc->dlv.err = 0;
     int rc = svc->batch_fn(svc, svc->held, svc->held_n, svc->batch_arg);

@@ -167,14 +167,23 @@ static char *int_array_i(const int *v, size_t n) {
  * offset past the batch's last, $16 end offset (NULL: unknown); per row
  * $17 its partition (1-based into $20-$22; NULL: not a Kafka position), $18
  * its offset, $19 whether its key occurs twice in the batch; $23 and $24
- * the lease's role and holder (with $14). */
+ * the lease's role and holder (with $14); $25 how many ms ago the batch
+ * was taken from the consumer (WM_STALE). */
 #define DUE_NOW "u.run_at IS NULL AND coalesce(u.delay, 0) = 0"
 /* A submit key that is the submission's Kafka position (services/trigger/
  * ingest.c: kafka:TOPIC:PARTITION:OFFSET; a topic name holds no ':'):
  * ^kafka:[^:]+:[0-9]{1,9}:[0-9]{1,18}$, parsed by kafka_pos(). */
-/* A watermark above its partition's end offset (recreated log). */
-#define WM_STALE "o.next_offset > (SELECT kp.le FROM kp WHERE kp.topic = o.topic" \
-    " AND kp.part = o.partition)"
+/* A watermark from an older life of its partition's log (deleted and
+ * created again, or truncated: offsets from 0 again): above the
+ * partition's end offset as this consumer last fetched it, and written
+ * before this batch was taken from the consumer ($25 ms ago). A watermark
+ * written since is a newer owner's: a consumer whose partition was
+ * revoked, or whose group session lapsed, while it held the batch keeps a
+ * cached end offset that no longer moves, and the new owner may have
+ * ingested past it; taking that for a new log would ingest the batch a
+ * second time (and set the watermark back). */
+#define WM_STALE "(o.next_offset > (SELECT kp.le FROM kp WHERE kp.topic = o.topic" \
+    " AND kp.part = o.partition) AND o.updated_at < now() - $25::bigint * interval '1 ms')"
 #define LANE_DEFERS "coalesce(($13::bigint[])[u.p + 1], 1) <> 0"
 /* The batch's rows joined to their job; a flow's schedule job (handler
  * flow) is not submitted (axctl flow run), and p0-p9 are lanes, never
@@ -483,7 +492,7 @@ int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t 
     *out = (ax_ingest_out_t){0};
     ax_strbuf_t a[INGEST_ARRAYS] = {{0}};
     int arc = ingest_arrays(in, n, a);
-    ax_num_t n_tmo, n_epoch;
+    ax_num_t n_tmo, n_epoch, n_taken;
     int zero[AX_PRIORITIES] = {0};
     char *ages = wait_array(c->lane_wait_ms);
     char *direct = int_array_i(c->direct ? c->direct : zero, AX_PRIORITIES);
@@ -498,8 +507,9 @@ int ax_store_ingest(ax_pg_t *pg, const ax_ingest_ctx_t *c, const ax_ingest_in_t 
                            c->deployment, ages, ax_num(&n_epoch, c->epoch), direct,
                            a[A_LE].s, a[A_KP].s, a[A_OFF].s, a[A_DUP].s, a[A_TOPIC].s,
                            a[A_PART].s, a[A_NEXT].s, c->epoch > 0 ? c->role : NULL,
-                           c->epoch > 0 ? c->holder : NULL};
-        rc = ax_stmt_run(pg, &st_ingest, 24, p, NULL, NULL, &r, errbuf, errlen);
+                           c->epoch > 0 ? c->holder : NULL,
+                           ax_num(&n_taken, c->taken_ms_ago > 0 ? c->taken_ms_ago : 0)};
+        rc = ax_stmt_run(pg, &st_ingest, 25, p, NULL, NULL, &r, errbuf, errlen);
     }
     for (int k = 0; k < INGEST_ARRAYS; k++)
         ax_strbuf_free(&a[k]);

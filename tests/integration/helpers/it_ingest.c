@@ -3,8 +3,10 @@
  * (ax_store_ingest; as a standby, nothing marked dispatched, unless
  * IT_LEASE names a lease) on batches read from stdin, one submission a
  * line "JOB KEY [LOG_END]" (JOB '-': an inline command, echo), a blank
- * line ending a batch. Prints per batch a line "batch N: K" then the
- * submit key of each instance made, sorted.
+ * line ending a batch; a line "@taken_ms_ago MS" sets, for the batches
+ * after it, how long ago they were taken from the consumer
+ * (ax_ingest_ctx_t.taken_ms_ago; default 0). Prints per batch a line
+ * "batch N: K" then the submit key of each instance made, sorted.
  * Usage: it_ingest CONFIG_FILE DEPLOYMENT. Exit 0, or 1 when a statement
  * failed (its error on stderr). Environment:
  *   IT_LEASE="ROLE HOLDER EPOCH": ingest as that leader (see run());
@@ -35,11 +37,13 @@ static int cmp(const void *a, const void *b) {
 static char lease_role[128], lease_holder[128];
 static long long lease_epoch;
 static long hold_ms;
+static long long taken_ms_ago;
 
 static int run(ax_pg_t *pg, const char *dep, ax_ingest_in_t *in, size_t n, int batch) {
     char err[1024];
     static const int direct[AX_PRIORITIES] = {1, 1, 1, 1, 1};
-    ax_ingest_ctx_t c = {.deployment = dep, .default_timeout_ms = 60000};
+    ax_ingest_ctx_t c = {.deployment = dep, .default_timeout_ms = 60000,
+                         .taken_ms_ago = taken_ms_ago};
     if (lease_epoch > 0) {
         c.epoch = lease_epoch;
         c.role = lease_role;
@@ -119,6 +123,10 @@ int main(int argc, char **argv) {
             n = 0;
             if (!l)
                 break;
+            continue;
+        }
+        if (strncmp(line, "@taken_ms_ago ", 14) == 0) {
+            taken_ms_ago = atoll(line + 14);
             continue;
         }
         long long le = 0;
