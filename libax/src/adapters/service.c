@@ -329,7 +329,9 @@ static int assigned(const rd_kafka_topic_partition_list_t *a, rd_kafka_topic_t *
 
 /* Drop the held records of partitions no longer assigned to this consumer:
  * revoked by a rebalance served while they waited (consume.linger.ms), or
- * lost with the group session. Their offsets were never stored, so the
+ * lost with the group session (once the rebalance callback has unassigned
+ * them: librdkafka's lost flag is not read, lest it outlive the loss).
+ * Their offsets were never stored, so the
  * partition's new owner reads them again from its committed offset; taken
  * here as well, the two would race over them (the trigger's dedupe of
  * Kafka positions judged a late batch by an end offset that stopped moving
@@ -340,7 +342,6 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
     if (!svc->consumer || svc->held_n == 0 ||
         rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
         return 0;
-    int lost = rd_kafka_assignment_lost(svc->consumer);
     size_t k = 0, dropped = 0;
     rd_kafka_topic_t *last_rkt = NULL;
     int32_t last_part = -1;
@@ -350,7 +351,7 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
         if (m->rkt != last_rkt || m->partition != last_part) { /* records come in runs */
             last_rkt = m->rkt;
             last_part = m->partition;
-            keep = !lost && assigned(a, m->rkt, m->partition);
+            keep = assigned(a, m->rkt, m->partition);
         }
         if (keep) {
             svc->held[k++] = m;
