@@ -51,6 +51,7 @@ struct ax_svc {
     int64_t held_retry_at;
     int held_offered;      /* held was offered and is not durable yet: retried */
     int64_t held_since;    /* mono ms the first held record was taken */
+    unsigned long revocations_seen; /* ax_kafka_revocations() when held was last checked */
     struct event *ev_linger; /* a filling batch's consume.linger.ms */
     int64_t linger_ms;       /* the window in use (ax_svc_consume_linger, else consume.linger.ms) */
     int linger_set;
@@ -135,7 +136,9 @@ int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_s
 
 /* Drop the held records of partitions no longer assigned to svc's consumer
  * (revoked or lost while they waited; their new owner reads them again):
- * done before every offer of a batch. The number dropped. */
+ * done before every offer of a batch, and a look at the assignment only
+ * after a rebalance revoked partitions (ax_kafka_revocations). The number
+ * dropped. */
 size_t ax_svc_drop_unassigned(ax_svc_t *svc);
 
 /* Change the largest batch handed to the batch function (SIGHUP); a batch

@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,12 @@ int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t err
     }
 }
 
+static atomic_ulong revocations;
+
+unsigned long ax_kafka_revocations(void) {
+    return atomic_load(&revocations);
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque) {
     int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
@@ -348,6 +355,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             e = rd_kafka_incremental_unassign(rk, parts);
         else
             rd_kafka_assign(rk, NULL);
+        atomic_fetch_add(&revocations, 1);
     }
     if (e) {
         ax_warn("kafka rebalance: %s", rd_kafka_error_string(e));

@@ -338,10 +338,22 @@ static int assigned(const rd_kafka_topic_partition_list_t *a, rd_kafka_topic_t *
  * when the partition went: see WM_STALE in store/dispatch.c), and storing
  * their offsets fails ("Local: Erroneous state"). */
 size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
-    rd_kafka_topic_partition_list_t *a = NULL;
-    if (!svc->consumer || svc->held_n == 0 ||
-        rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
+    /* Records are taken only from assigned partitions (librdkafka discards
+     * what it fetched for a partition when it goes), so only a revocation
+     * since the last look can have left some in held: the assignment is
+     * read then, not per batch (rd_kafka_assignment() is a round trip to
+     * librdkafka's main thread). */
+    unsigned long rev = ax_kafka_revocations();
+    if (rev == svc->revocations_seen)
         return 0;
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (!svc->consumer || svc->held_n == 0) {
+        svc->revocations_seen = rev;
+        return 0;
+    }
+    if (rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
+        return 0; /* looked at again before the next offer */
+    svc->revocations_seen = rev;
     size_t k = 0, dropped = 0;
     rd_kafka_topic_t *last_rkt = NULL;
     int32_t last_part = -1;
