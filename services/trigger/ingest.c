@@ -90,11 +90,12 @@ static int ingest_run(trigger_t *t, const ax_ingest_in_t *in, size_t n, ax_inges
         .epoch = lead ? t->epoch : 0,
         .role = t->role,
         .holder = t->holder,
-        /* since the batch was taken (a batch held across a lost partition
-         * must not take the new owner's watermark for an older log's) */
-        .taken_ms_ago = svc->held_n ? ax_mono_ms() - svc->held_since : 0,
     };
     int rc = ax_pg_ensure(t->ingest_pg, err, errlen);
+    /* since the batch was taken, measured as late as can be (a batch held
+     * across a lost partition must not take the new owner's watermark for
+     * an older log's) */
+    c.taken_ms_ago = ax_svc_held_age_ms(svc);
     if (rc == 0)
         rc = ax_store_ingest(t->ingest_pg, &c, in, n, out, err, errlen);
     if (rc == 0 && out->fenced) {

@@ -141,12 +141,12 @@ rd_kafka_t *ax_kafka_batch_consumer_new(const ax_conf_t *conf, const char *group
                                         char *errbuf, size_t errlen);
 int ax_kafka_subscribe(rd_kafka_t *rk, const char *const *topics, size_t n, char *errbuf,
                        size_t errlen);
-/* How many times the consumers of this process had partitions revoked or
- * lost by their group (the rebalance callback's count): a batch taken
- * before a change of it may hold records of a partition no longer assigned
- * (ax_svc_drop_unassigned looks only then: rd_kafka_assignment() waits
- * for librdkafka's main thread). */
-unsigned long ax_kafka_revocations(void);
+/* How many times the rebalance callback of a consumer of this process
+ * changed its assignment (partitions assigned, revoked or lost): a copy of
+ * an assignment read since the last change is still the assignment
+ * (ax_svc_drop_unassigned reads it again only then: rd_kafka_assignment()
+ * waits for librdkafka's main thread). */
+unsigned long ax_kafka_rebalances(void);
 
 /* Produce a copy of value (and key) to topic with the delivery tracker `d`
  * (may be NULL; embed one per message and use on_report for per-message

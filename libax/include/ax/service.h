@@ -51,7 +51,11 @@ struct ax_svc {
     int64_t held_retry_at;
     int held_offered;      /* held was offered and is not durable yet: retried */
     int64_t held_since;    /* mono ms the first held record was taken */
-    unsigned long revocations_seen; /* ax_kafka_revocations() when held was last checked */
+    int64_t held_since_boot; /* the same on CLOCK_BOOTTIME (counts a suspend) */
+    /* the consumer's assignment as read at ax_kafka_rebalances() ==
+     * assigned_gen (NULL: not read yet) */
+    rd_kafka_topic_partition_list_t *assigned;
+    unsigned long assigned_gen;
     struct event *ev_linger; /* a filling batch's consume.linger.ms */
     int64_t linger_ms;       /* the window in use (ax_svc_consume_linger, else consume.linger.ms) */
     int linger_set;
@@ -136,10 +140,15 @@ int ax_svc_precheck(ax_svc_t *svc, const rd_kafka_message_t *msg, int32_t want_s
 
 /* Drop the held records of partitions no longer assigned to svc's consumer
  * (revoked or lost while they waited; their new owner reads them again):
- * done before every offer of a batch, and a look at the assignment only
- * after a rebalance revoked partitions (ax_kafka_revocations). The number
+ * done before every offer of a batch, against a copy of the assignment
+ * read again only after a rebalance (ax_kafka_rebalances). The number
  * dropped. */
 size_t ax_svc_drop_unassigned(ax_svc_t *svc);
+
+/* How long ago (ms, CLOCK_BOOTTIME: a suspended host's time counts) the
+ * held batch's first record was taken from the consumer; 0 if none is
+ * held. */
+int64_t ax_svc_held_age_ms(const ax_svc_t *svc);
 
 /* Change the largest batch handed to the batch function (SIGHUP); a batch
  * held for a retry keeps its size. */

@@ -333,10 +333,10 @@ int ax_kafka_txn_commit(rd_kafka_t *rk, int timeout_ms, char *errbuf, size_t err
     }
 }
 
-static atomic_ulong revocations;
+static atomic_ulong rebalances;
 
-unsigned long ax_kafka_revocations(void) {
-    return atomic_load(&revocations);
+unsigned long ax_kafka_rebalances(void) {
+    return atomic_load(&rebalances);
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -355,8 +355,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             e = rd_kafka_incremental_unassign(rk, parts);
         else
             rd_kafka_assign(rk, NULL);
-        atomic_fetch_add(&revocations, 1);
     }
+    atomic_fetch_add(&rebalances, 1); /* after the change: a reader sees the new assignment */
     if (e) {
         ax_warn("kafka rebalance: %s", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);

@@ -336,24 +336,29 @@ static int assigned(const rd_kafka_topic_partition_list_t *a, rd_kafka_topic_t *
  * here as well, the two would race over them (the trigger's dedupe of
  * Kafka positions judged a late batch by an end offset that stopped moving
  * when the partition went: see WM_STALE in store/dispatch.c), and storing
- * their offsets fails ("Local: Erroneous state"). */
+ * their offsets fails ("Local: Erroneous state"). A batch waiting for the
+ * retry of a failed offer does not poll the consumer, so a revocation is
+ * served only after it: there the ingest's watermark rule is the guard. */
 size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
-    /* Records are taken only from assigned partitions (librdkafka discards
-     * what it fetched for a partition when it goes), so only a revocation
-     * since the last look can have left some in held: the assignment is
-     * read then, not per batch (rd_kafka_assignment() is a round trip to
-     * librdkafka's main thread). */
-    unsigned long rev = ax_kafka_revocations();
-    if (rev == svc->revocations_seen)
+    if (!svc->consumer || svc->held_n == 0)
         return 0;
-    rd_kafka_topic_partition_list_t *a = NULL;
-    if (!svc->consumer || svc->held_n == 0) {
-        svc->revocations_seen = rev;
-        return 0;
+    /* Every batch is checked against a copy of the assignment, read again
+     * after each rebalance (rd_kafka_assignment() is a round trip to
+     * librdkafka's main thread): not only a revocation served while the
+     * batch filled leaves records of a partition gone in it; librdkafka
+     * 2.0's batch consume can hand over records of a partition revoked
+     * during the call (its changelog's known issue, "Poor Consumer batch
+     * API messaging guarantees"). */
+    unsigned long gen = ax_kafka_rebalances();
+    if (!svc->assigned || gen != svc->assigned_gen) {
+        rd_kafka_topic_partition_list_t *a = NULL;
+        if (rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
+            return 0; /* read again before the next offer */
+        if (svc->assigned)
+            rd_kafka_topic_partition_list_destroy(svc->assigned);
+        svc->assigned = a;
+        svc->assigned_gen = gen;
     }
-    if (rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
-        return 0; /* looked at again before the next offer */
-    svc->revocations_seen = rev;
     size_t k = 0, dropped = 0;
     rd_kafka_topic_t *last_rkt = NULL;
     int32_t last_part = -1;
@@ -363,7 +368,7 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
         if (m->rkt != last_rkt || m->partition != last_part) { /* records come in runs */
             last_rkt = m->rkt;
             last_part = m->partition;
-            keep = assigned(a, m->rkt, m->partition);
+            keep = assigned(svc->assigned, m->rkt, m->partition);
         }
         if (keep) {
             svc->held[k++] = m;
@@ -372,7 +377,6 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
             dropped++;
         }
     }
-    rd_kafka_topic_partition_list_destroy(a);
     if (!dropped)
         return 0;
     ax_info("dropped %zu held record(s) of partitions no longer assigned to this consumer "
@@ -382,6 +386,16 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
         svc->held[i] = NULL;
     svc->held_n = k;
     return dropped;
+}
+
+static int64_t boot_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t ax_svc_held_age_ms(const ax_svc_t *svc) {
+    return svc->held_n ? boot_ms() - svc->held_since_boot : 0;
 }
 
 /* Offer the held batch to the service; when durable, store its offsets for
@@ -445,8 +459,10 @@ static ssize_t fill_held(ax_svc_t *svc) {
         }
         svc->held[k++] = m;
     }
-    if (svc->held_n == 0 && k > 0)
+    if (svc->held_n == 0 && k > 0) {
         svc->held_since = ax_mono_ms();
+        svc->held_since_boot = boot_ms();
+    }
     ssize_t taken = (ssize_t)(k - svc->held_n);
     svc->held_n = k;
     return taken;
@@ -603,6 +619,8 @@ void ax_svc_destroy(ax_svc_t *svc) {
     ax_pg_destroy(svc->pg);
     ax_metrics_endpoint_stop(&svc->metrics);
     free(svc->held);
+    if (svc->assigned)
+        rd_kafka_topic_partition_list_destroy(svc->assigned);
     ax_codec_shutdown();
     ax_conf_free(&svc->conf);
 }
