@@ -344,11 +344,12 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
         return 0;
     /* Every batch is checked against a copy of the assignment, read again
      * after each rebalance (rd_kafka_assignment() is a round trip to
-     * librdkafka's main thread): not only a revocation served while the
-     * batch filled leaves records of a partition gone in it; librdkafka
-     * 2.0's batch consume can hand over records of a partition revoked
-     * during the call (its changelog's known issue, "Poor Consumer batch
-     * API messaging guarantees"). */
+     * librdkafka's main thread): a revocation served while the batch
+     * filled leaves records of a partition gone in it, and librdkafka 2.0's
+     * changelog warns that its batch consume can hand over records of a
+     * partition revoked during the call unless a rebalance callback makes
+     * rebalancing sequential (ours does; "Poor Consumer batch API
+     * messaging guarantees"). */
     unsigned long gen = ax_kafka_rebalances();
     if (!svc->assigned || gen != svc->assigned_gen) {
         rd_kafka_topic_partition_list_t *a = NULL;
