@@ -355,9 +355,17 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
         rd_kafka_topic_partition_list_t *a = NULL;
         if (rd_kafka_assignment(svc->consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
             return 0; /* read again before the next offer */
+        /* kept as names and numbers only: the list librdkafka returns
+         * holds references to its partitions, and one kept past the
+         * consumer's close made rd_kafka_destroy() wait for it forever (a
+         * service hung at exit) */
+        rd_kafka_topic_partition_list_t *copy = rd_kafka_topic_partition_list_new(a->cnt);
+        for (int i = 0; i < a->cnt; i++)
+            rd_kafka_topic_partition_list_add(copy, a->elems[i].topic, a->elems[i].partition);
+        rd_kafka_topic_partition_list_destroy(a);
         if (svc->assigned)
             rd_kafka_topic_partition_list_destroy(svc->assigned);
-        svc->assigned = a;
+        svc->assigned = copy;
         svc->assigned_gen = gen;
     }
     size_t k = 0, dropped = 0;
