@@ -12,7 +12,9 @@
 #     tests/bench/peers.sh BUILD_DIR [N] [ROUNDS]
 #
 # BENCH_ARGS: more bench_exec options, e.g. BENCH_ARGS=--reuse-topics (the
-# broker's steady state: the same topics every run).
+# broker's steady state: the same topics every run). AX_STATE (the servers'
+# state directory, e.g. var/) lets bench_exec find the broker's pid for
+# cpu_pct_kafka (-1 without it).
 #
 # Run it alone (the machine-wide benchmark lock where one exists):
 # every figure moves with what else the machine does.

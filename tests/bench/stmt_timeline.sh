@@ -43,7 +43,8 @@ reset() {
 }
 trap 'reset; rm -f "$lines"; [ -n "$keep" ] || rm -f "$out"' EXIT
 tz=$(psql -X -At -c "SHOW log_timezone")
-[ "$tz" = UTC ] || { echo "stmt_timeline: the server logs in $tz, not UTC" >&2; exit 2; }
+case $tz in UTC | Etc/UTC | UCT | Etc/UCT | Zulu | Etc/Zulu | GMT | Etc/GMT) ;;
+  *) echo "stmt_timeline: the server logs in $tz, not UTC" >&2; exit 2 ;; esac
 db=$(psql -X -At -c "SELECT current_database()")
 start=$(stat -c %s "$log")
 pg -c "ALTER SYSTEM SET log_min_duration_statement = 0" -c "ALTER SYSTEM SET log_parameter_max_length = 0" \
