@@ -134,8 +134,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds.
-# wait_for SECS WHAT CMD...: until CMD succeeds, else fail naming WHAT. With
+# wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds, else
+# fail naming DESCRIPTION after SECONDS. With
 # WAIT_DIAG=FUNCTION, FUNCTION runs before the failure (what the test knows
 # about why: counts by state, ...).
 wait_for() {
