@@ -171,6 +171,29 @@ static void win_parts_clear(struct dispatch_win *w) {
     w->nparts = 0;
 }
 
+static void win_prev_clear(struct dispatch_win *w) {
+    for (size_t k = 0; k < w->nprev; k++)
+        free(w->prev[k].topic);
+    w->nprev = 0;
+}
+
+/* The window's parts, if any, become the last ones (the next flush primes
+ * them ahead: a window of primers alone, which names none, keeps the last
+ * window's that did); the list collects the next window's from empty. */
+static void win_parts_keep(struct dispatch_win *w) {
+    if (!w->nparts)
+        return;
+    win_prev_clear(w);
+    struct win_part *v = w->prev;
+    size_t cap = w->capprev;
+    w->prev = w->parts;
+    w->nprev = w->nparts;
+    w->capprev = w->capparts;
+    w->parts = v;
+    w->capparts = cap;
+    w->nparts = 0;
+}
+
 /* After a failed commit: the largest record of this batch Kafka refused
  * for itself is held (one per failed transaction: a record set refused as
  * a whole names every record in it). Returns 1 if one was. */
@@ -427,35 +450,25 @@ static void on_primer_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
     free(d);
 }
 
-/* Begin the next window at once with one primer on each partition the
- * window just committed used (dispatch.prime), so the registration of
- * those partitions with the new transaction is not on a batch's path (a
- * partition's first record in a transaction waits for AddPartitionsToTxn
- * and the broker's verification: BENCHMARKS.md, "Issue #13: the
- * twenty-first session"). The primers' window is committed like any
- * other, by its timer if no batch comes, and primes none after it: an
- * idle leader makes no transactions. */
-static void win_prime(trigger_t *t) {
-    struct dispatch_win *w = &t->win;
+/* One primer (an empty record, key ax-primer, which executors skip) on
+ * each of parts[0..n) into rk's open transaction, so that those partitions
+ * are registered with it (AddPartitionsToTxn, and the broker's
+ * verification of each partition's first record) before a batch's records
+ * wait for that (BENCHMARKS.md, "Issue #13: the twenty-first session" and
+ * "the thirtieth session"). */
+static void prime_parts(trigger_t *t, rd_kafka_t *rk, const struct win_part *parts, size_t n) {
     char err[512];
-    /* with kafka.partitioner set a primer would go to its key's partition,
-     * not the one it is for; without the window's timer nothing would
-     * commit a window of primers alone */
-    if (!w->nparts || !w->ev || ax_kafka_partitioner_set(&t->svc.conf) ||
-        lead_txn_begin(t) < 0)
-        return;
-    win_open(t);
-    for (size_t k = 0; k < w->nparts; k++) {
+    for (size_t k = 0; k < n; k++) {
         /* a topic gone since (deleted with its group) would hold the
          * transaction: the next dispatch to it is held instead (hold.c) */
-        if (hold_topic_known(t, w->parts[k].topic) != 1)
+        if (hold_topic_known(t, parts[k].topic) != 1)
             continue;
         ax_delivery_t *d = calloc(1, sizeof *d);
         if (!d)
             break;
         d->on_report = on_primer_report;
-        d->part_hint = (int64_t)w->parts[k].partition + 1;
-        if (ax_kafka_produce(t->txp, w->parts[k].topic, AX_KAFKA_PRIMER_KEY,
+        d->part_hint = (int64_t)parts[k].partition + 1;
+        if (ax_kafka_produce(rk, parts[k].topic, AX_KAFKA_PRIMER_KEY,
                              sizeof AX_KAFKA_PRIMER_KEY - 1, NULL, 0, NULL, d, err,
                              sizeof err) < 0) {
             free(d); /* not adopted; the rest register with their first record */
@@ -465,20 +478,50 @@ static void win_prime(trigger_t *t) {
     }
 }
 
-/* Commit the window, settle it, and — prime, when it ended by its length
- * or size (not because another transaction comes next) and carried
- * dispatches — begin the next with its primers. */
+/* Commit the window, settle it, and — when it ended by its length or size
+ * (not because another transaction comes next) and carried dispatches,
+ * with dispatch.prime — begin the next with its primers. The primers'
+ * window is committed like any other, by its timer if no batch comes, and
+ * primes none after it: an idle leader makes no transactions.
+ *
+ * With two producers the next window is begun on the other one, and
+ * primed with the last window's partitions, before this one's commit
+ * (lead_txn_begin_next): its partitions are registered and verified while
+ * this commit and the settle run, instead of after them, when the first
+ * batch of the next window is often already produced (at 1,000 jobs/s
+ * that batch waited 3-8 ms for its primers; BENCHMARKS.md, "Issue #13: the
+ * thirtieth session"). With one producer, or no last window yet, it is
+ * begun after the commit and primed with this window's partitions (their
+ * delivery reports are served by this commit's flush). */
 static int win_flush(trigger_t *t, int prime) {
     struct dispatch_win *w = &t->win;
     if (!w->open)
         return 0;
     win_close(t);
-    prime = prime && w->n > 0;
+    /* with kafka.partitioner set a primer would go to its key's partition,
+     * not the one it is for; without the window's timer nothing would
+     * commit a window of primers alone */
+    prime = prime && w->n > 0 && t->svc.conf.dispatch_prime && w->ev &&
+            !ax_kafka_partitioner_set(&t->svc.conf) && !t->svc.stopping;
+    rd_kafka_t *next = NULL;
+    if (prime && w->nprev && lead_txn_begin_next(t, &next) == 0) {
+        prime_parts(t, next, w->prev, w->nprev);
+        ax_debug("dispatch window: the next begun ahead of this one's commit, %zu partition(s) "
+                 "primed", w->nprev);
+    }
     int rc = lead_txn_commit(t);
     win_settle(t, rc == 0);
-    if (rc == 0 && prime && t->leader && !t->svc.stopping && t->svc.conf.dispatch_prime)
-        win_prime(t);
-    win_parts_clear(w);
+    if (next && rc == 0 && t->leader && !t->svc.stopping && t->txn_next_open) {
+        lead_txn_adopt_next(t);
+        win_open(t);
+    } else if (next) {
+        lead_txn_drop_next(t);
+    } else if (rc == 0 && prime && t->leader && !t->svc.stopping && w->nparts &&
+               lead_txn_begin(t) == 0) {
+        win_open(t);
+        prime_parts(t, t->txp, w->parts, w->nparts);
+    }
+    win_parts_keep(w);
     return rc;
 }
 
@@ -488,6 +531,7 @@ void dispatch_win_forget(trigger_t *t) {
     win_close(t);
     t->win.n = 0;
     win_parts_clear(&t->win);
+    win_prev_clear(&t->win); /* and the last window's: a new leadership primes none ahead */
 }
 
 /* ---- one batch --------------------------------------------------------------------- */

@@ -154,7 +154,7 @@ static int ingest_missing(trigger_t *t, ingest_row_t *rows, size_t from, size_t 
 }
 
 static int key_cmp(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return ax_keycmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* Insert rows [from, to) that are pending; sets their state. Returns 0,

@@ -273,6 +273,7 @@ void lead_producers_destroy(trigger_t *t) {
     t->txps[0] = t->txps[1] = t->txp = NULL;
     t->txn_turn = 0;
     t->txn_open = 0;
+    t->txn_next_open = 0;
 }
 
 /* The leader's transactional producers: <role>, and with
@@ -295,6 +296,7 @@ static int producers_new(trigger_t *t, char *err, size_t errlen) {
         return AX_ERR_IO;
     t->txn_turn = 0;
     t->txn_open = 0;
+    t->txn_next_open = 0;
     t->txp = t->txps[0];
     if (svc->conf.dispatch_producers < 2 || svc->conf.dispatch_transaction_ms <= 0)
         return 0;
@@ -538,6 +540,44 @@ int lead_txn_begin(trigger_t *t) {
         }
     }
     return rc;
+}
+
+int lead_txn_begin_next(trigger_t *t, rd_kafka_t **rk) {
+    char err[512];
+    rd_kafka_t *next = t->txps[t->txn_turn ^ 1];
+    *rk = NULL;
+    if (t->svc.conf.dispatch_producers < 2 || !t->txps[1] || !t->txp || !t->txn_open ||
+        t->txn_next_open || !lead_active(t))
+        return AX_ERR_CONFLICT;
+    if (ax_kafka_txn_begin(next, err, sizeof err) < 0) {
+        ax_debug("the next window's transaction not begun ahead: %s", err);
+        return AX_ERR_IO;
+    }
+    t->txn_next_open = 1;
+    *rk = next;
+    return 0;
+}
+
+void lead_txn_adopt_next(trigger_t *t) {
+    if (!t->txn_next_open)
+        return;
+    t->txn_next_open = 0;
+    t->txn_turn ^= 1;
+    t->txp = t->txps[t->txn_turn];
+    t->txn_open = 1;
+}
+
+void lead_txn_drop_next(trigger_t *t) {
+    char err[512];
+    if (!t->txn_next_open)
+        return; /* none, or gone with the producers (lead_producers_destroy) */
+    t->txn_next_open = 0;
+    if (ax_kafka_txn_end_abort(t->txps[t->txn_turn ^ 1], 10000, err, sizeof err) < 0) {
+        char why[700];
+        snprintf(why, sizeof why, "the next window's transaction (its primers) not aborted: %s",
+                 err);
+        lead_give_up(t, why);
+    }
 }
 
 int lead_txn_abort(trigger_t *t, const char *why) {

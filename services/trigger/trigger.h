@@ -83,6 +83,8 @@ typedef struct trigger {
                                * txps[1] NULL: one producer) */
     int txn_turn;             /* txps[txn_turn] is txp */
     int txn_open;             /* txp's transaction begun and not yet ended */
+    int txn_next_open;        /* the other producer's transaction begun ahead
+                               * (lead_txn_begin_next), within a window's flush */
     int txn_failures;         /* Kafka transactions not committed in a row */
     /* clock: now = mono + clock_base, synchronised with PostgreSQL */
     int64_t clock_base;
@@ -139,6 +141,10 @@ typedef struct trigger {
             int32_t partition;
         } *parts;
         size_t nparts, capparts;
+        /* the last window's parts: the window after this one is begun on the
+         * other producer with its primers before this one commits */
+        struct win_part *prev;
+        size_t nprev, capprev;
     } win;
 
     /* tlead (leader side): what leader.c calls above itself, set by main.c,
@@ -182,6 +188,16 @@ void lead_fenced(trigger_t *t);
 int lead_txn_begin(trigger_t *t);
 int lead_txn_commit(trigger_t *t);
 int lead_txn_abort(trigger_t *t, const char *why); /* AX_ERR_IO aborted, <0 gave up */
+/* With two producers (dispatch.producers) and txp's transaction open:
+ * begin the next transaction on the other one now, before txp's commit
+ * (*rk: its producer, for the next window's primers); 0, or <0 (not begun:
+ * the ordinary lead_txn_begin after the commit tries it again). Within one
+ * window's flush, ended by lead_txn_adopt_next (after txp's commit: the
+ * other producer's transaction becomes txp's) or lead_txn_drop_next
+ * (aborted: the commit failed). */
+int lead_txn_begin_next(trigger_t *t, rd_kafka_t **rk);
+void lead_txn_adopt_next(trigger_t *t);
+void lead_txn_drop_next(trigger_t *t);
 /* Stop leading because the leader cannot use its Kafka producer: drop
  * leadership, destroy the producer, release the lease so a standby takes
  * over (this trigger does not try to take it for trigger.lease.ms / 2). */

@@ -8,6 +8,11 @@
 # 2. Idle, the trigger primes no more: a window of primers alone is
 #    committed by its timer and begins no other.
 # 3. dispatch.prime=0: no primer more, the commands still run.
+# With two producers (dispatch.producers, default 2) a window that follows
+# one which carried dispatches is primed ahead: the next window is begun on
+# the other producer before this one's commit (part 1 sees it in the
+# trigger's debug log); with dispatch.producers=1 it never is (part 4),
+# and the primers still come after the commit.
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 W=500
@@ -22,7 +27,9 @@ primers_committed() { topic_read "$DT" '%k %S\n' | { grep -cxE 'ax-primer (0|-1)
 all_committed() { [ "$(primers_committed)" = "$(primers)" ]; }
 leads() { [ -n "$(leader_holder)" ]; }
 
-start_svc trigger --set dispatch.transaction.ms=$W
+AHEAD='dispatch window: the next begun ahead'
+ahead() { { grep -c "$AHEAD" "$WORK/ax-$1.log" || true; }; }
+start_svc trigger --set dispatch.transaction.ms=$W --set log.level=debug
 start_svc executor --set dispatch.transaction.ms=$W
 start_svc callback
 wait_for 30 "a leader" leads
@@ -36,6 +43,8 @@ done
 [ "$(wc -l <"$marks")" = 3 ] || fail "commands ran $(wc -l <"$marks") times, expected 3"
 some_primers() { [ "$(primers)" -ge 1 ]; }
 wait_for 10 "primers on $DT" some_primers
+# windows 2 and 3 each follow one that carried a dispatch
+[ "$(ahead trigger)" -ge 1 ] || fail "no window was primed ahead of its predecessor's commit"
 
 log "2. idle: no more primers, all committed"
 wait_for 10 "every primer committed" all_committed
@@ -73,4 +82,19 @@ done
 [ "$(wc -l <"$marks")" = 5 ] || fail "commands ran $(wc -l <"$marks") times, expected 5"
 sleep $((2 * W / 1000 + 1))
 [ "$(primers)" = "$p2" ] || fail "primers with dispatch.prime=0: $p2, then $(primers)"
+
+log "4. dispatch.producers=1: primers after each commit, none ahead"
+stop_svc trigger@2
+start_svc trigger@3 --set dispatch.transaction.ms=$W --set dispatch.producers=1 --set log.level=debug
+wait_for 30 "a leader" leads
+for i in 6 7 8; do
+    out=$(axctl submit --wait --wait-timeout 60 --trace-id "$TR-$i" -- sh -c "echo ran >> $marks") ||
+        fail "submit $i failed: $out"
+    sleep 0.7
+done
+[ "$(wc -l <"$marks")" = 8 ] || fail "commands ran $(wc -l <"$marks") times, expected 8"
+more_primers() { [ "$(primers)" -gt "$p2" ]; }
+wait_for 10 "primers again on $DT" more_primers
+[ "$(ahead trigger@3)" = 0 ] || fail "a window primed ahead with one producer"
+wait_for 10 "every primer committed" all_committed
 log "ok"

@@ -1,6 +1,6 @@
 /*
- * test_util.c — unit tests of the small pure helpers: ax_backoff_ms
- * (common.h), ax_seterr, ax_random_hex, ax_trace_id_new and ax_utf8_sanitize
+ * test_util.c — unit tests of the small pure helpers: ax_backoff_ms,
+ * ax_keycmp and ax_boot_ms (common.h), ax_seterr, ax_random_hex, ax_trace_id_new and ax_utf8_sanitize
  * (core/util.c).
  * The PostgreSQL array-literal builders (adapters/pg.c) are in
  * test_pgarr.c. The UTF-8 sanitizer is checked against an independent
@@ -229,6 +229,75 @@ static void test_trace_id_order(void **state) {
     }
     for (int d = 0; d < 16; d++)
         assert_true(seen[d] > 125); /* expected 250 of each out of 4000 */
+}
+
+/* ---- ax_keycmp ---------------------------------------------------------- */
+
+static int keycmp_q(const void *a, const void *b) {
+    return ax_keycmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int sign(int v) { return (v > 0) - (v < 0); }
+
+/* A total order that agrees with equality: antisymmetric, 0 exactly for
+ * equal strings, shorter before longer, and transitive over random keys
+ * (checked on every triple of a small set, and by sorting a large one and
+ * finding each key with bsearch, the way the trigger uses it). */
+static void test_keycmp_order(void **state) {
+    (void)state;
+    assert_int_equal(ax_keycmp("", ""), 0);
+    assert_int_equal(ax_keycmp("kafka:t:0:17", "kafka:t:0:17"), 0);
+    assert_true(ax_keycmp("kafka:t:0:9", "kafka:t:0:10") < 0);  /* shorter first */
+    assert_true(ax_keycmp("kafka:t:0:18", "kafka:t:0:17") > 0); /* last byte decides */
+    assert_true(ax_keycmp("kafka:t:1:17", "kafka:t:0:17") > 0);
+    assert_true(ax_keycmp("a\xff", "a\x01") > 0);               /* bytes unsigned */
+    enum { SMALL = 24, LARGE = 5000 };
+    static char buf[LARGE][24];
+    const char *k[LARGE];
+    for (int i = 0; i < LARGE; i++) {
+        /* few lengths and a small alphabet: many ties, many shared suffixes */
+        int len = 1 + (int)rng_below(4);
+        for (int j = 0; j < len; j++)
+            buf[i][j] = "ab:9"[rng_below(4)];
+        buf[i][len] = '\0';
+        k[i] = buf[i];
+    }
+    for (int i = 0; i < SMALL; i++)
+        for (int j = 0; j < SMALL; j++) {
+            int c = ax_keycmp(k[i], k[j]);
+            assert_int_equal(sign(c), -sign(ax_keycmp(k[j], k[i])));
+            assert_int_equal(c == 0, strcmp(k[i], k[j]) == 0);
+            for (int m = 0; m < SMALL; m++)
+                if (c <= 0 && ax_keycmp(k[j], k[m]) <= 0)
+                    assert_true(ax_keycmp(k[i], k[m]) <= 0);
+        }
+    const char *sorted[LARGE];
+    memcpy(sorted, k, sizeof k);
+    qsort(sorted, LARGE, sizeof *sorted, keycmp_q);
+    for (int i = 1; i < LARGE; i++)
+        assert_true(ax_keycmp(sorted[i - 1], sorted[i]) <= 0);
+    for (int i = 0; i < LARGE; i++) {
+        const char *const *hit = bsearch(&k[i], sorted, LARGE, sizeof *sorted, keycmp_q);
+        assert_non_null(hit);
+        assert_string_equal(*hit, k[i]);
+    }
+    const char *absent = "zzz";
+    assert_null(bsearch(&absent, sorted, LARGE, sizeof *sorted, keycmp_q));
+}
+
+/* ---- ax_boot_ms ------------------------------------------------------- */
+
+/* Monotonic, and moving with the monotonic clock (a suspend adds to it,
+ * which a test cannot make happen). */
+static void test_boot_ms(void **state) {
+    (void)state;
+    int64_t b0 = ax_boot_ms(), m0 = ax_mono_ms();
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    int64_t b1 = ax_boot_ms(), m1 = ax_mono_ms();
+    assert_true(b1 - b0 >= 19);
+    assert_true(b1 - b0 <= (m1 - m0) + 2);
+    assert_true(b0 >= m0 - 1); /* boot time includes monotonic time */
 }
 
 /* ---- an independent strict UTF-8 validator (Unicode Table 3-7) -------- */
@@ -553,6 +622,8 @@ int main(void) {
         cmocka_unit_test(test_random_hex_large),
         cmocka_unit_test(test_trace_id_shape),
         cmocka_unit_test(test_trace_id_order),
+        cmocka_unit_test(test_keycmp_order),
+        cmocka_unit_test(test_boot_ms),
         cmocka_unit_test(test_validator_self_check),
         cmocka_unit_test(test_sanitize_valid_unchanged),
         cmocka_unit_test(test_sanitize_nul),

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 typedef enum ax_err {
@@ -38,6 +39,31 @@ static inline int64_t ax_mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* CLOCK_BOOTTIME in ms: monotonic like ax_mono_ms, and counting the time a
+ * suspended (or paused) host stood still, for ages that a suspend must not
+ * hide (a held batch's, ax_svc_held_age_ms). */
+static inline int64_t ax_boot_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A total order of strings for sorting and searching sets of keys, not
+ * the lexicographic one: by length, then byte by byte from the last. The
+ * submit keys of a batch (kafka:TOPIC:PARTITION:OFFSET) share all but
+ * their last digits, which strcmp reaches after some 35 equal bytes and
+ * this at once (the trigger's key sorts and searches were 8 % of its CPU
+ * under load: BENCHMARKS.md, "Issue #13: the thirtieth session"). */
+static inline int ax_keycmp(const char *x, const char *y) {
+    size_t a = strlen(x), b = strlen(y);
+    if (a != b)
+        return a < b ? -1 : 1;
+    while (a-- > 0)
+        if (x[a] != y[a])
+            return (unsigned char)x[a] < (unsigned char)y[a] ? -1 : 1;
+    return 0;
 }
 
 /* A duration in ms as a struct timeval (for libevent timers, select). */

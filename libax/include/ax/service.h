@@ -50,8 +50,8 @@ struct ax_svc {
     unsigned held_failures;
     int64_t held_retry_at;
     int held_offered;      /* held was offered and is not durable yet: retried */
-    int64_t held_since;    /* mono ms the first held record was taken */
-    int64_t held_since_boot; /* the same on CLOCK_BOOTTIME (counts a suspend) */
+    int64_t held_since;    /* ax_boot_ms() the first held record was taken (a
+                            * suspended host's time counts) */
     /* the consumer's assignment as read at ax_kafka_rebalances() ==
      * assigned_gen (NULL: not read yet) */
     rd_kafka_topic_partition_list_t *assigned;

@@ -397,14 +397,8 @@ size_t ax_svc_drop_unassigned(ax_svc_t *svc) {
     return dropped;
 }
 
-static int64_t boot_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int64_t ax_svc_held_age_ms(const ax_svc_t *svc) {
-    return svc->held_n ? boot_ms() - svc->held_since_boot : 0;
+    return svc->held_n ? ax_boot_ms() - svc->held_since : 0;
 }
 
 /* Offer the held batch to the service; when durable, store its offsets for
@@ -468,17 +462,15 @@ static ssize_t fill_held(ax_svc_t *svc) {
         }
         svc->held[k++] = m;
     }
-    if (svc->held_n == 0 && k > 0) {
-        svc->held_since = ax_mono_ms();
-        svc->held_since_boot = boot_ms();
-    }
+    if (svc->held_n == 0 && k > 0)
+        svc->held_since = ax_boot_ms();
     ssize_t taken = (ssize_t)(k - svc->held_n);
     svc->held_n = k;
     return taken;
 }
 
 /* A batch not full whose first record has not waited consume.linger.ms yet
- * waits (the linger timer comes back for it): 1, else 0. */
+ * waits (the linger timer comes back for it): 1, else 0. now: ax_boot_ms(). */
 static int held_lingers(ax_svc_t *svc, int64_t now) {
     int64_t left = svc->held_since + svc->linger_ms - now;
     if (svc->held_n >= svc->batch_max || left <= 0 || !svc->ev_linger)
@@ -515,7 +507,7 @@ static void consumer_ready(void *arg) {
                 return;
         }
         ssize_t taken = fill_held(svc);
-        if (svc->held_n == 0 || held_lingers(svc, ax_mono_ms()))
+        if (svc->held_n == 0 || held_lingers(svc, ax_boot_ms()))
             return;
         svc->held_offered = 1;
         run_held(svc);

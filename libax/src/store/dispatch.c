@@ -364,7 +364,7 @@ typedef struct kpart {
 
 static int cmp_key(const void *a, const void *b) {
     const char *x = **(const char *const *const *)a, *y = **(const char *const *const *)b;
-    return strcmp(x, y);
+    return ax_keycmp(x, y);
 }
 
 enum {
