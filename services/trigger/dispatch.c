@@ -171,29 +171,6 @@ static void win_parts_clear(struct dispatch_win *w) {
     w->nparts = 0;
 }
 
-static void win_prev_clear(struct dispatch_win *w) {
-    for (size_t k = 0; k < w->nprev; k++)
-        free(w->prev[k].topic);
-    w->nprev = 0;
-}
-
-/* The window's parts, if any, become the last ones (the next flush primes
- * them ahead: a window of primers alone, which names none, keeps the last
- * window's that did); the list collects the next window's from empty. */
-static void win_parts_keep(struct dispatch_win *w) {
-    if (!w->nparts)
-        return;
-    win_prev_clear(w);
-    struct win_part *v = w->prev;
-    size_t cap = w->capprev;
-    w->prev = w->parts;
-    w->nprev = w->nparts;
-    w->capprev = w->capparts;
-    w->parts = v;
-    w->capparts = cap;
-    w->nparts = 0;
-}
-
 /* After a failed commit: the largest record of this batch Kafka refused
  * for itself is held (one per failed transaction: a record set refused as
  * a whole names every record in it). Returns 1 if one was. */
@@ -456,8 +433,10 @@ static void on_primer_report(ax_delivery_t *d, rd_kafka_resp_err_t err) {
  * verification of each partition's first record) before a batch's records
  * wait for that (BENCHMARKS.md, "Issue #13: the twenty-first session" and
  * "the thirtieth session"). */
-static void prime_parts(trigger_t *t, rd_kafka_t *rk, const struct win_part *parts, size_t n) {
+static size_t prime_parts(trigger_t *t, rd_kafka_t *rk, const struct win_part *parts,
+                          size_t n) {
     char err[512];
+    size_t primed = 0;
     for (size_t k = 0; k < n; k++) {
         /* a topic gone since (deleted with its group) would hold the
          * transaction: the next dispatch to it is held instead (hold.c) */
@@ -475,24 +454,28 @@ static void prime_parts(trigger_t *t, rd_kafka_t *rk, const struct win_part *par
             ax_debug("dispatch primer: %s", err);
             break;
         }
+        primed++;
     }
+    return primed;
 }
 
 /* Commit the window, settle it, and — when it ended by its length or size
  * (not because another transaction comes next) and carried dispatches,
- * with dispatch.prime — begin the next with its primers. The primers'
- * window is committed like any other, by its timer if no batch comes, and
- * primes none after it: an idle leader makes no transactions.
+ * with dispatch.prime — begin the next with one primer on each partition
+ * the window's records went to (from their delivery reports). The
+ * primers' window is committed like any other, by its timer if no batch
+ * comes, and primes none after it: an idle leader makes no transactions.
  *
  * With two producers the next window is begun on the other one, and
- * primed with the last window's partitions, before this one's commit
- * (lead_txn_begin_next): its partitions are registered and verified while
- * this commit and the settle run, instead of after them, when the first
- * batch of the next window is often already produced (at 1,000 jobs/s
- * that batch waited 3-8 ms for its primers; BENCHMARKS.md, "Issue #13: the
- * thirtieth session"). With one producer, or no last window yet, it is
- * begun after the commit and primed with this window's partitions (their
- * delivery reports are served by this commit's flush). */
+ * primed, before this one's commit (lead_txn_begin_next), with the
+ * partitions of the reports served so far (a poll just before: all but
+ * those of the records still in flight): its partitions are registered
+ * and verified while this commit and the settle run, instead of after
+ * them, when the first batch of the next window is often already produced
+ * (at 1,000 jobs/s that batch waited 3-8 ms for its primers; BENCHMARKS.md,
+ * "Issue #13: the thirtieth session"). With one producer, or no report
+ * served yet, it is begun after the commit, whose flush serves every
+ * report. */
 static int win_flush(trigger_t *t, int prime) {
     struct dispatch_win *w = &t->win;
     if (!w->open)
@@ -504,24 +487,25 @@ static int win_flush(trigger_t *t, int prime) {
     prime = prime && w->n > 0 && t->svc.conf.dispatch_prime && w->ev &&
             !ax_kafka_partitioner_set(&t->svc.conf) && !t->svc.stopping;
     rd_kafka_t *next = NULL;
-    if (prime && w->nprev && lead_txn_begin_next(t, &next) == 0) {
-        prime_parts(t, next, w->prev, w->nprev);
-        ax_debug("dispatch window: the next begun ahead of this one's commit, %zu partition(s) "
-                 "primed", w->nprev);
+    if (prime && t->txp) {
+        rd_kafka_poll(t->txp, 0); /* the window's delivery reports so far: its partitions */
+        if (w->nparts && lead_txn_begin_next(t, &next) == 0)
+            ax_debug("dispatch window: the next begun ahead of this one's commit, %zu of %zu "
+                     "partition(s) primed",
+                     prime_parts(t, next, w->parts, w->nparts), w->nparts);
     }
     int rc = lead_txn_commit(t);
     win_settle(t, rc == 0);
-    if (next && rc == 0 && t->leader && !t->svc.stopping && t->txn_next_open) {
+    if (next && rc == 0 && t->leader && t->txn_next_open) {
         lead_txn_adopt_next(t);
         win_open(t);
     } else if (next) {
         lead_txn_drop_next(t);
-    } else if (rc == 0 && prime && t->leader && !t->svc.stopping && w->nparts &&
-               lead_txn_begin(t) == 0) {
+    } else if (rc == 0 && prime && t->leader && w->nparts && lead_txn_begin(t) == 0) {
         win_open(t);
         prime_parts(t, t->txp, w->parts, w->nparts);
     }
-    win_parts_keep(w);
+    win_parts_clear(w);
     return rc;
 }
 
@@ -531,7 +515,6 @@ void dispatch_win_forget(trigger_t *t) {
     win_close(t);
     t->win.n = 0;
     win_parts_clear(&t->win);
-    win_prev_clear(&t->win); /* and the last window's: a new leadership primes none ahead */
 }
 
 /* ---- one batch --------------------------------------------------------------------- */

@@ -549,9 +549,16 @@ int lead_txn_begin_next(trigger_t *t, rd_kafka_t **rk) {
     if (t->svc.conf.dispatch_producers < 2 || !t->txps[1] || !t->txp || !t->txn_open ||
         t->txn_next_open || !lead_active(t))
         return AX_ERR_CONFLICT;
-    if (ax_kafka_txn_begin(next, err, sizeof err) < 0) {
+    int rc = ax_kafka_txn_begin(next, err, sizeof err);
+    if (rc == AX_ERR_CONFLICT) {
+        lead_give_up(t, err); /* fenced or fatal, as lead_txn_begin would find */
+        return rc;
+    }
+    if (rc < 0) {
+        /* the ordinary lead_txn_begin after the commit tries this producer
+         * again, and ends what is open on it if it must */
         ax_debug("the next window's transaction not begun ahead: %s", err);
-        return AX_ERR_IO;
+        return rc;
     }
     t->txn_next_open = 1;
     *rk = next;
@@ -572,12 +579,21 @@ void lead_txn_drop_next(trigger_t *t) {
     if (!t->txn_next_open)
         return; /* none, or gone with the producers (lead_producers_destroy) */
     t->txn_next_open = 0;
-    if (ax_kafka_txn_end_abort(t->txps[t->txn_turn ^ 1], 10000, err, sizeof err) < 0) {
+    /* within what is left of the lease, like a commit (at least a second) */
+    int64_t left = t->lease_until_mono - ax_mono_ms();
+    int budget = left < 1000 ? 1000 : left > 10000 ? 10000 : (int)left;
+    if (ax_kafka_txn_end_abort(t->txps[t->txn_turn ^ 1], budget, err, sizeof err) < 0) {
         char why[700];
         snprintf(why, sizeof why, "the next window's transaction (its primers) not aborted: %s",
                  err);
         lead_give_up(t, why);
+        return;
     }
+    /* the next transaction begins on the producer whose transaction ended
+     * earlier (lead_txn_begin switches): the one that failed to commit,
+     * not the one just aborted */
+    t->txn_turn ^= 1;
+    t->txp = t->txps[t->txn_turn];
 }
 
 int lead_txn_abort(trigger_t *t, const char *why) {

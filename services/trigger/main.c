@@ -187,7 +187,6 @@ static void trigger_fini(trigger_t *t) {
     free(t->refused);
     dispatch_win_forget(t); /* the partitions noted for primers */
     free(t->win.parts);
-    free(t->win.prev);
     if (t->win.ev)
         event_free(t->win.ev);
     free(t->win.ids);

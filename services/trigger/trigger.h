@@ -141,10 +141,6 @@ typedef struct trigger {
             int32_t partition;
         } *parts;
         size_t nparts, capparts;
-        /* the last window's parts: the window after this one is begun on the
-         * other producer with its primers before this one commits */
-        struct win_part *prev;
-        size_t nprev, capprev;
     } win;
 
     /* tlead (leader side): what leader.c calls above itself, set by main.c,
@@ -191,10 +187,13 @@ int lead_txn_abort(trigger_t *t, const char *why); /* AX_ERR_IO aborted, <0 gave
 /* With two producers (dispatch.producers) and txp's transaction open:
  * begin the next transaction on the other one now, before txp's commit
  * (*rk: its producer, for the next window's primers); 0, or <0 (not begun:
- * the ordinary lead_txn_begin after the commit tries it again). Within one
- * window's flush, ended by lead_txn_adopt_next (after txp's commit: the
- * other producer's transaction becomes txp's) or lead_txn_drop_next
- * (aborted: the commit failed). */
+ * the ordinary lead_txn_begin after the commit tries it again;
+ * AX_ERR_CONFLICT from the broker: fenced or fatal, leadership given up).
+ * Within one window's flush, ended by lead_txn_adopt_next (after txp's
+ * commit: the other producer's transaction becomes txp's) or
+ * lead_txn_drop_next (aborted, within the lease: the commit failed; the
+ * next lead_txn_begin is on the producer that failed to commit, whose
+ * transaction ended first). */
 int lead_txn_begin_next(trigger_t *t, rd_kafka_t **rk);
 void lead_txn_adopt_next(trigger_t *t);
 void lead_txn_drop_next(trigger_t *t);

@@ -8,11 +8,11 @@
 # 2. Idle, the trigger primes no more: a window of primers alone is
 #    committed by its timer and begins no other.
 # 3. dispatch.prime=0: no primer more, the commands still run.
-# With two producers (dispatch.producers, default 2) a window that follows
-# one which carried dispatches is primed ahead: the next window is begun on
-# the other producer before this one's commit (part 1 sees it in the
-# trigger's debug log); with dispatch.producers=1 it never is (part 4),
-# and the primers still come after the commit.
+# With two producers (dispatch.producers, default 2) the window after one
+# that carried dispatches is begun on the other producer, and primed,
+# before that one's commit (part 1 sees it in the trigger's debug log);
+# with dispatch.producers=1 it never is, and windows are still primed
+# (part 4).
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 W=500
