@@ -5,9 +5,12 @@
 # the Kafka commit inside it (K) (BENCHMARKS.md, "Issue #13: Nagle's delay" and "Issue #13: the
 # twentieth session").
 #
-# probes.diff applies to 184ff88 (git apply; the lines of the twentieth session). Copy probe.h to
-# services/trigger/ and services/executor/, build, run bench_exec with AX_PROBE=/tmp/pr against that
-# build, then: python3 analyse.py [PREFIX] (default /tmp/pr; reads PREFIX.*).
+# probes.diff applies to 747c813 (git apply; the lines of the twentieth session, and the window
+# flush's W line of the thirtieth: its commit, its settle, whether the next window was begun ahead).
+# Copy probe.h to services/trigger/ and services/executor/, build, run bench_exec with
+# AX_PROBE=/tmp/pr against that build, then: python3 analyse.py [PREFIX] (default /tmp/pr; reads
+# PREFIX.*). It also sets each window flush beside the first ingest batch after it (BENCHMARKS.md,
+# "Issue #13: the thirtieth session").
 #
 # Lines that do not parse (threads of one process writing at once) and hops outside -1 s .. 100 s
 # (a warm-up record, a timestamp the broker did not set) are left out.
@@ -16,9 +19,10 @@ import glob
 import sys
 
 prefix = sys.argv[1] if len(sys.argv) > 1 else '/tmp/pr'
-want = {'T': 8, 'E': 4, 'C': 5, 'R': 3, 'F': 4, 'P': 3, 'K': 4}
+want = {'T': 8, 'E': 4, 'C': 5, 'R': 3, 'F': 4, 'P': 3, 'K': 4, 'W': 5}
 T, E, C, R = {}, {}, {}, {}
 loop = []
+flushes = []
 for f in glob.glob(prefix + '.*'):
     for line in open(f, errors='replace'):
         a = line.split()
@@ -27,6 +31,9 @@ for f in glob.glob(prefix + '.*'):
         try:
             if a[0] in 'FPK':
                 loop.append((a[0], float(a[1]), float(a[2])))
+                continue
+            if a[0] == 'W':
+                flushes.append(tuple(float(x) for x in a[1:]))
                 continue
             i = int(a[1])
             v = [float(x) for x in a[2:]]
@@ -74,3 +81,23 @@ if loop:
         if v:
             print('callback %-26s %4d calls, %8.1f ms (%4.1f %% of %.0f ms), p50 %.1f ms' %
                   (what, len(v), sum(v), 100 * sum(v) / span, span, pct(v, .5)))
+if flushes and rows:
+    # each ingest batch (by its statement's start) and its slowest produce -> append
+    batch = collections.defaultdict(float)
+    for i in sorted(set(T) & set(E)):
+        b0, b1, b2, pc, pp, n = T[i]
+        d = E[i][1] - pc
+        if -1e3 < d < 1e5:
+            batch[b1] = max(batch[b1], d)
+    starts = sorted(batch)
+    first = []
+    for q0, commit, settle, ahead in sorted(flushes):
+        nxt = [b for b in starts if 0 < b - q0 < 30]
+        if nxt:
+            first.append(batch[nxt[0]])
+    print('window flushes %d (begun ahead %d): commit p50 %.2f ms, settle p50 %.2f ms' %
+          (len(flushes), sum(1 for f in flushes if f[3]), pct([f[1] for f in flushes], .5),
+           pct([f[2] for f in flushes], .5)))
+    if first:
+        print('first batch within 30 ms after a flush: %d, its slowest produce->append p50 %.2f ms '
+              '(every batch: p50 %.2f ms)' % (len(first), pct(first, .5), pct(list(batch.values()), .5)))
