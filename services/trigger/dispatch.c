@@ -489,10 +489,12 @@ static int win_flush(trigger_t *t, int prime) {
     rd_kafka_t *next = NULL;
     if (prime && t->txp) {
         rd_kafka_poll(t->txp, 0); /* the window's delivery reports so far: its partitions */
-        if (w->nparts && lead_txn_begin_next(t, &next) == 0)
+        if (w->nparts && lead_txn_begin_next(t, &next) == 0) {
+            size_t primed = prime_parts(t, next, w->parts, w->nparts);
             ax_debug("dispatch window: the next begun ahead of this one's commit, %zu of %zu "
                      "partition(s) primed",
-                     prime_parts(t, next, w->parts, w->nparts), w->nparts);
+                     primed, w->nparts);
+        }
     }
     int rc = lead_txn_commit(t);
     win_settle(t, rc == 0);
