@@ -42,6 +42,13 @@
  * before the statement was sent. */
 static int64_t lease_until(int64_t mono0, int64_t lease_ms) { return mono0 + lease_ms * 95 / 100; }
 
+/* What is left of the lease, less reserve_ms, as a Kafka call's timeout:
+ * at least a second (a call needs one round trip), at most max_ms. */
+static int lease_budget(const trigger_t *t, int64_t reserve_ms, int max_ms) {
+    int64_t left = t->lease_until_mono - ax_mono_ms() - reserve_ms;
+    return left < 1000 ? 1000 : left > max_ms ? max_ms : (int)left;
+}
+
 int64_t lead_now(const trigger_t *t) { return ax_mono_ms() + t->clock_base; }
 
 int lead_active(trigger_t *t) {
@@ -300,12 +307,11 @@ static int producers_new(trigger_t *t, char *err, size_t errlen) {
     t->txp = t->txps[0];
     if (svc->conf.dispatch_producers < 2 || svc->conf.dispatch_transaction_ms <= 0)
         return 0;
-    int64_t left = t->lease_until_mono - ax_mono_ms() - svc->conf.trigger_lease_ms / 4;
     char err1[512];
     snprintf(txn_id, sizeof txn_id, "%s.1", t->role);
     snprintf(cid, sizeof cid, "%s-leader.1", svc->worker_id);
     t->txps[1] = ax_kafka_txn_producer_new(&svc->conf, cid, txn_id, 0,
-                                           left < 1000 ? 1000 : left > 30000 ? 30000 : (int)left,
+                                           lease_budget(t, svc->conf.trigger_lease_ms / 4, 30000),
                                            err1, sizeof err1);
     if (!t->txps[1])
         ax_warn("leader: the second transactional producer (%s): %s; dispatching through "
@@ -526,6 +532,8 @@ int lead_txn_begin(trigger_t *t) {
     }
     int rc = ax_kafka_txn_begin(t->txp, err, sizeof err);
     t->txn_open = rc == 0;
+    if (rc == 0)
+        ax_debug("Kafka transaction begun on %s%s", t->role, t->txn_turn ? ".1" : "");
     if (rc == AX_ERR_CONFLICT) {
         lead_give_up(t, err);
     } else if (rc < 0) {
@@ -548,7 +556,7 @@ int lead_txn_begin_next(trigger_t *t, rd_kafka_t **rk) {
     *rk = NULL;
     if (t->svc.conf.dispatch_producers < 2 || !t->txps[1] || !t->txp || !t->txn_open ||
         t->txn_next_open || !lead_active(t))
-        return AX_ERR_CONFLICT;
+        return 1;
     int rc = ax_kafka_txn_begin(next, err, sizeof err);
     if (rc == AX_ERR_CONFLICT) {
         lead_give_up(t, err); /* fenced or fatal, as lead_txn_begin would find */
@@ -579,16 +587,18 @@ void lead_txn_drop_next(trigger_t *t) {
     if (!t->txn_next_open)
         return; /* none, or gone with the producers (lead_producers_destroy) */
     t->txn_next_open = 0;
-    /* within what is left of the lease, like a commit (at least a second) */
-    int64_t left = t->lease_until_mono - ax_mono_ms();
-    int budget = left < 1000 ? 1000 : left > 10000 ? 10000 : (int)left;
-    if (ax_kafka_txn_end_abort(t->txps[t->txn_turn ^ 1], budget, err, sizeof err) < 0) {
+    /* within what is left of the lease, like a commit */
+    if (ax_kafka_txn_end_abort(t->txps[t->txn_turn ^ 1], lease_budget(t, 0, 10000), err,
+                               sizeof err) < 0) {
         char why[700];
         snprintf(why, sizeof why, "the next window's transaction (its primers) not aborted: %s",
                  err);
         lead_give_up(t, why);
         return;
     }
+    ax_info("the next window's transaction, begun ahead on %s%s, aborted: this window's "
+            "commit on %s%s failed; the next begins on %s%s", t->role, t->txn_turn ? "" : ".1",
+            t->role, t->txn_turn ? ".1" : "", t->role, t->txn_turn ? ".1" : "");
     /* the next transaction begins on the producer whose transaction ended
      * earlier (lead_txn_begin switches): the one that failed to commit,
      * not the one just aborted */
@@ -623,9 +633,7 @@ int lead_txn_commit(trigger_t *t) {
     }
     /* The outcome must be known while the lease is ours: a commit that
      * cannot finish within it is aborted (and counts as failed). */
-    int64_t left = t->lease_until_mono - ax_mono_ms();
-    int budget = left < 1000 ? 1000 : left > 35000 ? 35000 : (int)left;
-    int rc = ax_kafka_txn_commit(t->txp, budget, err, sizeof err);
+    int rc = ax_kafka_txn_commit(t->txp, lease_budget(t, 0, 35000), err, sizeof err);
     t->txn_open = 0; /* committed, aborted, or (a conflict) the producers go */
     if (rc == 0)
         t->txn_failures = 0;

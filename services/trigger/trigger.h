@@ -186,9 +186,11 @@ int lead_txn_commit(trigger_t *t);
 int lead_txn_abort(trigger_t *t, const char *why); /* AX_ERR_IO aborted, <0 gave up */
 /* With two producers (dispatch.producers) and txp's transaction open:
  * begin the next transaction on the other one now, before txp's commit
- * (*rk: its producer, for the next window's primers); 0, or <0 (not begun:
- * the ordinary lead_txn_begin after the commit tries it again;
- * AX_ERR_CONFLICT from the broker: fenced or fatal, leadership given up).
+ * (*rk: its producer, for the next window's primers); 0; 1 when it does
+ * not apply (one producer, no open transaction, one begun ahead already,
+ * not leading); or <0, not begun: AX_ERR_CONFLICT from the broker (fenced
+ * or fatal: leadership given up), another error (the ordinary
+ * lead_txn_begin after the commit tries that producer again).
  * Within one window's flush, ended by lead_txn_adopt_next (after txp's
  * commit: the other producer's transaction becomes txp's) or
  * lead_txn_drop_next (aborted, within the lease: the commit failed; the

@@ -13,6 +13,14 @@
 # before that one's commit (part 1 sees it in the trigger's debug log);
 # with dispatch.producers=1 it never is, and windows are still primed
 # (part 4).
+# 5. A window whose commit fails while the next is begun ahead: a command
+#    runs in a window that then takes a record the broker refuses (a topic
+#    made with a smaller limit, as in 160_size_limits), so its commit
+#    fails; the next window's transaction, begun and primed on the
+#    other producer, is aborted (its primers, if sent, never committed), the next
+#    transaction begins on the producer that failed to commit, the refused
+#    instance is held with its reason, the command ran once, a command after
+#    runs, and the leader neither gave up nor left a transaction open.
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 W=500
@@ -97,4 +105,41 @@ more_primers() { [ "$(primers)" -gt "$p2" ]; }
 wait_for 10 "primers again on $DT" more_primers
 [ "$(ahead trigger@3)" = 0 ] || fail "a window primed ahead with one producer"
 wait_for 10 "every primer committed" all_committed
+
+log "5. a window's commit fails while the next is begun ahead"
+stop_svc trigger@3
+# max.message.bytes 1000 + 64 KiB: a 100,000-byte payload's record is refused
+axctl --set message.max.bytes=1000 topics create --partitions 1 --group tiny >/dev/null 2>&1 \
+    || fail "topics create --group tiny failed"
+axctl job create "${JOBP}tiny" --group tiny -- true >/dev/null || fail "job create --group tiny failed"
+head -c 100000 /dev/zero | tr '\0' x >"$WORK/p-100k"
+# a long window: the command runs and the refused record joins it well
+# before its end
+start_svc trigger@4 --set dispatch.transaction.ms=4000 --set log.level=debug
+wait_for 30 "a leader" leads
+out=$(axctl submit --wait --wait-timeout 60 --trace-id "$TR-9" -- sh -c "echo ran >> $marks") ||
+    fail "submit 9 failed: $out"
+axctl submit --job "${JOBP}tiny" --trace-id "$TR-tiny" --payload-file "$WORK/p-100k" >/dev/null \
+    || fail "submit of the tiny job failed"
+DROP="the next window's transaction, begun ahead on"
+dropped() { grep -q "$DROP" "$WORK/ax-trigger@4.log"; }
+wait_for 30 "the next window's transaction aborted with the failed commit" dropped
+grep "$DROP" "$WORK/ax-trigger@4.log"
+held_tiny() { field "$TR-tiny" "(SELECT reason FROM instance_hold h WHERE h.instance_id = job_instance.id)" | grep -q "Kafka refused"; }
+wait_for 60 "the refused instance held" held_tiny
+# the producer that failed to commit begins the next transaction
+failed_on=$(grep -m1 "$DROP" "$WORK/ax-trigger@4.log" | sed -E 's/.*the next begins on ([^ ]+)$/\1/')
+began_on=$(sed -n "/$DROP/,\$p" "$WORK/ax-trigger@4.log" | grep -m1 "Kafka transaction begun on" |
+    sed -E 's/.*begun on ([^ ]+)$/\1/')
+[ -n "$failed_on" ] && [ "$began_on" = "$failed_on" ] ||
+    fail "after the abort the next transaction began on '$began_on', not on '$failed_on'"
+out=$(axctl submit --wait --wait-timeout 30 --trace-id "$TR-10" -- sh -c "echo ran >> $marks") ||
+    fail "submit 10 after the failed commit failed: $out"
+[ "$(wc -l <"$marks")" = 10 ] || fail "commands ran $(wc -l <"$marks") times, expected 10"
+for i in 9 10; do
+    [ "$(field "$TR-$i" "state || '/' || outcome || '/' || attempt")" = "FINISHED/SUCCESS/1" ] ||
+        fail "$TR-$i: $(field "$TR-$i" "state || '/' || outcome || '/' || attempt")"
+done
+! grep -q "giving up leadership" "$WORK/ax-trigger@4.log" || fail "the leader gave up leadership"
+! grep -q "aborting what is open" "$WORK/ax-trigger@4.log" || fail "a Kafka transaction was left open"
 log "ok"
