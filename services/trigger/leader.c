@@ -587,6 +587,7 @@ void lead_txn_drop_next(trigger_t *t) {
     if (!t->txn_next_open)
         return; /* none, or gone with the producers (lead_producers_destroy) */
     t->txn_next_open = 0;
+    t->txns_aborted++;
     /* within what is left of the lease, like a commit */
     if (ax_kafka_txn_end_abort(t->txps[t->txn_turn ^ 1], lease_budget(t, 0, 10000), err,
                                sizeof err) < 0) {
@@ -612,6 +613,7 @@ int lead_txn_abort(trigger_t *t, const char *why) {
         return AX_ERR_CONFLICT;
     ax_warn("%s: aborting the Kafka transaction", why);
     t->txn_open = 0;
+    t->txns_aborted++;
     if (ax_kafka_txn_end_abort(t->txp, 10000, err, sizeof err) < 0) {
         char msg[1100];
         snprintf(msg, sizeof msg, "%s; the abort failed too: %s", why, err);
@@ -629,18 +631,23 @@ int lead_txn_commit(trigger_t *t) {
         return AX_ERR_CONFLICT;
     if (!lead_active(t)) {
         /* Our lease may be someone else's now: nothing of this may appear. */
+        t->txns_aborted++;
         return AX_ERR_CONFLICT;
     }
     /* The outcome must be known while the lease is ours: a commit that
      * cannot finish within it is aborted (and counts as failed). */
     int rc = ax_kafka_txn_commit(t->txp, lease_budget(t, 0, 35000), err, sizeof err);
     t->txn_open = 0; /* committed, aborted, or (a conflict) the producers go */
-    if (rc == 0)
+    if (rc == 0) {
+        t->txns_committed++;
         t->txn_failures = 0;
-    else if (rc == AX_ERR_CONFLICT)
-        lead_give_up(t, err);
-    else
-        txn_failed(t, "Kafka transaction not committed", err);
+    } else {
+        t->txns_aborted++;
+        if (rc == AX_ERR_CONFLICT)
+            lead_give_up(t, err);
+        else
+            txn_failed(t, "Kafka transaction not committed", err);
+    }
     return rc;
 }
 

@@ -20,8 +20,9 @@
 
 struct tmetrics {
     ax_metric_t *fires, *lateness, *created, *epoch, *leader, *changes, *lag, *deferred,
-        *circuits, *submissions, *dispatched, *swept, *samples;
+        *circuits, *submissions, *dispatched, *swept, *samples, *txns;
     int64_t last_submitted, last_duplicates, last_dispatched, last_swept, last_samples[2];
+    int64_t last_committed, last_aborted;
     int64_t circuits_at;
     struct event *ev;
 };
@@ -31,6 +32,7 @@ static const char *const circuit_states[] = {"open", "half_open", NULL};
 static const char *const submission_results[] = {"created", "duplicate", NULL};
 static const char *const created_by[] = {"fire", "submit", NULL};
 static const char *const sample_reasons[] = {"interval", "demand", NULL};
+static const char *const txn_results[] = {"committed", "aborted", NULL};
 
 /* Add what a counter of the trigger grew by since the last call. */
 static uint64_t grown(int64_t now, int64_t *last) {
@@ -64,6 +66,8 @@ static void on_metrics(evutil_socket_t fd, short what, void *arg) {
     ax_metric_add(m->submissions, 1, grown(t->duplicates, &m->last_duplicates));
     ax_metric_add(m->dispatched, 0, grown(t->dispatched, &m->last_dispatched));
     ax_metric_add(m->swept, 0, grown(t->swept, &m->last_swept));
+    ax_metric_add(m->txns, 0, grown(t->txns_committed, &m->last_committed));
+    ax_metric_add(m->txns, 1, grown(t->txns_aborted, &m->last_aborted));
     for (size_t k = 0; k < 2; k++)
         ax_metric_add(m->samples, k, grown(t->lag_samples[k], &m->last_samples[k]));
     ax_metric_set(m->epoch, 0, (double)t->epoch);
@@ -95,6 +99,13 @@ static void tm_register(struct tmetrics *m, ax_metrics_t *reg) {
                                        "Instances produced to a dispatch topic.", NULL, NULL);
     m->swept = ax_metrics_counter(reg, "ax_trigger_leases_swept_total",
                                   "Expired executor leases reported as lost.", NULL, NULL);
+    m->txns = ax_metrics_counter(reg, "ax_trigger_kafka_transactions_total",
+                                 "The leader's Kafka transactions (dispatch records; the attempts "
+                                 "of swept leases and backlog cuts), by result: committed, or "
+                                 "aborted (a failed or fenced commit, an abort after a failed "
+                                 "produce, the next dispatch window's begun ahead and aborted "
+                                 "with a failed commit, leadership lost before the commit).",
+                                 "result", txn_results);
     m->epoch = ax_metrics_gauge(reg, "ax_trigger_leader_epoch",
                                 "Epoch of the lease this trigger last led under (0: never led).",
                                 NULL, NULL);

@@ -49,6 +49,10 @@ typedef struct trigger {
     struct event *ev_scan, *ev_sweep, *ev_lead, *ev_wheel, *ev_reload;
     unsigned scan_failures;
     int64_t submitted, duplicates, dispatched, swept, fired, skipped;
+    /* the leader's Kafka transactions: committed, and ended without their
+     * records (a failed commit, an abort after a failed produce or begin,
+     * the next window's begun ahead aborted with it, a fenced commit) */
+    int64_t txns_committed, txns_aborted;
 
     /* the retention sweep (retention.c): the loop's timer hands the lease
      * key to a thread of its own, which deletes on its own connection */

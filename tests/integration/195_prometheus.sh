@@ -124,6 +124,8 @@ expect 'sum(ax_trigger_fires_total{decision="fired"})' "$NF"
 expect 'sum(ax_trigger_fire_lateness_seconds_count)' "$NF"
 expect 'sum(ax_trigger_instances_created_total{source="fire"})' "$NF"
 expect 'sum(ax_trigger_leader)' 1
+expect 'sum(ax_trigger_kafka_transactions_total{result="committed"}) > bool 0' 1
+expect 'sum(ax_trigger_kafka_transactions_total{result="aborted"})' 0
 expect 'sum(ax_executor_claims_total{result="claimed"})' $((110 + NF))
 expect 'sum(ax_executor_runs_started_total{kind="command"})' $((110 + NF))
 expect 'sum(ax_executor_attempts_total{outcome="SUCCESS"})' $((100 + NF))

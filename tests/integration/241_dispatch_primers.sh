@@ -20,7 +20,8 @@
 #    other producer, is aborted (its primers, if sent, never committed), the next
 #    transaction begins on the producer that failed to commit, the refused
 #    instance is held with its reason, the command ran once, a command after
-#    runs, and the leader neither gave up nor left a transaction open.
+#    runs, and the leader neither gave up nor left a transaction open;
+#    ax_trigger_kafka_transactions_total counts the aborted ones.
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 W=500
@@ -115,7 +116,8 @@ axctl job create "${JOBP}tiny" --group tiny -- true >/dev/null || fail "job crea
 head -c 100000 /dev/zero | tr '\0' x >"$WORK/p-100k"
 # a long window: the command runs and the refused record joins it well
 # before its end
-start_svc trigger@4 --set dispatch.transaction.ms=4000 --set log.level=debug
+start_svc trigger@4 --set dispatch.transaction.ms=4000 --set log.level=debug \
+    --set metrics.listen=127.0.0.1:0
 wait_for 30 "a leader" leads
 out=$(axctl submit --wait --wait-timeout 60 --trace-id "$TR-9" -- sh -c "echo ran >> $marks") ||
     fail "submit 9 failed: $out"
@@ -142,4 +144,13 @@ for i in 9 10; do
 done
 ! grep -q "giving up leadership" "$WORK/ax-trigger@4.log" || fail "the leader gave up leadership"
 ! grep -q "aborting what is open" "$WORK/ax-trigger@4.log" || fail "a Kafka transaction was left open"
+# ax_trigger_kafka_transactions_total: the window, the one begun ahead and
+# the due scan's (refused again) aborted; the commits since counted too
+mport=$(sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-trigger@4.log" | tail -n 1)
+[ -n "$mport" ] || fail "ax-trigger@4 serves no metrics"
+txns() { curl -sf "http://127.0.0.1:$mport/metrics" |
+    sed -n "s/^ax_trigger_kafka_transactions_total{result=\"$1\"} \([0-9]*\)$/\1/p"; }
+counted() { local a c; a=$(txns aborted) c=$(txns committed); [ "${a:-0}" -ge 3 ] && [ "${c:-0}" -ge 1 ]; }
+wait_for 10 "3 aborted and a committed transaction counted" counted
+log "transactions: $(txns aborted) aborted, $(txns committed) committed"
 log "ok"
