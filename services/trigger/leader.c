@@ -274,6 +274,9 @@ void lead_fini(trigger_t *t) {
 }
 
 void lead_producers_destroy(trigger_t *t) {
+    /* what is still open ends with its producer (the broker aborts it when
+     * a new producer of the id initialises, or at transaction.timeout.ms) */
+    t->txns_aborted += t->txn_open + t->txn_next_open;
     for (int k = 0; k < 2; k++)
         if (t->txps[k])
             rd_kafka_destroy(t->txps[k]);
@@ -630,8 +633,8 @@ int lead_txn_commit(trigger_t *t) {
     if (!t->txp)
         return AX_ERR_CONFLICT;
     if (!lead_active(t)) {
-        /* Our lease may be someone else's now: nothing of this may appear. */
-        t->txns_aborted++;
+        /* Our lease may be someone else's now: nothing of this may appear
+         * (counted as aborted when the producers go: lead_producers_destroy) */
         return AX_ERR_CONFLICT;
     }
     /* The outcome must be known while the lease is ours: a commit that

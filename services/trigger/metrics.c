@@ -103,8 +103,9 @@ static void tm_register(struct tmetrics *m, ax_metrics_t *reg) {
                                  "The leader's Kafka transactions (dispatch records; the attempts "
                                  "of swept leases and backlog cuts), by result: committed, or "
                                  "aborted (a failed or fenced commit, an abort after a failed "
-                                 "produce, the next dispatch window's begun ahead and aborted "
-                                 "with a failed commit, leadership lost before the commit).",
+                                 "produce, the next dispatch window's transaction begun ahead "
+                                 "and aborted with a failed commit, one open when leadership is "
+                                 "lost or given up).",
                                  "result", txn_results);
     m->epoch = ax_metrics_gauge(reg, "ax_trigger_leader_epoch",
                                 "Epoch of the lease this trigger last led under (0: never led).",

@@ -50,8 +50,9 @@ typedef struct trigger {
     unsigned scan_failures;
     int64_t submitted, duplicates, dispatched, swept, fired, skipped;
     /* the leader's Kafka transactions: committed, and ended without their
-     * records (a failed commit, an abort after a failed produce or begin,
-     * the next window's begun ahead aborted with it, a fenced commit) */
+     * records (a failed or fenced commit, an abort after a failed produce,
+     * the next window's begun ahead aborted with a failed commit, one open
+     * when the producers are destroyed: leadership lost or given up) */
     int64_t txns_committed, txns_aborted;
 
     /* the retention sweep (retention.c): the loop's timer hands the lease

@@ -9,13 +9,14 @@
 # standby waited for the lease to run out). Then the new leader's second
 # transactional id (<role>.1, dispatch.producers) is fenced the same way,
 # and the first trigger leads again. A fixed-rate job's every nominal time
-# is still fired once and runs once.
+# is still fired once and runs once. t1's metrics count the transaction
+# the fence ended as aborted (ax_trigger_kafka_transactions_total).
 source "$(dirname "$0")/lib.sh"
 create_topics 2
 LEASE=(--set trigger.lease.ms=30000)
 ROLE=$(topic trigger)
 
-start_svc trigger@1 "${LEASE[@]}" --set worker.id=t1
+start_svc trigger@1 "${LEASE[@]}" --set worker.id=t1 --set metrics.listen=127.0.0.1:0
 wait_for 20 "t1 leads" leader_is t1
 start_svc trigger@2 "${LEASE[@]}" --set worker.id=t2
 start_svc executor
@@ -30,6 +31,14 @@ wait_for 15 "t1 gives up leadership" grep -q "giving up leadership" "$WORK/ax-tr
 grep "giving up leadership" "$WORK/ax-trigger@1.log"
 grep -q "lease released" "$WORK/ax-trigger@1.log" || fail "t1 did not release the lease"
 wait_for 10 "t2 takes over" leader_is t2
+# t1's transaction that the fence ended is counted aborted: the failed
+# commit, or the window open when its producers went (with the next one
+# begun ahead on the other id, two)
+aborted_t1() { metric trigger@1 'ax_trigger_kafka_transactions_total{result="aborted"}'; }
+t1_counted() { local a; a=$(aborted_t1); [ "${a:-0}" -ge 1 ]; }
+wait_for 10 "t1's aborted transaction counted" t1_counted
+[ "$(aborted_t1)" -le 2 ] || fail "t1 counted $(aborted_t1) aborted transactions for one fence"
+log "t1: $(aborted_t1) aborted, $(metric trigger@1 'ax_trigger_kafka_transactions_total{result="committed"}') committed"
 took=$(echo "$(date +%s.%N) - $fenced_at" | bc)
 log "t2 leads ${took}s after the fence (the lease is 30 s)"
 n=$(fired); wait_for 20 "fires under t2" more_than $((n + 5))

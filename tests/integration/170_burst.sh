@@ -81,7 +81,7 @@ done
 grep -q "leader (epoch" "$WORK/ax-trigger@2.log" && fail "t2 led"
 deferred=$(sql "SELECT count(*) FROM job_instance WHERE job_id = $JID AND deferred_at IS NOT NULL")
 log "$deferred instance(s) were deferred by the P2 lane on the way"
-port=$(sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-trigger@1.log" | tail -n 1)
+port=$(metrics_port trigger@1)
 [ -n "$port" ] || fail "t1 logged no metrics port"
 sleep 1.5 # the counters are carried over once a second
 curl -sf "http://127.0.0.1:$port/metrics" >"$WORK/t1.prom" || fail "GET /metrics of t1 failed"

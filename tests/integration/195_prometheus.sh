@@ -13,7 +13,8 @@
 # histograms' counts, and a schedule's fires with their lateness; ax-api's
 # requests by route pattern and status class, their durations, auth
 # failures by reason and requests refused by the rate limit; the
-# leader is one, the store's claim statement ran,
+# leader is one and its Kafka transactions all committed (none aborted),
+# the store's claim statement ran,
 # process_* and librdkafka's statistics are there.
 source "$(dirname "$0")/lib.sh"
 command -v prometheus >/dev/null || fail "prometheus not installed (infra installs Debian's package)"
@@ -31,12 +32,11 @@ start_svc api --set metrics.listen=127.0.0.1:0 --set "api.listen=127.0.0.1:$API_
     --set api.rate.burst=5
 
 # The port each service bound (port 0: the kernel's choice), from its log.
-port_of() { sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-$1.log" | tail -n 1; }
-has_port() { [ -n "$(port_of "$1")" ]; }
+has_port() { [ -n "$(metrics_port "$1")" ]; }
 declare -A PORT=()
 for s in trigger executor callback api; do
     wait_for 60 "ax-$s serving metrics" has_port "$s"
-    PORT[$s]=$(port_of $s)
+    PORT[$s]=$(metrics_port $s)
 done
 
 # promtool lints every exposition; other paths and methods are refused.

@@ -150,6 +150,16 @@ wait_for() {
     done
 }
 
+# A service's metrics (started with --set metrics.listen=127.0.0.1:0):
+# metrics_port NAME, the port it logged; metric NAME 'series{labels}', the
+# value of that series now (empty when not served).
+metrics_port() { sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$WORK/ax-$1.log" | tail -n 1; }
+metric() {
+    local port; port=$(metrics_port "$1")
+    [ -n "$port" ] || return 0
+    curl -sf "http://127.0.0.1:$port/metrics" | awk -v m="$2" '$1 == m { print $2 }'
+}
+
 create_topics() { axctl topics create --partitions "${1:-3}" >/dev/null 2>&1 || fail "cannot create topics"; }
 
 # Instance field by trace id.
